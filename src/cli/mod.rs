@@ -1,0 +1,61 @@
+//! Command-line interface (clap). Each subcommand module parses its flags,
+//! calls the library and prints; none holds domain logic.
+
+mod demo;
+mod topology;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vclos",
+    version,
+    about = "Control plane for isolated GPU-cluster fabrics (vClos / OCS-vClos)"
+)]
+struct Cli {
+    /// Log filter for diagnostics on stderr (e.g. `info`, `vclos=debug`); also RUST_LOG.
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate, inspect and generate topology files.
+    #[command(subcommand)]
+    Topology(topology::TopologyCmd),
+    /// The main job on the embedded default fabric, end to end.
+    Demo(demo::DemoArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Topology(cmd) => topology::run(cmd),
+        Command::Demo(args) => demo::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = filter
+        .map(EnvFilter::new)
+        .or_else(|| EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

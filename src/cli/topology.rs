@@ -1,0 +1,88 @@
+//! `vclos topology validate | show | generate`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand, ValueEnum};
+use vclos::topology::{self, generate, show};
+
+#[derive(Debug, Subcommand)]
+pub enum TopologyCmd {
+    /// Check a topology file; print a one-line summary, or every problem found.
+    Validate { file: PathBuf },
+    /// Print a topology as text, JSON or Graphviz DOT.
+    Show {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print a uniform Leaf-Spine topology (optionally through OCS devices) as YAML.
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Dot,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[arg(long)]
+    leaves: u32,
+    #[arg(long)]
+    spines: u32,
+    #[arg(long = "gpus-per-server")]
+    gpus_per_server: u32,
+    /// Servers per leaf (default: spines / gpus-per-server, the paper's full-bisection shape).
+    #[arg(long = "servers-per-leaf")]
+    servers_per_leaf: Option<u32>,
+    /// Put this many OCS devices between leaves and spines.
+    #[arg(long, default_value_t = 0)]
+    ocs: u32,
+    /// Accept leaves whose server-facing and uplink port counts differ.
+    #[arg(long)]
+    allow_oversubscription: bool,
+    /// Topology name written into the file.
+    #[arg(long, default_value = "fabric")]
+    name: String,
+}
+
+pub fn run(cmd: TopologyCmd) -> Result<ExitCode> {
+    match cmd {
+        TopologyCmd::Validate { file } => match topology::load(&file) {
+            Ok(t) => {
+                println!("{}: valid: {}", file.display(), show::summary(&t));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        TopologyCmd::Show { file, format } => {
+            let t = topology::load(&file)?;
+            match format {
+                Format::Text => print!("{}", show::text(&t)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&show::json(&t))?),
+                Format::Dot => print!("{}", show::dot(&t)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TopologyCmd::Generate(a) => {
+            let yaml = generate::generate(&generate::Params {
+                name: a.name,
+                leaves: a.leaves,
+                spines: a.spines,
+                gpus_per_server: a.gpus_per_server,
+                servers_per_leaf: a.servers_per_leaf,
+                ocs: a.ocs,
+                allow_oversubscription: a.allow_oversubscription,
+            })?;
+            print!("{yaml}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The decision: the seam between the scheduler and the controller.
+//!
+//! A decision says, for one job, which GPUs it gets and which slice of the
+//! fabric (its virtual Clos) carries its traffic: the leaves and their
+//! server-facing ports, the spines used as virtual spines, the physical
+//! leaf-spine links reserved (through an OCS where there is one), the OCS
+//! cross-connects to make, and the source-routing map of every leaf
+//! (server-facing port -> uplink, one-to-one; paper Section 5.2).
+//!
+//! Decisions are written by the placement engine and may also be written by
+//! hand ("connect these"), so they use device and port *names* and are
+//! serialisable as YAML or JSON. Everything in one is checked against the
+//! topology and the current fabric state before it is used.
+//!
+//! OCS semantics: a cross-connect `a~b` replaces whatever patches ports `a`
+//! and `b` had (those partners go dark); only idle ports may be rewired. When
+//! the job is released its cross-connects are removed and the topology's
+//! initial patches are restored where their ports are free again.
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::JobId;
+
+/// Which stage of the algorithm produced a decision (paper Sections 6-7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Stage 0: inside one server; no network configuration at all.
+    Server,
+    /// Stage 1: whole servers under one leaf; traffic never leaves the leaf.
+    Leaf,
+    /// vClos Stage 2: l virtual leaves x s virtual spines over unused links.
+    Vclos,
+    /// OCS-vClos Stage 2: one spine, reached by rewiring idle OCS ports.
+    OcsSpine,
+    /// OCS-vClos two-leaf case: leaf to leaf through the OCS, no spine.
+    OcsTwoLeaf,
+    /// OCS-vClos Stage 3: several spines with rewiring (Appendix A.3).
+    OcsVclos,
+    /// Baselines and hand-written decisions.
+    Manual,
+}
+
+/// One GPU: a server and the GPU's index in it (0-based).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GpuRef {
+    pub server: String,
+    pub gpu: u16,
+}
+
+/// A leaf taking part in the job, with the server-facing ports it uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtualLeaf {
+    pub leaf: String,
+    pub server_ports: Vec<String>,
+}
+
+/// An OCS hop of a reserved link: the leaf-side and far-side OCS ports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OcsHop {
+    pub ocs: String,
+    /// OCS port cabled to the leaf uplink.
+    pub leaf_side: String,
+    /// OCS port cabled to the far end (a spine port, or another leaf's uplink).
+    pub far_side: String,
+}
+
+/// A physical connection reserved for the job, from a leaf uplink to a spine
+/// port (or, in the OCS two-leaf case, to another leaf's uplink).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReservedLink {
+    pub leaf: String,
+    pub uplink: String,
+    /// Far end device: a spine, or a leaf in the OCS two-leaf case.
+    pub peer: String,
+    pub peer_port: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<OcsHop>,
+}
+
+/// An OCS cross-connect to make for the job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CrossConnect {
+    pub ocs: String,
+    pub a: String,
+    pub b: String,
+}
+
+/// The leaf source-routing entry: traffic entering `server_port` leaves the
+/// leaf by `uplink` (when it is not for a server on the same leaf).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SourceRoute {
+    pub leaf: String,
+    pub server_port: String,
+    pub uplink: String,
+}
+
+/// The job's slice of the fabric.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtualClos {
+    pub leaves: Vec<VirtualLeaf>,
+    /// Spines used as virtual spines (one VRF per job on each).
+    pub spines: Vec<String>,
+    pub links: Vec<ReservedLink>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_connects: Vec<CrossConnect>,
+}
+
+/// Everything decided for one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub job: JobId,
+    pub stage: Stage,
+    pub gpus: Vec<GpuRef>,
+    #[serde(default)]
+    pub vclos: VirtualClos,
+    #[serde(default)]
+    pub source_routes: Vec<SourceRoute>,
+}
+
+impl Decision {
+    /// Whether the decision needs any device configuration at all.
+    pub fn touches_network(&self) -> bool {
+        !self.vclos.links.is_empty() || !self.vclos.cross_connects.is_empty()
+    }
+}

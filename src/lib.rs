@@ -1,0 +1,13 @@
+//! vclos: a control plane for isolated GPU-cluster fabrics.
+//!
+//! Data flows one way (see ARCHITECTURE.md):
+//! topology -> placement decision -> per-device intent -> rendered dialect
+//! -> diff -> transactional apply -> verify.
+//!
+//! This crate holds everything but the device transports, which live in
+//! `vclos-drivers` so that "how to talk to a device" never depends on "what
+//! to say to it".
+
+pub mod decision;
+pub mod names;
+pub mod topology;

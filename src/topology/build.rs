@@ -1,0 +1,808 @@
+//! From YAML bytes to a validated [`Topology`].
+//!
+//! Validation collects every problem it can find (not just the first), each
+//! with file, line, device and port, so a user fixes a file in one pass.
+
+use std::collections::{BTreeMap, HashMap};
+
+use petgraph::graph::UnGraph;
+
+use super::error::{Problem, TopologyError};
+use super::file::{Dialect, FileMgmt, FileTopology, PortList, Protocol};
+use super::locate::Locator;
+use super::ports::expand_ports;
+use super::*;
+use crate::names::{validate, NameKind};
+
+/// Topology files larger than this are refused before parsing.
+pub const MAX_FILE_BYTES: usize = 64 * 1024 * 1024;
+const MAX_GPUS_PER_SERVER: u16 = 64;
+
+pub(super) fn build(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(TopologyError::TooLarge {
+            file: file.into(),
+            size: bytes.len(),
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| TopologyError::NotUtf8 {
+        file: file.into(),
+        offset: e.valid_up_to(),
+    })?;
+    let raw: FileTopology = serde_yaml_ng::from_str(text).map_err(|e| TopologyError::Parse {
+        file: file.into(),
+        line: e.location().map(|l| l.line()),
+        message: e.to_string(),
+    })?;
+    let mut b = Builder {
+        loc: Locator::new(text),
+        problems: Vec::new(),
+        names: HashMap::new(),
+    };
+    let topo = b.topology(raw);
+    if b.problems.is_empty() {
+        Ok(topo)
+    } else {
+        Err(TopologyError::Invalid {
+            file: file.into(),
+            problems: b.problems,
+        })
+    }
+}
+
+/// What a name in the file refers to.
+#[derive(Debug, Clone, Copy)]
+enum Named {
+    Leaf(LeafId),
+    Spine(SpineId),
+    Ocs(OcsId),
+    Server,
+    Chassis(usize),
+}
+
+struct Builder<'a> {
+    loc: Locator<'a>,
+    problems: Vec<Problem>,
+    names: HashMap<String, (Named, Option<usize>)>,
+}
+
+impl Builder<'_> {
+    fn problem(&mut self, p: Problem) {
+        self.problems.push(p);
+    }
+
+    /// Register a name in the single fabric-wide namespace.
+    fn declare(&mut self, section: &str, name: &str, what: Named) -> Option<usize> {
+        let line = self.loc.entry(section, name);
+        if let Err(e) = validate(NameKind::Device, name) {
+            self.problem(Problem::new(e.to_string()).at(line));
+        }
+        if let Some((_, first)) = self.names.get(name) {
+            let first = first
+                .map(|l| format!(" (first declared at line {l})"))
+                .unwrap_or_default();
+            self.problem(
+                Problem::new(format!("name declared twice{first}"))
+                    .device(name)
+                    .at(line),
+            );
+        } else {
+            self.names.insert(name.to_string(), (what, line));
+        }
+        line
+    }
+
+    fn ports(&mut self, device: &str, line: Option<usize>, list: &PortList) -> Vec<String> {
+        let mut out = Vec::new();
+        for item in list.items() {
+            match expand_ports(item) {
+                Ok(v) => out.extend(v),
+                Err(e) => self.problem(Problem::new(e).device(device).at(line)),
+            }
+        }
+        if out.len() > u16::MAX as usize {
+            self.problem(
+                Problem::new(format!("{} ports is more than 65535", out.len()))
+                    .device(device)
+                    .at(line),
+            );
+            out.truncate(u16::MAX as usize);
+        }
+        out
+    }
+
+    /// Report invalid or repeated names within one port namespace.
+    fn unique_ports<'p>(
+        &mut self,
+        device: &str,
+        line: Option<usize>,
+        ports: impl IntoIterator<Item = &'p String>,
+    ) {
+        let mut seen = std::collections::HashSet::new();
+        for p in ports {
+            if let Err(e) = validate(NameKind::Port, p) {
+                self.problem(Problem::new(e.to_string()).device(device).at(line));
+            } else if !seen.insert(p.as_str()) {
+                self.problem(
+                    Problem::new("port used twice in the device's port lists")
+                        .device(device)
+                        .port(p)
+                        .at(line),
+                );
+            }
+        }
+    }
+
+    fn mgmt(
+        &mut self,
+        device: &str,
+        line: Option<usize>,
+        m: &FileMgmt,
+        role: Role,
+        creds: &BTreeMap<String, Credential>,
+    ) -> Mgmt {
+        if let Err(e) = validate(NameKind::Host, &m.host) {
+            self.problem(Problem::new(format!("mgmt: {e}")).device(device).at(line));
+        }
+        if !creds.contains_key(&m.credential) {
+            self.problem(
+                Problem::new(format!(
+                    "mgmt: credential `{}` is not defined under `credentials`",
+                    m.credential
+                ))
+                .device(device)
+                .at(line),
+            );
+        }
+        let ok = match (role, m.protocol, m.dialect) {
+            (Role::Ocs, Protocol::TelnetTl1, Dialect::Tl1) => true,
+            (Role::Ocs, _, _) => false,
+            (_, Protocol::SshCli, Dialect::HuaweiCe | Dialect::Sonic) => true,
+            (_, Protocol::Netconf, Dialect::Openconfig) => true,
+            _ => false,
+        };
+        if !ok {
+            self.problem(
+                Problem::new(format!(
+                    "mgmt: protocol `{}` with dialect `{}` is not supported for a {role} \
+                     (switches: ssh-cli with huawei-ce or sonic, netconf with openconfig; OCS: telnet-tl1 with tl1)",
+                    m.protocol, m.dialect
+                ))
+                .device(device)
+                .at(line),
+            );
+        }
+        Mgmt {
+            host: m.host.clone(),
+            port: m.port.unwrap_or_else(|| m.protocol.default_port()),
+            protocol: m.protocol,
+            dialect: m.dialect,
+            credential: m.credential.clone(),
+            host_key: m.host_key,
+        }
+    }
+
+    fn credentials(
+        &mut self,
+        raw: &BTreeMap<String, file::FileCredential>,
+    ) -> BTreeMap<String, Credential> {
+        let mut out = BTreeMap::new();
+        for (name, c) in raw {
+            let line = self.loc.key(name);
+            if let Err(e) = validate(NameKind::Credential, name) {
+                self.problem(Problem::new(e.to_string()).at(line));
+            }
+            if c.password.is_some() {
+                self.problem(
+                    Problem::new(format!(
+                        "credential `{name}` has a plain-text `password`; secrets never live in topology files: \
+                         use `password_env: VAR` or `password_file: PATH`"
+                    ))
+                    .at(self.loc.key("password")),
+                );
+            }
+            let secret = match (&c.password_env, &c.password_file) {
+                (Some(_), Some(_)) => {
+                    self.problem(
+                        Problem::new(format!(
+                            "credential `{name}`: give password_env or password_file, not both"
+                        ))
+                        .at(line),
+                    );
+                    SecretRef::None
+                }
+                (Some(v), None) => SecretRef::PasswordEnv(v.clone()),
+                (None, Some(f)) => SecretRef::PasswordFile(f.clone()),
+                (None, None) => SecretRef::None,
+            };
+            out.insert(
+                name.clone(),
+                Credential {
+                    username: c.username.clone(),
+                    secret,
+                },
+            );
+        }
+        out
+    }
+
+    fn topology(&mut self, raw: FileTopology) -> Topology {
+        let name = raw.name.clone().unwrap_or_else(|| "fabric".into());
+        if let Err(e) = validate(NameKind::Topology, &name) {
+            self.problem(Problem::new(e.to_string()).at(self.loc.key("name")));
+        }
+        let t = raw.gpus_per_server;
+        if t == 0 || t > MAX_GPUS_PER_SERVER {
+            self.problem(
+                Problem::new(format!(
+                    "gpus_per_server must be 1..={MAX_GPUS_PER_SERVER}, not {t}"
+                ))
+                .at(self.loc.key("gpus_per_server")),
+            );
+        }
+        let creds = self.credentials(&raw.credentials);
+
+        // Managed devices: chassis first, then stand-alone switches and OCS.
+        let mut devices: Vec<Device> = Vec::new();
+        let mut chassis_dev: Vec<DeviceId> = Vec::new();
+        for (i, c) in raw.chassis.iter().enumerate() {
+            let line = self.declare("chassis", &c.name, Named::Chassis(i));
+            // Role is fixed once members are known; Spine is a placeholder.
+            let mgmt = self.mgmt(&c.name, line, &c.mgmt, Role::Spine, &creds);
+            chassis_dev.push(DeviceId(devices.len() as u32));
+            devices.push(Device {
+                name: c.name.clone(),
+                role: Role::Spine,
+                mgmt,
+                members: vec![],
+            });
+        }
+        let mut chassis_ports: HashMap<usize, Vec<String>> = HashMap::new();
+
+        let mut leaves = Vec::new();
+        for (i, l) in raw.leaves.iter().enumerate() {
+            let id = LeafId(i as u32);
+            let line = self.declare("leaves", &l.name, Named::Leaf(id));
+            let server_ports = self.ports(&l.name, line, &l.server_ports);
+            let uplinks = self.ports(&l.name, line, &l.uplink_ports);
+            self.unique_ports(&l.name, line, server_ports.iter().chain(&uplinks));
+            let device = self.attach(
+                &mut devices,
+                &chassis_dev,
+                &mut chassis_ports,
+                &l.name,
+                line,
+                &l.mgmt,
+                &l.chassis,
+                Member::Leaf(id),
+                &creds,
+                &server_ports,
+                &uplinks,
+                &raw,
+            );
+            if !raw.allow_oversubscription && server_ports.len() != uplinks.len() {
+                self.problem(
+                    Problem::new(format!(
+                        "{} server-facing ports but {} uplinks: a full-bisection leaf needs equal counts \
+                         (set `allow_oversubscription: true` to accept this)",
+                        server_ports.len(),
+                        uplinks.len()
+                    ))
+                    .device(&l.name)
+                    .at(line),
+                );
+            }
+            if t > 0 && server_ports.len() % t as usize != 0 {
+                self.problem(
+                    Problem::new(format!(
+                        "{} server-facing ports is not a multiple of gpus_per_server ({t})",
+                        server_ports.len()
+                    ))
+                    .device(&l.name)
+                    .at(line),
+                );
+            }
+            leaves.push(Leaf {
+                name: l.name.clone(),
+                device,
+                server_port_owner: vec![None; server_ports.len()],
+                uplink_peer: vec![None; uplinks.len()],
+                server_ports,
+                uplinks,
+                servers: vec![],
+            });
+        }
+
+        let mut spines = Vec::new();
+        for (i, s) in raw.spines.iter().enumerate() {
+            let id = SpineId(i as u32);
+            let line = self.declare("spines", &s.name, Named::Spine(id));
+            let ports = self.ports(&s.name, line, &s.ports);
+            self.unique_ports(&s.name, line, &ports);
+            let device = self.attach(
+                &mut devices,
+                &chassis_dev,
+                &mut chassis_ports,
+                &s.name,
+                line,
+                &s.mgmt,
+                &s.chassis,
+                Member::Spine(id),
+                &creds,
+                &[],
+                &ports,
+                &raw,
+            );
+            spines.push(Spine {
+                name: s.name.clone(),
+                device,
+                port_peer: vec![None; ports.len()],
+                ports,
+            });
+        }
+
+        let mut ocs = Vec::new();
+        for (i, o) in raw.ocs.iter().enumerate() {
+            let id = OcsId(i as u32);
+            let line = self.declare("ocs", &o.name, Named::Ocs(id));
+            let ports = self.ports(&o.name, line, &o.ports);
+            self.unique_ports(&o.name, line, &ports);
+            let mgmt = self.mgmt(&o.name, line, &o.mgmt, Role::Ocs, &creds);
+            let device = DeviceId(devices.len() as u32);
+            devices.push(Device {
+                name: o.name.clone(),
+                role: Role::Ocs,
+                mgmt,
+                members: vec![Member::Ocs(id)],
+            });
+            let index: HashMap<&str, u16> = ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.as_str(), i as u16))
+                .collect();
+            let mut patched: HashMap<u16, usize> = HashMap::new();
+            let mut patches = Vec::new();
+            for (pi, (a, b)) in o.patches.iter().enumerate() {
+                let resolve = |p: &str, this: &mut Self| match index.get(p) {
+                    Some(&i) => Some(i),
+                    None => {
+                        this.problem(
+                            Problem::new("patch names a port the OCS does not have")
+                                .device(&o.name)
+                                .port(p)
+                                .at(line),
+                        );
+                        None
+                    }
+                };
+                let (Some(ia), Some(ib)) = (resolve(a, self), resolve(b, self)) else {
+                    continue;
+                };
+                if ia == ib {
+                    self.problem(
+                        Problem::new("a port cannot be patched to itself")
+                            .device(&o.name)
+                            .port(a)
+                            .at(line),
+                    );
+                    continue;
+                }
+                let mut clash = false;
+                for (p, name) in [(ia, a), (ib, b)] {
+                    if let Some(first) = patched.insert(p, pi) {
+                        clash = true;
+                        let (fa, fb) = &o.patches[first];
+                        self.problem(
+                            Problem::new(format!(
+                                "OCS port patched twice (also in patch [{fa}, {fb}])"
+                            ))
+                            .device(&o.name)
+                            .port(name)
+                            .at(line),
+                        );
+                    }
+                }
+                if !clash {
+                    patches.push((ia.min(ib), ia.max(ib)));
+                }
+            }
+            ocs.push(Ocs {
+                name: o.name.clone(),
+                device,
+                port_peer: vec![None; ports.len()],
+                ports,
+                patches,
+            });
+        }
+
+        for (i, dev) in raw.chassis.iter().enumerate() {
+            let d = &mut devices[chassis_dev[i].index()];
+            let line = self.loc.entry("chassis", &dev.name);
+            if d.members.is_empty() {
+                self.problem(
+                    Problem::new("chassis hosts no leaf or spine (refer to it with `chassis:`)")
+                        .device(&dev.name)
+                        .at(line),
+                );
+            } else if d.members.iter().any(|m| matches!(m, Member::Leaf(_))) {
+                if d.members.iter().any(|m| matches!(m, Member::Spine(_))) {
+                    self.problems.push(
+                        Problem::new("a chassis may host leaves or spines, not both")
+                            .device(&dev.name)
+                            .at(line),
+                    );
+                }
+                d.role = Role::Leaf;
+            }
+        }
+
+        let mut servers = Vec::new();
+        for s in &raw.servers {
+            let line = self.declare("servers", &s.name, Named::Server);
+            let sid = ServerId(servers.len() as u32);
+            let Some(&(Named::Leaf(lid), _)) = self.names.get(&s.leaf) else {
+                self.problem(
+                    Problem::new(format!("server's leaf `{}` is not a declared leaf", s.leaf))
+                        .device(&s.name)
+                        .at(line),
+                );
+                continue;
+            };
+            let names = self.ports(&s.name, line, &s.ports);
+            if names.len() != t as usize {
+                self.problem(
+                    Problem::new(format!("{} leaf ports listed but gpus_per_server is {t} (one NIC and leaf port per GPU)", names.len()))
+                        .device(&s.name)
+                        .at(line),
+                );
+            }
+            let leaf = &mut leaves[lid.index()];
+            let mut ports = Vec::new();
+            for (gpu, p) in names.iter().enumerate() {
+                match leaf.server_ports.iter().position(|x| x == p) {
+                    None => {
+                        let hint = if leaf.uplinks.contains(p) {
+                            " (it is an uplink)"
+                        } else {
+                            ""
+                        };
+                        self.problems.push(
+                            Problem::new(format!("server `{}` uses a port that is not a server-facing port of the leaf{hint}", s.name))
+                                .device(&leaf.name)
+                                .port(p)
+                                .at(line),
+                        );
+                    }
+                    Some(i) => match leaf.server_port_owner[i] {
+                        Some((other, _)) => {
+                            let other = &servers
+                                .get(other.index())
+                                .map(|s: &Server| s.name.clone())
+                                .unwrap_or_default();
+                            self.problems.push(
+                                Problem::new(format!(
+                                    "port used twice: by server `{other}` and server `{}`",
+                                    s.name
+                                ))
+                                .device(&leaf.name)
+                                .port(p)
+                                .at(line),
+                            );
+                        }
+                        None => {
+                            leaf.server_port_owner[i] = Some((sid, gpu as u16));
+                            ports.push(i as u16);
+                        }
+                    },
+                }
+            }
+            leaf.servers.push(sid);
+            servers.push(Server {
+                name: s.name.clone(),
+                leaf: lid,
+                ports,
+            });
+        }
+
+        // Cables.
+        let mut links = Vec::new();
+        let mut seen_ep: HashMap<String, usize> = HashMap::new();
+        let mut used: HashMap<PortRef, Option<usize>> = HashMap::new();
+        for (a, b) in &raw.links {
+            let ends: Vec<Option<PortRef>> = [a, b]
+                .iter()
+                .map(|ep| {
+                    let nth = seen_ep.entry(ep.to_string()).or_insert(0);
+                    let line = self.loc.token(ep, *nth);
+                    *nth += 1;
+                    let r = self.endpoint(ep, line, &leaves, &spines, &ocs);
+                    if let Some(r) = r {
+                        if let Some(first) = used.insert(r, line) {
+                            let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
+                            let first = first
+                                .map(|l| format!(" (first cabled at line {l})"))
+                                .unwrap_or_default();
+                            self.problems.push(
+                                Problem::new(format!("port used twice in links{first}"))
+                                    .device(dev)
+                                    .port(port)
+                                    .at(line),
+                            );
+                            return None;
+                        }
+                    }
+                    r
+                })
+                .collect();
+            let (Some(ea), Some(eb)) = (ends[0], ends[1]) else {
+                continue;
+            };
+            let line = self.loc.token(a, 0);
+            let kind_ok = matches!(
+                (ea, eb),
+                (PortRef::Leaf(..), PortRef::Spine(..) | PortRef::Ocs(..))
+                    | (PortRef::Spine(..), PortRef::Leaf(..) | PortRef::Ocs(..))
+                    | (PortRef::Ocs(..), PortRef::Leaf(..) | PortRef::Spine(..))
+            );
+            if !kind_ok {
+                self.problem(Problem::new(format!("link [{a}, {b}]: cables join a leaf uplink, a spine port and an OCS port, two of them different kinds")).at(line));
+                continue;
+            }
+            for (p, q) in [(ea, eb), (eb, ea)] {
+                match p {
+                    PortRef::Leaf(l, i) => leaves[l.index()].uplink_peer[i as usize] = Some(q),
+                    PortRef::Spine(s, i) => spines[s.index()].port_peer[i as usize] = Some(q),
+                    PortRef::Ocs(o, i) => ocs[o.index()].port_peer[i as usize] = Some(q),
+                }
+            }
+            links.push(Link { a: ea, b: eb });
+        }
+
+        // Leaf-to-leaf or spine-to-spine patches are allowed (the two-leaf
+        // OCS-vClos case); a patch must still not join two ports of one switch.
+        for o in &ocs {
+            for &(a, b) in &o.patches {
+                if let (Some(pa), Some(pb)) = (o.port_peer[a as usize], o.port_peer[b as usize]) {
+                    if same_switch(pa, pb) {
+                        self.problem(
+                            Problem::new(format!(
+                                "patch [{}, {}] loops a switch back to itself",
+                                o.ports[a as usize], o.ports[b as usize]
+                            ))
+                            .device(&o.name)
+                            .at(self.loc.entry("ocs", &o.name)),
+                        );
+                    }
+                }
+            }
+        }
+
+        let graph_and_index = build_graph(&leaves, &spines, &ocs, &servers, &links);
+        let device_by_name = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name.clone(), DeviceId(i as u32)))
+            .collect();
+        Topology {
+            name,
+            gpus_per_server: t,
+            allow_oversubscription: raw.allow_oversubscription,
+            devices,
+            leaves,
+            spines,
+            ocs,
+            servers,
+            links,
+            credentials: creds,
+            known_hosts: raw.known_hosts.clone(),
+            graph: graph_and_index.0,
+            node_index: graph_and_index.1,
+            device_by_name,
+        }
+    }
+
+    /// Resolve the management device of a leaf or spine: its own `mgmt`, or a chassis.
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        &mut self,
+        devices: &mut Vec<Device>,
+        chassis_dev: &[DeviceId],
+        chassis_ports: &mut HashMap<usize, Vec<String>>,
+        name: &str,
+        line: Option<usize>,
+        mgmt: &Option<FileMgmt>,
+        chassis: &Option<String>,
+        member: Member,
+        creds: &BTreeMap<String, Credential>,
+        ports_a: &[String],
+        ports_b: &[String],
+        raw: &FileTopology,
+    ) -> DeviceId {
+        let role = if matches!(member, Member::Leaf(_)) {
+            Role::Leaf
+        } else {
+            Role::Spine
+        };
+        match (mgmt, chassis) {
+            (Some(m), None) => {
+                let mgmt = self.mgmt(name, line, m, role, creds);
+                devices.push(Device {
+                    name: name.to_string(),
+                    role,
+                    mgmt,
+                    members: vec![member],
+                });
+                DeviceId(devices.len() as u32 - 1)
+            }
+            (None, Some(c)) => match self.names.get(c) {
+                Some(&(Named::Chassis(ci), _)) => {
+                    let dev = chassis_dev[ci];
+                    devices[dev.index()].members.push(member);
+                    // Logical switches on one chassis share its port namespace.
+                    let taken = chassis_ports.entry(ci).or_default();
+                    for p in ports_a.iter().chain(ports_b) {
+                        if taken.contains(p) {
+                            self.problems.push(
+                                Problem::new(format!(
+                                    "port used twice on chassis `{}` (by two logical switches)",
+                                    raw.chassis[ci].name
+                                ))
+                                .device(name)
+                                .port(p)
+                                .at(line),
+                            );
+                        } else {
+                            taken.push(p.clone());
+                        }
+                    }
+                    dev
+                }
+                _ => {
+                    self.problem(
+                        Problem::new(format!("chassis `{c}` is not declared under `chassis`"))
+                            .device(name)
+                            .at(line),
+                    );
+                    DeviceId(u32::MAX)
+                }
+            },
+            (Some(_), Some(_)) => {
+                self.problem(
+                    Problem::new("give either `mgmt` or `chassis`, not both")
+                        .device(name)
+                        .at(line),
+                );
+                DeviceId(u32::MAX)
+            }
+            (None, None) => {
+                self.problem(
+                    Problem::new("no management endpoint: add `mgmt` or `chassis`")
+                        .device(name)
+                        .at(line),
+                );
+                DeviceId(u32::MAX)
+            }
+        }
+    }
+
+    fn endpoint(
+        &mut self,
+        ep: &str,
+        line: Option<usize>,
+        leaves: &[Leaf],
+        spines: &[Spine],
+        ocs: &[Ocs],
+    ) -> Option<PortRef> {
+        let Some((dev, port)) = ep.split_once(':') else {
+            self.problem(Problem::new(format!("link end {ep:?} must be `device:port`")).at(line));
+            return None;
+        };
+        let missing = |this: &mut Self| {
+            this.problem(
+                Problem::new("link to a missing port: the device has no such port")
+                    .device(dev)
+                    .port(port)
+                    .at(line),
+            );
+            None
+        };
+        match self.names.get(dev).map(|n| n.0) {
+            None => {
+                self.problem(
+                    Problem::new("link names an unknown device")
+                        .device(dev)
+                        .port(port)
+                        .at(line),
+                );
+                None
+            }
+            Some(Named::Leaf(l)) => {
+                let leaf = &leaves[l.index()];
+                match leaf.uplinks.iter().position(|p| p == port) {
+                    Some(i) => Some(PortRef::Leaf(l, i as u16)),
+                    None if leaf.server_ports.iter().any(|p| p == port) => {
+                        self.problem(
+                            Problem::new("a server-facing port cannot be cabled to the fabric")
+                                .device(dev)
+                                .port(port)
+                                .at(line),
+                        );
+                        None
+                    }
+                    None => missing(self),
+                }
+            }
+            Some(Named::Spine(s)) => match spines[s.index()].ports.iter().position(|p| p == port) {
+                Some(i) => Some(PortRef::Spine(s, i as u16)),
+                None => missing(self),
+            },
+            Some(Named::Ocs(o)) => match ocs[o.index()].ports.iter().position(|p| p == port) {
+                Some(i) => Some(PortRef::Ocs(o, i as u16)),
+                None => missing(self),
+            },
+            Some(Named::Server | Named::Chassis(_)) => {
+                self.problem(
+                    Problem::new("links join leaves, spines and OCS; servers attach through `servers:` and chassis through their logical switches")
+                        .device(dev)
+                        .at(line),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn same_switch(a: PortRef, b: PortRef) -> bool {
+    match (a, b) {
+        (PortRef::Leaf(x, _), PortRef::Leaf(y, _)) => x == y,
+        (PortRef::Spine(x, _), PortRef::Spine(y, _)) => x == y,
+        _ => false,
+    }
+}
+
+type GraphAndIndex = (
+    UnGraph<Node, Edge>,
+    HashMap<Node, petgraph::graph::NodeIndex>,
+);
+
+fn build_graph(
+    leaves: &[Leaf],
+    spines: &[Spine],
+    ocs: &[Ocs],
+    servers: &[Server],
+    links: &[Link],
+) -> GraphAndIndex {
+    let mut g = UnGraph::with_capacity(0, 0);
+    let mut idx = HashMap::new();
+    let nodes = (0..servers.len())
+        .map(|i| Node::Server(ServerId(i as u32)))
+        .chain((0..leaves.len()).map(|i| Node::Leaf(LeafId(i as u32))))
+        .chain((0..spines.len()).map(|i| Node::Spine(SpineId(i as u32))))
+        .chain((0..ocs.len()).map(|i| Node::Ocs(OcsId(i as u32))));
+    for n in nodes {
+        idx.insert(n, g.add_node(n));
+    }
+    let node_of = |p: PortRef| match p {
+        PortRef::Leaf(l, _) => Node::Leaf(l),
+        PortRef::Spine(s, _) => Node::Spine(s),
+        PortRef::Ocs(o, _) => Node::Ocs(o),
+    };
+    for (si, s) in servers.iter().enumerate() {
+        let sid = ServerId(si as u32);
+        for gpu in 0..s.ports.len() {
+            g.add_edge(
+                idx[&Node::Server(sid)],
+                idx[&Node::Leaf(s.leaf)],
+                Edge::Nic {
+                    server: sid,
+                    gpu: gpu as u16,
+                },
+            );
+        }
+    }
+    for l in links {
+        g.add_edge(idx[&node_of(l.a)], idx[&node_of(l.b)], Edge::Fabric(*l));
+    }
+    (g, idx)
+}

@@ -1,0 +1,114 @@
+//! Finding the line of a semantic problem in the YAML source.
+//!
+//! The YAML parser reports lines for syntax and type errors only; checks made
+//! after deserialisation (a port used twice, a link to a missing device) find
+//! their line here by looking for the entry's distinctive text. When the text
+//! cannot be found (e.g. it came from a range) the problem has no line.
+
+pub(crate) struct Locator<'a> {
+    lines: Vec<&'a str>,
+}
+
+impl<'a> Locator<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Locator {
+            lines: text.lines().collect(),
+        }
+    }
+
+    /// Line (1-based) of the `name: <name>` entry of `section` (e.g. `leaves`).
+    pub fn entry(&self, section: &str, name: &str) -> Option<usize> {
+        let mut in_section = false;
+        for (i, raw) in self.lines.iter().enumerate() {
+            let line = strip_comment(raw);
+            if !raw.starts_with([' ', '\t', '-']) && !line.trim().is_empty() {
+                in_section = line.trim_end().strip_suffix(':') == Some(section)
+                    || line.starts_with(&format!("{section}:"));
+            }
+            if in_section && key_value(line, "name").is_some_and(|v| v == name) {
+                return Some(i + 1);
+            }
+        }
+        None
+    }
+
+    /// Line of the `nth` (0-based) occurrence of `token` as a whole YAML scalar.
+    pub fn token(&self, token: &str, nth: usize) -> Option<usize> {
+        self.lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| contains_scalar(strip_comment(l), token))
+            .nth(nth)
+            .map(|(i, _)| i + 1)
+    }
+
+    /// Line of the `key:` under the first occurrence of the top-level `section`.
+    pub fn key(&self, key: &str) -> Option<usize> {
+        self.lines
+            .iter()
+            .position(|l| {
+                l.trim_start()
+                    .trim_start_matches("- ")
+                    .starts_with(&format!("{key}:"))
+            })
+            .map(|i| i + 1)
+    }
+}
+
+fn strip_comment(line: &str) -> &str {
+    match line.find(" #") {
+        Some(i) => &line[..i],
+        None if line.trim_start().starts_with('#') => "",
+        None => line,
+    }
+}
+
+fn key_value<'l>(line: &'l str, key: &str) -> Option<&'l str> {
+    let t = line.trim_start().trim_start_matches('-').trim_start();
+    let t = t.trim_start_matches('{').trim_start();
+    let rest = t.strip_prefix(key)?.trim_start().strip_prefix(':')?;
+    let v = rest.split([',', '}']).next()?.trim();
+    Some(v.trim_matches(['"', '\'']))
+}
+
+/// Whether `token` appears in `line` bounded by YAML punctuation or space.
+fn contains_scalar(line: &str, token: &str) -> bool {
+    let boundary = |c: Option<char>| {
+        c.is_none_or(|c| {
+            matches!(
+                c,
+                ' ' | ',' | '[' | ']' | '{' | '}' | '"' | '\'' | ':' | '-'
+            )
+        })
+    };
+    let mut from = 0;
+    while let Some(pos) = line[from..].find(token) {
+        let start = from + pos;
+        let end = start + token.len();
+        let before = line[..start].chars().next_back();
+        let after = line[end..].chars().next();
+        let after_ok = boundary(after)
+            && !(after == Some(':') && line[end + 1..].starts_with(|c: char| !c.is_whitespace()));
+        if boundary(before) && after_ok {
+            return true;
+        }
+        from = start + token.len().max(1);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_entries_and_tokens() {
+        let text = "leaves:\n  - name: leaf1\n    x: 1\nspines:\n  - name: leaf1\nlinks:\n  - [leaf1:p1, s:p2]\n  - [\"leaf1:p1\", s:p3]\n";
+        let loc = Locator::new(text);
+        assert_eq!(loc.entry("leaves", "leaf1"), Some(2));
+        assert_eq!(loc.entry("spines", "leaf1"), Some(5));
+        assert_eq!(loc.token("leaf1:p1", 0), Some(7));
+        assert_eq!(loc.token("leaf1:p1", 1), Some(8));
+        assert_eq!(loc.token("leaf1:p", 0), None);
+    }
+}
