@@ -10,4 +10,5 @@
 
 pub mod decision;
 pub mod names;
+pub mod placement;
 pub mod topology;
