@@ -9,6 +9,7 @@
 //! to say to it".
 
 pub mod decision;
+pub mod emulator;
 pub mod names;
 pub mod placement;
 pub mod topology;

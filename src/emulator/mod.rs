@@ -1,0 +1,9 @@
+//! The emulated fabric: vclos's embedded default.
+//!
+//! Every switch and OCS of a topology is emulated in memory and served on
+//! loopback with its real protocol (SSH CLI, NETCONF, Telnet/TL1), so the
+//! real drivers and standard clients (OpenSSH, telnet) talk to it. The
+//! emulator enforces the fabric's physical rules itself (only idle OCS links
+//! may move; an OCS switch takes time), whoever talks to it.
+
+pub mod faults;
