@@ -364,6 +364,7 @@ impl Builder<'_> {
             let mut patched: HashMap<u16, usize> = HashMap::new();
             let mut patches = Vec::new();
             for (pi, (a, b)) in o.patches.iter().enumerate() {
+                let line = self.loc.item(line, "patches", pi).or(line);
                 let resolve = |p: &str, this: &mut Self| match index.get(p) {
                     Some(&i) => Some(i),
                     None => {
@@ -505,40 +506,42 @@ impl Builder<'_> {
             });
         }
 
-        // Cables.
+        // Cables. Lines are looked up only for problems, so that a file with
+        // thousands of cables validates in milliseconds.
+        let maps = PortMaps::new(&leaves, &spines, &ocs);
         let mut links = Vec::new();
-        let mut seen_ep: HashMap<String, usize> = HashMap::new();
-        let mut used: HashMap<PortRef, Option<usize>> = HashMap::new();
+        let mut seen_ep: HashMap<&str, usize> = HashMap::new();
+        let mut used: HashMap<PortRef, (&str, usize)> = HashMap::new();
         for (a, b) in &raw.links {
             let ends: Vec<Option<PortRef>> = [a, b]
                 .iter()
                 .map(|ep| {
-                    let nth = seen_ep.entry(ep.to_string()).or_insert(0);
-                    let line = self.loc.token(ep, *nth);
+                    let nth = seen_ep.entry(ep.as_str()).or_insert(0);
+                    let here = (ep.as_str(), *nth);
                     *nth += 1;
-                    let r = self.endpoint(ep, line, &leaves, &spines, &ocs);
-                    if let Some(r) = r {
-                        if let Some(first) = used.insert(r, line) {
-                            let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
-                            let first = first
-                                .map(|l| format!(" (first cabled at line {l})"))
-                                .unwrap_or_default();
-                            self.problems.push(
-                                Problem::new(format!("port used twice in links{first}"))
-                                    .device(dev)
-                                    .port(port)
-                                    .at(line),
-                            );
-                            return None;
-                        }
+                    let r = self.endpoint(ep, here.1, &maps)?;
+                    if let Some((first_ep, first_nth)) = used.insert(r, here) {
+                        let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
+                        let first = self
+                            .loc
+                            .token(first_ep, first_nth)
+                            .map(|l| format!(" (first cabled at line {l})"))
+                            .unwrap_or_default();
+                        let line = self.loc.token(ep, here.1);
+                        self.problem(
+                            Problem::new(format!("port used twice in links{first}"))
+                                .device(dev)
+                                .port(port)
+                                .at(line),
+                        );
+                        return None;
                     }
-                    r
+                    Some(r)
                 })
                 .collect();
             let (Some(ea), Some(eb)) = (ends[0], ends[1]) else {
                 continue;
             };
-            let line = self.loc.token(a, 0);
             let kind_ok = matches!(
                 (ea, eb),
                 (PortRef::Leaf(..), PortRef::Spine(..) | PortRef::Ocs(..))
@@ -546,7 +549,13 @@ impl Builder<'_> {
                     | (PortRef::Ocs(..), PortRef::Leaf(..) | PortRef::Spine(..))
             );
             if !kind_ok {
-                self.problem(Problem::new(format!("link [{a}, {b}]: cables join a leaf uplink, a spine port and an OCS port, two of them different kinds")).at(line));
+                let line = self.loc.token(a, seen_ep[a.as_str()] - 1);
+                self.problem(
+                    Problem::new(format!(
+                        "link [{a}, {b}]: a cable joins two of: a leaf uplink, a spine port, an OCS port"
+                    ))
+                    .at(line),
+                );
                 continue;
             }
             for (p, q) in [(ea, eb), (eb, ea)] {
@@ -686,69 +695,69 @@ impl Builder<'_> {
         }
     }
 
-    fn endpoint(
-        &mut self,
-        ep: &str,
-        line: Option<usize>,
-        leaves: &[Leaf],
-        spines: &[Spine],
-        ocs: &[Ocs],
-    ) -> Option<PortRef> {
+    /// Resolve `device:port`; `nth` says which occurrence of that text this
+    /// is, so a problem can name its line.
+    fn endpoint(&mut self, ep: &str, nth: usize, maps: &PortMaps) -> Option<PortRef> {
         let Some((dev, port)) = ep.split_once(':') else {
+            let line = self.loc.token(ep, nth);
             self.problem(Problem::new(format!("link end {ep:?} must be `device:port`")).at(line));
             return None;
         };
-        let missing = |this: &mut Self| {
-            this.problem(
-                Problem::new("link to a missing port: the device has no such port")
-                    .device(dev)
-                    .port(port)
-                    .at(line),
-            );
-            None
-        };
-        match self.names.get(dev).map(|n| n.0) {
-            None => {
-                self.problem(
-                    Problem::new("link names an unknown device")
-                        .device(dev)
-                        .port(port)
-                        .at(line),
-                );
-                None
-            }
-            Some(Named::Leaf(l)) => {
-                let leaf = &leaves[l.index()];
-                match leaf.uplinks.iter().position(|p| p == port) {
-                    Some(i) => Some(PortRef::Leaf(l, i as u16)),
-                    None if leaf.server_ports.iter().any(|p| p == port) => {
-                        self.problem(
-                            Problem::new("a server-facing port cannot be cabled to the fabric")
-                                .device(dev)
-                                .port(port)
-                                .at(line),
-                        );
-                        None
-                    }
-                    None => missing(self),
+        let found: Result<(), &str> = match self.names.get(dev).map(|n| n.0) {
+            Some(Named::Leaf(l)) => match maps.leaf[l.index()].get(port) {
+                Some(&i) => return Some(PortRef::Leaf(l, i)),
+                None if maps.server[l.index()].contains(port) => {
+                    Err("a server-facing port cannot be cabled to the fabric")
                 }
-            }
-            Some(Named::Spine(s)) => match spines[s.index()].ports.iter().position(|p| p == port) {
-                Some(i) => Some(PortRef::Spine(s, i as u16)),
-                None => missing(self),
+                None => Err("link to a missing port: the device has no such port"),
             },
-            Some(Named::Ocs(o)) => match ocs[o.index()].ports.iter().position(|p| p == port) {
-                Some(i) => Some(PortRef::Ocs(o, i as u16)),
-                None => missing(self),
+            Some(Named::Spine(s)) => match maps.spine[s.index()].get(port) {
+                Some(&i) => return Some(PortRef::Spine(s, i)),
+                None => Err("link to a missing port: the device has no such port"),
             },
-            Some(Named::Server | Named::Chassis(_)) => {
-                self.problem(
-                    Problem::new("links join leaves, spines and OCS; servers attach through `servers:` and chassis through their logical switches")
-                        .device(dev)
-                        .at(line),
-                );
-                None
-            }
+            Some(Named::Ocs(o)) => match maps.ocs[o.index()].get(port) {
+                Some(&i) => return Some(PortRef::Ocs(o, i)),
+                None => Err("link to a missing port: the device has no such port"),
+            },
+            Some(Named::Server | Named::Chassis(_)) => Err(
+                "links join leaves, spines and OCS; servers attach through `servers:` \
+                 and chassis through their logical switches",
+            ),
+            None => Err("link names an unknown device"),
+        };
+        if let Err(message) = found {
+            let line = self.loc.token(ep, nth);
+            self.problem(Problem::new(message).device(dev).port(port).at(line));
+        }
+        None
+    }
+}
+
+/// Port name -> index per device, so link ends resolve in O(1).
+struct PortMaps {
+    leaf: Vec<HashMap<String, u16>>,
+    server: Vec<std::collections::HashSet<String>>,
+    spine: Vec<HashMap<String, u16>>,
+    ocs: Vec<HashMap<String, u16>>,
+}
+
+impl PortMaps {
+    fn new(leaves: &[Leaf], spines: &[Spine], ocs: &[Ocs]) -> Self {
+        fn index(ports: &[String]) -> HashMap<String, u16> {
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.clone(), i as u16))
+                .collect()
+        }
+        PortMaps {
+            leaf: leaves.iter().map(|l| index(&l.uplinks)).collect(),
+            server: leaves
+                .iter()
+                .map(|l| l.server_ports.iter().cloned().collect())
+                .collect(),
+            spine: spines.iter().map(|s| index(&s.ports)).collect(),
+            ocs: ocs.iter().map(|o| index(&o.ports)).collect(),
         }
     }
 }

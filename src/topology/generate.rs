@@ -173,7 +173,7 @@ pub fn generate(p: &Params) -> Result<String, GenerateError> {
     }
     // Link (leaf i, spine j) goes through OCS (i + j) mod k, so every leaf
     // and every spine reaches every OCS with the same number of ports.
-    let per_ocs = if k > 0 { l * s / k } else { 0 };
+    let per_ocs = (l * s).checked_div(k).unwrap_or(0);
     let mut next = vec![0u32; k as usize];
     let mut links = Vec::new();
     let mut patches = vec![Vec::new(); k as usize];

@@ -5,31 +5,36 @@
 //! their line here by looking for the entry's distinctive text. When the text
 //! cannot be found (e.g. it came from a range) the problem has no line.
 
+use std::collections::HashMap;
+
 pub(crate) struct Locator<'a> {
     lines: Vec<&'a str>,
+    /// (top-level section, entry name) -> line of its `name:` key; first wins.
+    entries: HashMap<(&'a str, &'a str), usize>,
 }
 
 impl<'a> Locator<'a> {
+    /// Index the `name:` entries of every top-level section in one pass;
+    /// everything else is searched only when a problem needs its line.
     pub fn new(text: &'a str) -> Self {
-        Locator {
-            lines: text.lines().collect(),
+        let lines: Vec<&str> = text.lines().collect();
+        let mut entries = HashMap::new();
+        let mut section = "";
+        for (i, raw) in lines.iter().enumerate() {
+            let line = strip_comment(raw);
+            if !raw.starts_with([' ', '\t', '-']) && !line.trim().is_empty() {
+                section = line.split(':').next().unwrap_or("").trim();
+            }
+            if let Some(v) = key_value(line, "name") {
+                entries.entry((section, v)).or_insert(i + 1);
+            }
         }
+        Locator { lines, entries }
     }
 
     /// Line (1-based) of the `name: <name>` entry of `section` (e.g. `leaves`).
     pub fn entry(&self, section: &str, name: &str) -> Option<usize> {
-        let mut in_section = false;
-        for (i, raw) in self.lines.iter().enumerate() {
-            let line = strip_comment(raw);
-            if !raw.starts_with([' ', '\t', '-']) && !line.trim().is_empty() {
-                in_section = line.trim_end().strip_suffix(':') == Some(section)
-                    || line.starts_with(&format!("{section}:"));
-            }
-            if in_section && key_value(line, "name").is_some_and(|v| v == name) {
-                return Some(i + 1);
-            }
-        }
-        None
+        self.entries.get(&(section, name)).copied()
     }
 
     /// Line of the `nth` (0-based) occurrence of `token` as a whole YAML scalar.
@@ -40,6 +45,42 @@ impl<'a> Locator<'a> {
             .filter(|(_, l)| contains_scalar(strip_comment(l), token))
             .nth(nth)
             .map(|(i, _)| i + 1)
+    }
+
+    /// Line of item `idx` (0-based) of the block list `key:` inside the entry
+    /// starting at `entry` (a flow-style list gives the `key:` line itself).
+    pub fn item(&self, entry: Option<usize>, key: &str, idx: usize) -> Option<usize> {
+        let start = entry?;
+        let indent = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
+        let base = indent(self.lines.get(start - 1)?);
+        let mut key_line = None;
+        let mut seen = 0;
+        for (i, raw) in self.lines.iter().enumerate().skip(start) {
+            let line = strip_comment(raw);
+            if line.trim().is_empty() {
+                continue;
+            }
+            if indent(line) <= base && line.trim_start().starts_with('-') || indent(line) < base {
+                break;
+            }
+            match key_line {
+                None if key_value(line, key).is_some() => {
+                    if !key_value(line, key).unwrap_or("").is_empty() {
+                        return Some(i + 1);
+                    }
+                    key_line = Some(indent(line));
+                }
+                Some(k) if line.trim_start().starts_with('-') && indent(line) > k => {
+                    if seen == idx {
+                        return Some(i + 1);
+                    }
+                    seen += 1;
+                }
+                Some(k) if indent(line) <= k => break,
+                _ => {}
+            }
+        }
+        key_line.map(|_| start)
     }
 
     /// Line of the `key:` under the first occurrence of the top-level `section`.
@@ -110,5 +151,9 @@ mod tests {
         assert_eq!(loc.token("leaf1:p1", 0), Some(7));
         assert_eq!(loc.token("leaf1:p1", 1), Some(8));
         assert_eq!(loc.token("leaf1:p", 0), None);
+        let ocs = "ocs:\n  - name: o1\n    patches:\n      - [\"1\", \"3\"]\n      - [\"2\", \"4\"]\n  - name: o2\n    patches: [[1, 2]]\n";
+        let loc = Locator::new(ocs);
+        assert_eq!(loc.item(loc.entry("ocs", "o1"), "patches", 1), Some(5));
+        assert_eq!(loc.item(loc.entry("ocs", "o2"), "patches", 0), Some(7));
     }
 }
