@@ -141,10 +141,8 @@ impl Session {
             return Err(deny("IITA", "wrong target identifier"));
         }
         match cmd.verb.as_str() {
-            "ACT-USER" => return self.act_user(cmd),
-            _ if self.user.is_none() => {
-                return Err(deny("PLNA", "login not active: ACT-USER first"))
-            }
+            "ACT-USER" => self.act_user(cmd),
+            _ if self.user.is_none() => Err(deny("PLNA", "login not active: ACT-USER first")),
             "CANC-USER" => {
                 self.user = None;
                 tracing::info!(device = %self.model.name(), "tl1 logout");
