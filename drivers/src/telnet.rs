@@ -197,8 +197,9 @@ impl TelnetLines {
         loop {
             while let Some(end) = self.pending.iter().position(|&b| b == b'\n' || b == b'\r') {
                 let raw: Vec<u8> = self.pending.drain(..=end).collect();
-                let text = String::from_utf8_lossy(&raw[..raw.len() - 1]);
-                let line = text.trim_end_matches('\0').trim_end();
+                // NVT sends CR as CR NUL; NULs carry nothing anywhere.
+                let text = String::from_utf8_lossy(&raw[..raw.len() - 1]).replace('\0', "");
+                let line = text.trim_end();
                 size += raw.len();
                 if line.trim() == ";" {
                     return Ok(lines);
