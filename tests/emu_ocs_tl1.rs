@@ -382,7 +382,7 @@ async fn in_memory_session_waits_out_the_switch() {
     };
     assert!(r.contains("M  1 COMPLD"), "{r}");
     let t = tokio::time::Instant::now();
-    let Outcome::Reply(r) = s.execute("ENT-PATCH::3,4:2").await else {
+    let Outcome::Reply(r) = s.execute("ENT-PATCH::3,4:2;").await else {
         panic!()
     };
     assert!(r.contains("M  2 COMPLD"), "{r}");

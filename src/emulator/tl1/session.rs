@@ -104,9 +104,11 @@ impl Session {
         self.user.is_some()
     }
 
-    /// Execute one command (text without its `;`) and produce the reply.
+    /// Execute one command (its final `;` optional) and produce the reply.
     /// Changes reply only after the switching delay has passed.
     pub async fn execute(&mut self, text: &str) -> Outcome {
+        let text = text.trim();
+        let text = text.strip_suffix(';').unwrap_or(text);
         let action = self.faults.on_command();
         let reply = match action {
             Action::Drop => return Outcome::Drop,
