@@ -7,6 +7,9 @@
 //! text is the main crate's business, so a transport never depends on a
 //! dialect.
 
+pub mod telnet;
+pub mod tl1;
+
 use std::fmt;
 use std::time::Duration;
 

@@ -6,4 +6,7 @@
 //! emulator enforces the fabric's physical rules itself (only idle OCS links
 //! may move; an OCS switch takes time), whoever talks to it.
 
+pub mod busy;
 pub mod faults;
+pub mod ocs;
+pub mod tl1;
