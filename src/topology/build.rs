@@ -364,7 +364,8 @@ impl Builder<'_> {
             let mut patched: HashMap<u16, usize> = HashMap::new();
             let mut patches = Vec::new();
             for (pi, (a, b)) in o.patches.iter().enumerate() {
-                let line = self.loc.item(line, "patches", pi).or(line);
+                let entry = line;
+                let line = |this: &Self| this.loc.item(entry, "patches", pi).or(entry);
                 let resolve = |p: &str, this: &mut Self| match index.get(p) {
                     Some(&i) => Some(i),
                     None => {
@@ -372,7 +373,7 @@ impl Builder<'_> {
                             Problem::new("patch names a port the OCS does not have")
                                 .device(&o.name)
                                 .port(p)
-                                .at(line),
+                                .at(line(this)),
                         );
                         None
                     }
@@ -385,7 +386,7 @@ impl Builder<'_> {
                         Problem::new("a port cannot be patched to itself")
                             .device(&o.name)
                             .port(a)
-                            .at(line),
+                            .at(line(self)),
                     );
                     continue;
                 }
@@ -400,7 +401,7 @@ impl Builder<'_> {
                             ))
                             .device(&o.name)
                             .port(name)
-                            .at(line),
+                            .at(line(self)),
                         );
                     }
                 }
