@@ -2,6 +2,7 @@
 //! calls the library and prints; none holds domain logic.
 
 mod demo;
+mod emu;
 mod topology;
 
 use std::process::ExitCode;
@@ -27,6 +28,9 @@ enum Command {
     /// Validate, inspect and generate topology files.
     #[command(subcommand)]
     Topology(topology::TopologyCmd),
+    /// The emulated fabric: every device of a topology on loopback.
+    #[command(subcommand)]
+    Emu(emu::EmuCmd),
     /// The main job on the embedded default fabric, end to end.
     Demo(demo::DemoArgs),
 }
@@ -36,6 +40,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.log.as_deref());
     let result = match cli.command {
         Command::Topology(cmd) => topology::run(cmd),
+        Command::Emu(cmd) => emu::run(cmd),
         Command::Demo(args) => demo::run(args),
     };
     match result {

@@ -7,6 +7,7 @@
 //! may move; an OCS switch takes time), whoever talks to it.
 
 pub mod busy;
+pub mod fabric;
 pub mod faults;
 pub mod ocs;
 pub mod tl1;

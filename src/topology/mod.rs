@@ -17,6 +17,7 @@ mod file;
 pub mod generate;
 mod locate;
 mod ports;
+pub mod retarget;
 pub mod show;
 
 use std::collections::HashMap;

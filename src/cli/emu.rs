@@ -1,0 +1,142 @@
+//! `vclos emu serve`: the emulated fabric of a topology on loopback.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
+use vclos::emulator::tl1::Login;
+use vclos::topology::{self, retarget};
+
+#[derive(Debug, Subcommand)]
+pub enum EmuCmd {
+    /// Serve every device of a topology on loopback until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long)]
+    topology: PathBuf,
+    /// Address to listen on (ports are ephemeral).
+    #[arg(long, default_value = "127.0.0.1")]
+    listen: IpAddr,
+    /// OCS switching time in milliseconds.
+    #[arg(long = "switch-delay-ms", default_value_t = 50)]
+    switch_delay_ms: u64,
+    /// Login every emulated device accepts (emulator only).
+    #[arg(long, default_value = "admin")]
+    user: String,
+    /// Password every emulated device accepts (emulator only; see --password-env).
+    #[arg(long, default_value = "admin")]
+    password: String,
+    /// Environment variable that the written topology names for the password.
+    #[arg(long = "password-env", default_value = "VCLOS_EMU_PASSWORD")]
+    password_env: String,
+    /// Write a copy of the topology whose endpoints point at the emulator.
+    #[arg(long = "write-topology", value_name = "OUT.yaml")]
+    write_topology: Option<PathBuf>,
+    /// Arm a fault: DEVICE:drop | DEVICE:delay=MS | DEVICE:refuse-commit | DEVICE:fail-after=N.
+    #[arg(long = "fault", value_name = "DEVICE:KIND")]
+    faults: Vec<String>,
+}
+
+pub fn run(cmd: EmuCmd) -> Result<ExitCode> {
+    match cmd {
+        EmuCmd::Serve(args) => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(serve(args))
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.topology)
+        .with_context(|| format!("reading {}", args.topology.display()))?;
+    let file = args.topology.display().to_string();
+    let topo = Arc::new(topology::from_str(&file, &text)?);
+    let opts = FabricOptions {
+        listen: args.listen,
+        switch_delay: Duration::from_millis(args.switch_delay_ms),
+        login: Login {
+            username: args.user.clone(),
+            password: args.password.clone(),
+        },
+    };
+    let fabric = EmulatedFabric::start(topo, opts).await?;
+    for f in &args.faults {
+        arm(&fabric, f)?;
+    }
+    if let Some(out) = &args.write_topology {
+        let targets: BTreeMap<String, retarget::Target> = fabric
+            .endpoints()
+            .iter()
+            .map(|(d, e)| {
+                (
+                    d.clone(),
+                    retarget::Target {
+                        host: e.host.clone(),
+                        port: e.port,
+                    },
+                )
+            })
+            .collect();
+        let cred = retarget::CredentialRef {
+            name: "emulator".into(),
+            username: args.user.clone(),
+            password_env: args.password_env.clone(),
+        };
+        let yaml = retarget::retarget(&file, &text, &targets, &cred, None)?;
+        std::fs::write(out, yaml).with_context(|| format!("writing {}", out.display()))?;
+    }
+    // The first stdout line is the machine-readable endpoint map.
+    println!("{}", serde_json::to_string(fabric.endpoints())?);
+    eprintln!(
+        "serving {} devices on {}; Ctrl-C to stop",
+        fabric.endpoints().len(),
+        args.listen
+    );
+    wait_for_signal().await?;
+    eprintln!("stopping");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn arm(fabric: &EmulatedFabric, spec: &str) -> Result<()> {
+    let Some((device, kind)) = spec.split_once(':') else {
+        bail!("--fault {spec:?}: expected DEVICE:KIND");
+    };
+    let f = fabric.faults(device)?;
+    let (kind, value) = kind.split_once('=').unwrap_or((kind, ""));
+    let number = |what: &str| -> Result<u64> {
+        value
+            .parse()
+            .with_context(|| format!("--fault {spec:?}: {what} needs a number, e.g. {kind}=20"))
+    };
+    match kind {
+        "drop" => f.drop_next(),
+        "refuse-commit" => f.refuse_commits(true),
+        "delay" => f.delay_replies(Duration::from_millis(number("delay")?)),
+        "fail-after" => f.fail_after(Some(number("fail-after")?)),
+        other => bail!("--fault {spec:?}: unknown fault `{other}` (drop, delay=MS, refuse-commit, fail-after=N)"),
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}

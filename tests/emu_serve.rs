@@ -1,0 +1,126 @@
+//! `vclos emu serve` through the real binary: the endpoint map on the first
+//! stdout line, a written topology aimed at the emulator, a TL1 session over a
+//! plain TCP connection, fault flags, and a clean stop on SIGTERM.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> (Serve, serde_json::Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vclos"))
+        .args([
+            "emu",
+            "serve",
+            "--topology",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml"),
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let map = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
+    (Serve(child), map)
+}
+
+/// Send TL1 lines over a plain TCP connection and read until `want` responses end.
+fn tl1(port: u64, lines: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for l in lines {
+        s.write_all(format!("{l}\r\n").as_bytes()).unwrap();
+    }
+    let mut out = String::new();
+    let mut buf = [0u8; 4096];
+    while out.lines().filter(|l| l.trim() == ";").count() < lines.len() {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+    }
+    out
+}
+
+#[test]
+fn serves_the_ocs_and_writes_a_retargeted_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emu.yaml");
+    let (_srv, map) = serve(&[
+        "--write-topology",
+        out.to_str().unwrap(),
+        "--user",
+        "ops",
+        "--password",
+        "s3cret",
+    ]);
+    let ocs = &map["ocs1"];
+    assert_eq!(ocs["protocol"], "telnet-tl1");
+    assert_eq!(ocs["host"], "127.0.0.1");
+    let port = ocs["port"].as_u64().unwrap();
+
+    let reply = tl1(port, &["ACT-USER::ops:1::s3cret;", "RTRV-PATCH::1:2;"]);
+    assert!(
+        reply.contains("M  1 COMPLD") && reply.contains("\"1,33\""),
+        "{reply}"
+    );
+
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !written.contains("s3cret"),
+        "the password must not be written"
+    );
+    let t = vclos::topology::from_str("emu.yaml", &written).unwrap();
+    let m = &t.device(t.device_id("ocs1").unwrap()).mgmt;
+    assert_eq!((m.host.as_str(), u64::from(m.port)), ("127.0.0.1", port));
+    assert_eq!(t.credentials[&m.credential].username, "ops");
+}
+
+#[test]
+fn fault_flags_are_armed_and_bad_ones_rejected() {
+    let (_srv, map) = serve(&["--fault", "ocs1:refuse-commit"]);
+    let port = map["ocs1"]["port"].as_u64().unwrap();
+    let reply = tl1(port, &["ACT-USER::admin:1::admin;", "DLT-PATCH::1:2;"]);
+    assert!(reply.contains("M  2 DENY"), "{reply}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_vclos"))
+        .args([
+            "emu",
+            "serve",
+            "--topology",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml"),
+        ])
+        .args(["--fault", "ocs9:drop"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown device `ocs9`"));
+}
+
+#[test]
+fn stops_cleanly_on_sigterm() {
+    let (mut srv, _) = serve(&[]);
+    let pid = srv.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = srv.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
