@@ -1,0 +1,230 @@
+//! Verification catches deliberately broken configurations.
+
+use super::*;
+use crate::topology::{self, generate, OcsId};
+
+/// 4 leaves x 4 spines, 2 GPUs per server, 2 servers per leaf, 2 OCS.
+fn fabric() -> Topology {
+    let p = generate::Params {
+        name: "v".into(),
+        leaves: 4,
+        spines: 4,
+        gpus_per_server: 2,
+        servers_per_leaf: Some(2),
+        ocs: 2,
+        allow_oversubscription: true,
+    };
+    topology::from_str("v.yaml", &generate::generate(&p).unwrap()).unwrap()
+}
+
+/// Uplink of `leaf` currently reaching `spine`.
+fn uplink_to(t: &Topology, fwd: &ForwardingState, leaf: LeafId, spine: SpineId) -> u16 {
+    (0..t.leaf(leaf).uplinks.len() as u16)
+        .find(|&u| matches!(fwd.far_end(t, PortRef::Leaf(leaf, u)), Ok(PortRef::Spine(s, _)) if s == spine))
+        .unwrap()
+}
+
+fn spine_port_to(t: &Topology, fwd: &ForwardingState, spine: SpineId, leaf: LeafId) -> u16 {
+    (0..t.spine(spine).ports.len() as u16)
+        .find(|&p| matches!(fwd.far_end(t, PortRef::Spine(spine, p)), Ok(PortRef::Leaf(l, _)) if l == leaf))
+        .unwrap()
+}
+
+/// Install a vClos for a job: the first server of each leaf, GPU k of each
+/// routed to spine k, one VRF per spine binding the ports toward the leaves.
+fn install(
+    t: &Topology,
+    fwd: &mut ForwardingState,
+    name: &str,
+    leaves: &[u32],
+    spines: &[u32],
+) -> JobView {
+    install_on(t, fwd, name, 0, leaves, spines)
+}
+
+/// [`install`] on server number `server` of each leaf.
+fn install_on(
+    t: &Topology,
+    fwd: &mut ForwardingState,
+    name: &str,
+    server: usize,
+    leaves: &[u32],
+    spines: &[u32],
+) -> JobView {
+    let mut gpus = Vec::new();
+    let mut allowed = BTreeSet::new();
+    for &l in leaves {
+        let leaf = LeafId(l);
+        let server = t.leaf(leaf).servers[server];
+        for (k, &s) in spines.iter().enumerate() {
+            let g = GpuPort::of(t, server, k as u16).unwrap();
+            let up = uplink_to(t, fwd, leaf, SpineId(s));
+            fwd.set_redirect(leaf, g.port, up);
+            allowed.insert(PortRef::Leaf(leaf, up));
+            gpus.push(g);
+        }
+    }
+    for &s in spines {
+        let spine = SpineId(s);
+        let mut vrf = Vrf {
+            name: format!("{name}-{}", t.spine(spine).name),
+            ..Default::default()
+        };
+        for &l in leaves {
+            let p = spine_port_to(t, fwd, spine, LeafId(l));
+            vrf.ports.insert(p);
+            vrf.routes.insert(LeafId(l), p);
+            allowed.insert(PortRef::Spine(spine, p));
+        }
+        fwd.add_vrf(spine, vrf);
+    }
+    JobView {
+        name: name.into(),
+        gpus,
+        allowed: Some(allowed),
+    }
+}
+
+fn two_jobs() -> (Topology, ForwardingState, Vec<JobView>) {
+    let t = fabric();
+    let mut fwd = ForwardingState::with_initial_patches(&t);
+    let a = install(&t, &mut fwd, "a", &[0, 1], &[0, 1]);
+    let b = install(&t, &mut fwd, "b", &[2, 3], &[0, 1]);
+    (t, fwd, vec![a, b])
+}
+
+fn all_violations(r: &[Report]) -> String {
+    r.iter()
+        .flat_map(|r| r.violations.iter().map(move |v| format!("{}: {v}", r.job)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_correct_vclos_verifies_clean() {
+    let (t, fwd, jobs) = two_jobs();
+    let r = verify(&t, &fwd, &jobs);
+    assert!(r.iter().all(Report::ok), "{}", all_violations(&r));
+    assert_eq!(r[0].flows, 4 * 3);
+}
+
+#[test]
+fn a_swapped_redirect_is_caught() {
+    let (t, mut fwd, jobs) = two_jobs();
+    // Job a's first GPU on leaf1 now goes out of the uplink toward spine3,
+    // which is in no job's virtual Clos.
+    let g = jobs[0].gpus[0];
+    let wrong = uplink_to(&t, &fwd, g.leaf, SpineId(2));
+    fwd.set_redirect(g.leaf, g.port, wrong);
+    let r = verify(&t, &fwd, &jobs);
+    let v = all_violations(&r);
+    assert!(
+        v.contains("a: srv1-1/gpu0 -> srv2-1/gpu0 unreachable") && v.contains("is bound to no VRF"),
+        "{v}"
+    );
+    assert!(v.contains("leaves the job's virtual Clos at leaf1:"), "{v}");
+    assert!(r[1].ok(), "job b is unaffected: {v}");
+}
+
+#[test]
+fn a_redirect_onto_the_other_uplink_of_the_job_causes_contention() {
+    let (t, mut fwd, jobs) = two_jobs();
+    // Both GPUs of leaf1 now use the uplink toward spine2: still reachable,
+    // but a permutation step puts two flows on one link.
+    let (g0, g1) = (jobs[0].gpus[0], jobs[0].gpus[1]);
+    fwd.set_redirect(g0.leaf, g0.port, fwd.redirect(g1.leaf, g1.port).unwrap());
+    let v = all_violations(&verify(&t, &fwd, &jobs));
+    assert!(
+        v.contains("pair-wise all-to-all step") && v.contains("2 flows on the link out of leaf1:"),
+        "{v}"
+    );
+    assert!(!v.contains("unreachable"), "{v}");
+}
+
+#[test]
+fn a_vrf_binding_another_jobs_port_is_caught() {
+    let (t, mut fwd, jobs) = two_jobs();
+    let spine = SpineId(0);
+    let theirs = spine_port_to(&t, &fwd, spine, LeafId(2)); // job b's port toward leaf3
+    fwd.vrfs_mut(spine)[0].ports.insert(theirs); // job a's VRF on spine1 binds it
+    let v = all_violations(&verify(&t, &fwd, &jobs));
+    assert!(
+        v.contains("is bound to several VRFs (a-spine1, b-spine1)"),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_ocs_patch_to_the_wrong_spine_is_caught() {
+    let (t, mut fwd, jobs) = two_jobs();
+    // Re-patch the OCS port behind leaf1's uplink toward spine1 to the OCS
+    // port of spine3 on the same OCS.
+    let g = jobs[0].gpus[0];
+    let up = fwd.redirect(g.leaf, g.port).unwrap();
+    let Some(PortRef::Ocs(o, leaf_side)) = t.peer(PortRef::Leaf(g.leaf, up)) else {
+        panic!("not via OCS")
+    };
+    let spine3_side = (0..t.ocs_dev(o).ports.len() as u16)
+        .find(|&p| matches!(t.peer(PortRef::Ocs(o, p)), Some(PortRef::Spine(s, _)) if s == SpineId(2)))
+        .unwrap();
+    let mut table: Vec<(u16, u16)> = t
+        .ocs_dev(o)
+        .patches
+        .iter()
+        .copied()
+        .filter(|&(a, b)| ![a, b].contains(&leaf_side) && ![a, b].contains(&spine3_side))
+        .collect();
+    table.push((leaf_side, spine3_side));
+    fwd.set_patches(o, table);
+    let v = all_violations(&verify(&t, &fwd, &jobs));
+    assert!(
+        v.contains("srv1-1/gpu0 -> srv2-1/gpu0 unreachable: spine3:")
+            && v.contains("bound to no VRF"),
+        "{v}"
+    );
+    assert_eq!(o, OcsId(o.0));
+}
+
+#[test]
+fn a_dark_ocs_port_is_caught() {
+    let (t, mut fwd, jobs) = two_jobs();
+    let g = jobs[0].gpus[0];
+    let up = fwd.redirect(g.leaf, g.port).unwrap();
+    let Some(PortRef::Ocs(o, leaf_side)) = t.peer(PortRef::Leaf(g.leaf, up)) else {
+        panic!("not via OCS")
+    };
+    let table: Vec<(u16, u16)> = t
+        .ocs_dev(o)
+        .patches
+        .iter()
+        .copied()
+        .filter(|&(a, b)| a != leaf_side && b != leaf_side)
+        .collect();
+    fwd.set_patches(o, table);
+    let v = all_violations(&verify(&t, &fwd, &jobs));
+    assert!(v.contains("is dark (unpatched)"), "{v}");
+}
+
+#[test]
+fn links_shared_between_jobs_are_reported_for_both() {
+    let t = fabric();
+    let mut fwd = ForwardingState::with_initial_patches(&t);
+    let a = install(&t, &mut fwd, "a", &[0, 1], &[0, 1]);
+    // Job c on leaves 1 and 3 uses spine1 too, in its own VRF, but its
+    // leaf1 GPU is routed over job a's uplink.
+    let mut c = install_on(&t, &mut fwd, "c", 1, &[0, 2], &[2, 3]);
+    let ga = a.gpus[0];
+    let gc = c.gpus[0];
+    fwd.set_redirect(gc.leaf, gc.port, fwd.redirect(ga.leaf, ga.port).unwrap());
+    c.allowed = None;
+    let r = verify(&t, &fwd, &[a, c]);
+    let v = all_violations(&r);
+    assert!(
+        v.contains("a: link out of leaf1:") && v.contains("is shared with job c"),
+        "{v}"
+    );
+    assert!(
+        v.contains("c: link out of leaf1:") && v.contains("is shared with job a"),
+        "{v}"
+    );
+}
