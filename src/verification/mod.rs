@@ -318,3 +318,50 @@ pub fn verify(topo: &Topology, fwd: &ForwardingState, jobs: &[JobView]) -> Vec<R
 
 #[cfg(test)]
 mod tests;
+
+impl JobView {
+    /// The job of a decision: its GPUs in rank order (grouped by leaf, as the
+    /// paper's patterns assume) and the ports of its reserved links.
+    pub fn from_decision(
+        topo: &Topology,
+        d: &crate::decision::Decision,
+    ) -> Result<JobView, String> {
+        let mut gpus = Vec::new();
+        for g in &d.gpus {
+            let server = topo
+                .server_id(&g.server)
+                .ok_or_else(|| format!("job {}: unknown server `{}`", d.job, g.server))?;
+            gpus.push(GpuPort::of(topo, server, g.gpu).ok_or_else(|| {
+                format!("job {}: server `{}` has no GPU {}", d.job, g.server, g.gpu)
+            })?);
+        }
+        gpus.sort_by_key(|g| (g.leaf, g.port));
+        let mut allowed = BTreeSet::new();
+        for l in &d.vclos.links {
+            allowed.insert(
+                switch_port(topo, &l.leaf, &l.uplink).ok_or_else(|| {
+                    format!("job {}: unknown port {}:{}", d.job, l.leaf, l.uplink)
+                })?,
+            );
+            allowed.insert(switch_port(topo, &l.peer, &l.peer_port).ok_or_else(|| {
+                format!("job {}: unknown port {}:{}", d.job, l.peer, l.peer_port)
+            })?);
+        }
+        Ok(JobView {
+            name: d.job.to_string(),
+            gpus,
+            allowed: Some(allowed),
+        })
+    }
+}
+
+/// A leaf uplink or spine port by name.
+fn switch_port(topo: &Topology, device: &str, port: &str) -> Option<PortRef> {
+    if let Some(l) = topo.leaf_id(device) {
+        let i = topo.leaf(l).uplinks.iter().position(|p| p == port)?;
+        return Some(PortRef::Leaf(l, i as u16));
+    }
+    let s = topo.spine_id(device)?;
+    let i = topo.spine(s).ports.iter().position(|p| p == port)?;
+    Some(PortRef::Spine(s, i as u16))
+}

@@ -228,3 +228,33 @@ fn links_shared_between_jobs_are_reported_for_both() {
         "{v}"
     );
 }
+
+#[test]
+fn a_decision_becomes_a_job_view_in_rank_order() {
+    let t = topology::from_str("tb.yaml", include_str!("../../topologies/testbed.yaml")).unwrap();
+    let yaml = r#"
+job: j1
+stage: vclos
+gpus: [{server: srv5, gpu: 0}, {server: srv1, gpu: 1}, {server: srv1, gpu: 0}]
+vclos:
+  leaves: []
+  spines: [spine1-1]
+  links:
+    - {leaf: leaf1, uplink: 100GE1/0/17, peer: spine1-1, peer_port: 100GE1/0/1}
+"#;
+    let d: crate::decision::Decision = serde_yaml_ng::from_str(yaml).unwrap();
+    let v = JobView::from_decision(&t, &d).unwrap();
+    let order: Vec<(u32, u16)> = v.gpus.iter().map(|g| (g.leaf.0, g.port)).collect();
+    assert_eq!(order, vec![(0, 0), (0, 1), (1, 0)]);
+    let allowed = v.allowed.unwrap();
+    assert!(
+        allowed.contains(&PortRef::Leaf(LeafId(0), 0))
+            && allowed.contains(&PortRef::Spine(SpineId(0), 0))
+    );
+    let bad: crate::decision::Decision =
+        serde_yaml_ng::from_str(&yaml.replace("srv5", "srv9")).unwrap();
+    assert_eq!(
+        JobView::from_decision(&t, &bad).unwrap_err(),
+        "job j1: unknown server `srv9`"
+    );
+}
