@@ -6,4 +6,6 @@
 //! emulator enforces the fabric's physical rules itself (only idle OCS links
 //! may move; an OCS switch takes time), whoever talks to it.
 
+pub mod cli;
 pub mod faults;
+pub mod vrp;
