@@ -8,4 +8,5 @@
 
 pub mod cli;
 pub mod faults;
+pub mod netconf;
 pub mod vrp;
