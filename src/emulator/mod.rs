@@ -9,4 +9,5 @@
 pub mod cli;
 pub mod faults;
 pub mod netconf;
+pub mod ssh;
 pub mod vrp;
