@@ -151,7 +151,10 @@ impl NetconfDriver {
                 let text = recv(conn).await?;
                 let el = Element::parse(&text)
                     .map_err(|e| ErrorKind::Protocol(format!("bad reply: {e}")))?;
-                if el.local() == "rpc-reply" && el.get_attr("message-id") == Some(&id.to_string()) {
+                // A reply without message-id is the server's answer to a
+                // message it could not parse: ours, as only one is in flight.
+                let mid = el.get_attr("message-id");
+                if el.local() == "rpc-reply" && (mid == Some(&id.to_string()) || mid.is_none()) {
                     return Ok(el);
                 }
                 debug!(element = el.local(), "skipping unrelated message");
