@@ -466,6 +466,7 @@ impl ChannelTask {
             }
         }
         s.end();
+        let _ = channel.exit_status(0).await;
         let _ = channel.eof().await;
         let _ = channel.close().await;
     }
