@@ -127,3 +127,7 @@ pub trait Driver: Send {
     /// Return running to `to`, or to the state before the last commit.
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError>;
 }
+
+pub mod huawei_ce;
+pub mod netconf;
+pub mod ssh;

@@ -7,7 +7,11 @@
 //! may move; an OCS switch takes time), whoever talks to it.
 
 pub mod busy;
+pub mod cli;
 pub mod fabric;
 pub mod faults;
+pub mod netconf;
 pub mod ocs;
+pub mod ssh;
 pub mod tl1;
+pub mod vrp;

@@ -1,0 +1,25 @@
+//! Emulated NETCONF (RFC 6241) devices for the OpenConfig dialect.
+//!
+//! * [`datastore`]: running + shared candidate, locks, confirmed-commit timer.
+//! * [`session`]: hello/capabilities, framing negotiation, the RPCs and
+//!   well-formed `<rpc-error>`s, as a message-in/message-out machine.
+//! * [`tree`]: the generic edit-config merge (list entries keyed by a
+//!   documented heuristic) and subtree filtering.
+//!
+//! The transport is the `netconf` subsystem of [`super::ssh`]; framing and
+//! the XML tree are shared with the NETCONF driver (`vclos_drivers::netconf`)
+//! so both ends of the wire parse and escape alike.
+//!
+//! Not implemented (answered with `operation-not-supported`): `get` of state
+//! data (it returns running), `copy-config`, `delete-config`,
+//! `kill-session`, writable-running, confirmed-commit `persist`.
+
+pub mod datastore;
+pub mod session;
+pub mod tree;
+
+pub use datastore::NetconfDevice;
+pub use session::NetconfSession;
+
+#[cfg(test)]
+mod tests;

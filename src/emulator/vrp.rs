@@ -1,0 +1,529 @@
+//! A Huawei VRP 8 device configuration as a tree of command lines.
+//!
+//! VRP configuration is hierarchical text: some commands open a *view*
+//! (`interface 100GE1/0/1`, `acl number 3001`, ...) and the lines typed in
+//! that view become its children. The emulator keeps exactly that shape — a
+//! generic tree of lines with a small vocabulary saying which commands open
+//! views and which leaves belong where — instead of a typed model, so any
+//! command the dialect renders round-trips without the emulator having to
+//! understand its meaning.
+//!
+//! # Display format (a contract: the dialect's parser depends on it)
+//! [`VrpConfig::render`] prints what `display current-configuration` prints:
+//! top-level lines at column 0, each view's children indented by ONE space per
+//! level, a `#` line before every top-level section (a view, or a run of
+//! consecutive top-level leaves), then `#` and `return`. Top-level sections
+//! are ordered by kind as VRP does (sysname, other globals, vpn-instances,
+//! ACLs, classifiers, behaviors, policies, interfaces, static routes), and by
+//! insertion order within a kind. Children keep insertion order.
+//!
+//! # Command semantics
+//! * View openers: `interface X`, `acl number N` / `acl name N`,
+//!   `traffic classifier X ...`, `traffic behavior X`, `traffic policy X`,
+//!   `ip vpn-instance X`, and `ipv4-family` (inside an `ip vpn-instance` only).
+//!   Entering an existing view reuses it (matched on its key: the first two
+//!   words for `interface`, the first three for the others).
+//! * As on VRP, a command not valid in the current view is tried in the parent
+//!   views, leaving the current one (so `interface A` typed in an ACL view
+//!   goes back to system view and opens interface A).
+//! * Leaves are added at the current level; a leaf with a *replace key*
+//!   (`description`, `ip address`, `rule N`, `classifier C behavior B`, ...)
+//!   replaces the existing leaf with the same key, like VRP.
+//! * `undo <line>` removes the child equal to `<line>` (a view header removes
+//!   the whole view), else the first child starting with `<line> `; if none
+//!   exists it fails with `Error: The configuration does not exist.`.
+//!   Exceptions, as on a CE: `undo portswitch` is itself stored as a leaf
+//!   (`portswitch` removes it) and `undo shutdown` of an interface that is not
+//!   shut down is a no-op.
+//! * `ip binding vpn-instance V` requires `ip vpn-instance V` to exist and
+//!   removes the interface's `ip address` lines (real behaviour).
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// One configuration line and, for a view, the lines typed inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub text: String,
+    pub children: Vec<Node>,
+    pub view: bool,
+}
+
+impl Node {
+    fn leaf(text: &str) -> Self {
+        Self {
+            text: text.to_string(),
+            children: Vec::new(),
+            view: false,
+        }
+    }
+}
+
+/// A whole device configuration (the children of system view).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VrpConfig {
+    pub top: Vec<Node>,
+}
+
+/// Why a configuration line was refused. `Display` is the device's own
+/// error line.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VrpError {
+    /// Not a command in this view nor any parent view. `column` is the byte
+    /// offset (in the trimmed line) the `^` caret points at.
+    #[error("Error: Unrecognized command found at '^' position.")]
+    Unrecognized { column: usize },
+    #[error("Error: The configuration does not exist.")]
+    NotExist,
+    #[error("Error: The VPN instance does not exist.")]
+    NoVpnInstance,
+    #[error("Error: Incomplete command found at '^' position.")]
+    Incomplete { column: usize },
+    /// The view the session was in has been deleted (by another session's
+    /// commit, found when a candidate is replayed onto a newer running).
+    #[error("Error: The view {0} no longer exists.")]
+    ViewGone(String),
+}
+
+/// The kind of view a cursor points into; decides which commands are valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    System,
+    Interface,
+    Acl,
+    Classifier,
+    Behavior,
+    Policy,
+    VpnInstance,
+    VpnAf,
+}
+
+fn ctx_of_key(key: &str) -> Ctx {
+    let mut w = key.split(' ');
+    match (w.next(), w.next()) {
+        (Some("interface"), _) => Ctx::Interface,
+        (Some("acl"), _) => Ctx::Acl,
+        (Some("traffic"), Some("classifier")) => Ctx::Classifier,
+        (Some("traffic"), Some("behavior")) => Ctx::Behavior,
+        (Some("traffic"), Some("policy")) => Ctx::Policy,
+        (Some("ip"), Some("vpn-instance")) => Ctx::VpnInstance,
+        (Some("ipv4-family"), _) => Ctx::VpnAf,
+        _ => Ctx::System,
+    }
+}
+
+/// If `line` opens a view valid in `ctx`, its key (what identifies the view).
+fn view_key(ctx: Ctx, line: &str) -> Option<Result<String, VrpError>> {
+    let w: Vec<&str> = line.split(' ').collect();
+    let key_words = match (w[0], w.get(1).copied()) {
+        ("interface", _) => 2,
+        ("acl", Some("number" | "name")) => 3,
+        ("traffic", Some("classifier" | "behavior" | "policy")) => 3,
+        ("ip", Some("vpn-instance")) => 3,
+        ("ipv4-family", _) if matches!(ctx, Ctx::VpnInstance) => 1,
+        _ => return None,
+    };
+    let top_level = w[0] != "ipv4-family";
+    if top_level && ctx != Ctx::System {
+        return None;
+    }
+    if w.len() < key_words {
+        return Some(Err(VrpError::Incomplete { column: line.len() }));
+    }
+    Some(Ok(w[..key_words].join(" ")))
+}
+
+/// Leading words of the leaf commands each view accepts.
+fn leaf_valid(ctx: Ctx, line: &str) -> bool {
+    let starts = |p: &[&str]| {
+        p.iter()
+            .any(|p| line == *p || line.starts_with(&format!("{p} ")))
+    };
+    match ctx {
+        Ctx::System => starts(&[
+            "sysname",
+            "ip route-static",
+            "vlan batch",
+            "lldp enable",
+            "stp",
+            "info-center",
+            "snmp-agent",
+            "ntp-service",
+            "clock",
+            "dhcp enable",
+            "stelnet server enable",
+            "ssh",
+        ]),
+        Ctx::Interface => starts(&[
+            "description",
+            "ip address",
+            "ip binding vpn-instance",
+            "portswitch",
+            "undo portswitch",
+            "shutdown",
+            "traffic-policy",
+            "traffic-filter",
+            "mtu",
+            "port",
+            "lldp",
+            "stp",
+            "jumboframe",
+            "speed",
+        ]),
+        Ctx::Acl => starts(&["rule", "description", "step"]),
+        Ctx::Classifier => starts(&["if-match", "description"]),
+        Ctx::Behavior => starts(&[
+            "redirect",
+            "permit",
+            "deny",
+            "remark",
+            "statistics",
+            "car",
+            "description",
+        ]),
+        Ctx::Policy => starts(&["classifier", "description", "statistics", "step"]),
+        Ctx::VpnInstance => starts(&["description"]),
+        Ctx::VpnAf => starts(&[
+            "route-distinguisher",
+            "vpn-target",
+            "import route-policy",
+            "export route-policy",
+        ]),
+    }
+}
+
+/// Leaves that VRP keeps at most once per view: the key they are replaced by.
+fn replace_key(line: &str) -> Option<String> {
+    let w: Vec<&str> = line.split(' ').collect();
+    match w.as_slice() {
+        ["description", ..] => Some("description".into()),
+        ["sysname", ..] => Some("sysname".into()),
+        ["mtu", ..] => Some("mtu".into()),
+        ["route-distinguisher", ..] => Some("route-distinguisher".into()),
+        ["redirect", ..] => Some("redirect".into()),
+        ["ip", "binding", ..] => Some("ip binding".into()),
+        ["ip", "address", .., last] if *last != "sub" => Some("ip address".into()),
+        ["rule", n, ..] => Some(format!("rule {n}")),
+        ["classifier", c, ..] => Some(format!("classifier {c}")),
+        ["traffic-policy", _, dir] => Some(format!("traffic-policy {dir}")),
+        _ => None,
+    }
+}
+
+/// Rank of a top-level section in the display (VRP groups by kind).
+fn rank(text: &str) -> u8 {
+    let w: Vec<&str> = text.splitn(3, ' ').collect();
+    match (w[0], w.get(1).copied()) {
+        ("sysname", _) => 0,
+        ("ip", Some("vpn-instance")) => 2,
+        ("acl", _) => 3,
+        ("traffic", Some("classifier")) => 4,
+        ("traffic", Some("behavior")) => 5,
+        ("traffic", Some("policy")) => 6,
+        ("interface", _) => 7,
+        ("ip", Some("route-static")) => 8,
+        _ => 1,
+    }
+}
+
+/// Normalise a typed line: trim and collapse runs of blanks.
+pub fn normalize(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The key of a view node (see [`view_key`]), computed from its header.
+fn node_key(n: &Node) -> String {
+    let words = match n.text.split(' ').next() {
+        Some("interface") => 2,
+        Some("ipv4-family") => 1,
+        _ => 3,
+    };
+    n.text.split(' ').take(words).collect::<Vec<_>>().join(" ")
+}
+
+impl VrpConfig {
+    /// A configuration holding only `sysname NAME`.
+    pub fn new(sysname: &str) -> Self {
+        Self {
+            top: vec![Node::leaf(&format!("sysname {sysname}"))],
+        }
+    }
+
+    /// Build a configuration from text in the display format (indentation
+    /// gives the view; `#`, `!` and `return` lines are skipped), applying each
+    /// line as if typed, so the same rules hold. Errors name the line number.
+    pub fn parse(text: &str) -> Result<Self, (usize, VrpError)> {
+        let mut cfg = Self::default();
+        let mut cursor: Vec<String> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = normalize(raw);
+            if line.is_empty() || line == "#" || line == "return" || line.starts_with('!') {
+                continue;
+            }
+            let depth = raw.len() - raw.trim_start().len();
+            cursor.truncate(depth);
+            cfg.apply(&mut cursor, &line).map_err(|e| (i + 1, e))?;
+        }
+        Ok(cfg)
+    }
+
+    fn level_mut(&mut self, cursor: &[String]) -> Result<&mut Vec<Node>, VrpError> {
+        let mut level = &mut self.top;
+        for key in cursor {
+            let node = level
+                .iter_mut()
+                .find(|n| n.view && node_key(n) == *key)
+                .ok_or_else(|| VrpError::ViewGone(key.clone()))?;
+            level = &mut node.children;
+        }
+        Ok(level)
+    }
+
+    /// Whether a top-level view with this key exists.
+    pub fn has_view(&self, key: &str) -> bool {
+        self.top.iter().any(|n| n.view && node_key(n) == key)
+    }
+
+    /// Apply one typed configuration line at `cursor` (a path of view keys,
+    /// empty = system view). The cursor moves when the line opens a view or
+    /// is only valid in a parent view. `quit`/`return` are the session's
+    /// business, not this function's.
+    pub fn apply(&mut self, cursor: &mut Vec<String>, line: &str) -> Result<(), VrpError> {
+        let line = normalize(line);
+        let (undo, body) = match line.strip_prefix("undo ") {
+            Some(b) => (true, b.to_string()),
+            None if line == "undo" => return Err(VrpError::Incomplete { column: 4 }),
+            None => (false, line.clone()),
+        };
+        let body_col = if undo { 5 } else { 0 };
+        // Find the innermost view (current, then parents) that knows the command.
+        let mut depth = cursor.len();
+        let (depth, opener) = loop {
+            let ctx = cursor[..depth]
+                .last()
+                .map_or(Ctx::System, |k| ctx_of_key(k));
+            if let Some(k) = view_key(ctx, &body) {
+                break (depth, Some(k));
+            }
+            let as_leaf = if undo && body == "portswitch" {
+                ctx == Ctx::Interface
+            } else {
+                leaf_valid(ctx, &body)
+            };
+            if as_leaf {
+                break (depth, None);
+            }
+            if depth == 0 {
+                return Err(VrpError::Unrecognized { column: body_col });
+            }
+            depth -= 1;
+        };
+        let opener = opener.transpose().map_err(|e| match e {
+            VrpError::Incomplete { column } => VrpError::Incomplete {
+                column: column + body_col,
+            },
+            e => e,
+        })?;
+        cursor.truncate(depth);
+        let at_interface = cursor
+            .last()
+            .is_some_and(|k| ctx_of_key(k) == Ctx::Interface);
+        let vpn_needed = (!undo)
+            .then(|| body.strip_prefix("ip binding vpn-instance "))
+            .flatten()
+            .map(|v| format!("ip vpn-instance {v}"));
+        if let Some(v) = vpn_needed {
+            if !self.has_view(&v) {
+                return Err(VrpError::NoVpnInstance);
+            }
+        }
+        let top = cursor.is_empty();
+        let level = self.level_mut(cursor)?;
+        match (opener, undo) {
+            (Some(key), true) => {
+                let before = level.len();
+                level.retain(|n| !(n.view && node_key(n) == key));
+                if level.len() == before {
+                    return Err(VrpError::NotExist);
+                }
+            }
+            (Some(key), false) => {
+                if !level.iter().any(|n| n.view && node_key(n) == key) {
+                    let node = Node {
+                        text: body,
+                        children: Vec::new(),
+                        view: true,
+                    };
+                    insert(level, node, top);
+                }
+                cursor.push(key);
+            }
+            (None, true) => undo_leaf(level, &body, at_interface)?,
+            (None, false) => set_leaf(level, &body, top),
+        }
+        Ok(())
+    }
+
+    /// The `display current-configuration` text (see the module doc).
+    /// Top-level nodes are kept in display order by [`VrpConfig::apply`].
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut prev_leaf = false;
+        for n in &self.top {
+            let leaf = !n.view;
+            if !(leaf && prev_leaf) {
+                out.push_str("#\n");
+            }
+            prev_leaf = leaf;
+            render_node(n, 0, &mut out);
+        }
+        out.push_str("#\nreturn\n");
+        out
+    }
+
+    /// The candidate-changes diff from `self` (running) to `new`: sections
+    /// separated by `#`, changed lines prefixed `+`/`-` before their
+    /// indentation, unchanged view headers printed bare for context. Empty
+    /// when nothing changed.
+    pub fn diff(&self, new: &VrpConfig) -> String {
+        let mut out = String::new();
+        diff_level(&self.top, &new.top, 0, &mut out, true);
+        out
+    }
+}
+
+fn render_node(n: &Node, depth: usize, out: &mut String) {
+    out.push_str(&" ".repeat(depth));
+    out.push_str(&n.text);
+    out.push('\n');
+    for c in &n.children {
+        render_node(c, depth + 1, out);
+    }
+}
+
+fn render_signed(n: &Node, depth: usize, sign: char, out: &mut String) {
+    out.push(sign);
+    out.push_str(&" ".repeat(depth));
+    out.push_str(&n.text);
+    out.push('\n');
+    for c in &n.children {
+        render_signed(c, depth + 1, sign, out);
+    }
+}
+
+fn same(a: &Node, b: &Node) -> bool {
+    if a.view && b.view {
+        node_key(a) == node_key(b)
+    } else {
+        a.view == b.view && a.text == b.text
+    }
+}
+
+fn diff_level(old: &[Node], new: &[Node], depth: usize, out: &mut String, top: bool) {
+    let section = |s: String, out: &mut String| {
+        if top {
+            out.push_str("#\n");
+        }
+        out.push_str(&s);
+    };
+    for o in old {
+        match new.iter().find(|n| same(o, n)) {
+            None => {
+                let mut s = String::new();
+                render_signed(o, depth, '-', &mut s);
+                section(s, out);
+            }
+            Some(n) if n != o => {
+                let mut s = String::new();
+                if o.text != n.text {
+                    render_signed(&Node::leaf(&o.text), depth, '-', &mut s);
+                    render_signed(&Node::leaf(&n.text), depth, '+', &mut s);
+                } else {
+                    s.push(' ');
+                    s.push_str(&" ".repeat(depth));
+                    s.push_str(&o.text);
+                    s.push('\n');
+                }
+                diff_level(&o.children, &n.children, depth + 1, &mut s, false);
+                section(s, out);
+            }
+            Some(_) => {}
+        }
+    }
+    for n in new {
+        if !old.iter().any(|o| same(o, n)) {
+            let mut s = String::new();
+            render_signed(n, depth, '+', &mut s);
+            section(s, out);
+        }
+    }
+}
+
+/// Add a node; at top level keep the kind order of the display, so two
+/// configurations that display the same compare equal.
+fn insert(level: &mut Vec<Node>, node: Node, top: bool) {
+    if top {
+        let r = rank(&node.text);
+        let at = level
+            .iter()
+            .rposition(|n| rank(&n.text) <= r)
+            .map_or(0, |i| i + 1);
+        level.insert(at, node);
+    } else {
+        level.push(node);
+    }
+}
+
+fn set_leaf(level: &mut Vec<Node>, line: &str, top: bool) {
+    if level.iter().any(|n| !n.view && n.text == line) {
+        return;
+    }
+    if line == "portswitch" {
+        level.retain(|n| n.text != "undo portswitch");
+        return;
+    }
+    if line.starts_with("ip binding vpn-instance ") {
+        level.retain(|n| !n.text.starts_with("ip address "));
+    }
+    if let Some(key) = replace_key(line) {
+        if let Some(n) = level
+            .iter_mut()
+            .find(|n| !n.view && replace_key(&n.text).as_deref() == Some(key.as_str()))
+        {
+            n.text = line.to_string();
+            return;
+        }
+    }
+    insert(level, Node::leaf(line), top);
+}
+
+fn undo_leaf(level: &mut Vec<Node>, body: &str, at_interface: bool) -> Result<(), VrpError> {
+    if at_interface && body == "portswitch" {
+        set_leaf(level, "undo portswitch", false);
+        return Ok(());
+    }
+    let exact = level.iter().position(|n| !n.view && n.text == body);
+    let prefix = || {
+        level
+            .iter()
+            .position(|n| !n.view && n.text.starts_with(&format!("{body} ")))
+    };
+    match exact.or_else(prefix) {
+        Some(i) => {
+            level.remove(i);
+            Ok(())
+        }
+        None if at_interface && body == "shutdown" => Ok(()),
+        None => Err(VrpError::NotExist),
+    }
+}
+
+impl fmt::Display for VrpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+#[cfg(test)]
+mod tests;
