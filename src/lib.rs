@@ -12,4 +12,5 @@ pub mod decision;
 pub mod emulator;
 pub mod names;
 pub mod placement;
+pub mod state;
 pub mod topology;
