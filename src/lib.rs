@@ -12,5 +12,6 @@ pub mod decision;
 pub mod emulator;
 pub mod names;
 pub mod placement;
+pub mod state;
 pub mod topology;
 pub mod verification;
