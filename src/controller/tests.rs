@@ -75,6 +75,8 @@ struct Spec {
     partial_commit: bool,
     /// Running after commit is not what was loaded.
     wrong_readback: bool,
+    /// The driver panics in commit (a bug in a driver).
+    panic_in_commit: bool,
 }
 
 fn err(dev: &str, step: Step, kind: ErrorKind) -> DriverError {
@@ -150,6 +152,7 @@ fn device(name: &str, spec: Spec, log: &Log, state: Arc<Mutex<DevState>>) -> Moc
     let (l, nm, st) = (log.clone(), n.clone(), state.clone());
     d.expect_commit().returning(move |_| {
         l.push(&nm, "commit");
+        assert!(!spec.panic_in_commit, "{nm}: driver bug");
         let mut s = st.lock().unwrap();
         if fails(Step::Commit) {
             return Err(err(
@@ -291,6 +294,7 @@ const OK: Spec = Spec {
     fail: None,
     partial_commit: false,
     wrong_readback: false,
+    panic_in_commit: false,
 };
 
 fn fail_at(step: Step) -> Spec {
@@ -547,6 +551,31 @@ async fn rollback_failure_is_loud() {
     assert!(text.contains("!!! ocs2: ROLLBACK FAILED"), "{text}");
     assert!(text.contains("restore it by hand"), "{text}");
     assert_eq!(report.rollback_failures().count(), 1);
+}
+
+#[tokio::test]
+async fn a_driver_that_panics_mid_commit_is_reported_as_unknown_state() {
+    let rig = fabric(&[(
+        "spine1",
+        Spec {
+            panic_in_commit: true,
+            ..OK
+        },
+    )]);
+    let report = rig.apply(&ApplyOptions::default()).await;
+    let Outcome::RollbackFailed { cause, devices } = &report.outcome else {
+        panic!("{report}")
+    };
+    assert_eq!(cause, "spine1: controller task died during commit");
+    assert_eq!(devices, &vec!["spine1".to_string()]);
+    // Its driver is gone, so nothing more is sent to it; the rest is undone.
+    assert_eq!(rig.log.count("spine1", "rollback"), 0);
+    assert_eq!(rig.log.count("spine1", "close"), 0);
+    for d in ["ocs1", "ocs2", "spine2"] {
+        assert_eq!(Rig::status(&report, d), DeviceStatus::RolledBack, "{d}");
+        assert_eq!(rig.running(d), format!("{d} before\n"));
+    }
+    assert!(report.to_string().contains("!!! spine1: ROLLBACK FAILED"));
 }
 
 #[tokio::test]
