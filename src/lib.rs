@@ -8,6 +8,7 @@
 //! `vclos-drivers` so that "how to talk to a device" never depends on "what
 //! to say to it".
 
+pub mod controller;
 pub mod decision;
 pub mod emulator;
 pub mod names;
