@@ -13,3 +13,4 @@ pub mod emulator;
 pub mod names;
 pub mod placement;
 pub mod topology;
+pub mod trace;
