@@ -12,5 +12,6 @@ pub mod decision;
 pub mod emulator;
 pub mod names;
 pub mod placement;
+pub mod replay;
 pub mod topology;
 pub mod trace;
