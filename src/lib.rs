@@ -13,5 +13,6 @@ pub mod emulator;
 pub mod names;
 pub mod placement;
 pub mod replay;
+pub mod state;
 pub mod topology;
 pub mod trace;

@@ -1,0 +1,1 @@
+//! Tests of the fabric state (filled in below).
