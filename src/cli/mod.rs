@@ -2,7 +2,9 @@
 //! calls the library and prints; none holds domain logic.
 
 mod demo;
+mod replay;
 mod topology;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,11 @@ enum Command {
     Topology(topology::TopologyCmd),
     /// The main job on the embedded default fabric, end to end.
     Demo(demo::DemoArgs),
+    /// Make and inspect job traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCmd),
+    /// Replay a job trace through a placement policy and report JWT/JCT/blocking.
+    Replay(replay::ReplayArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -37,6 +44,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topology(cmd) => topology::run(cmd),
         Command::Demo(args) => demo::run(args),
+        Command::Trace(cmd) => trace::run(cmd),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(code) => code,

@@ -27,7 +27,7 @@ use crate::names::JobId;
 
 /// Job-size table: (GPUs, relative weight). Sums to 1.0 over all rows.
 pub const SIZES: &[(u32, f64)] = &[
-    (1, 0.40),
+    (1, 0.401),
     (2, 0.12),
     (4, 0.12),
     (8, 0.14),
@@ -43,16 +43,16 @@ pub const SIZES: &[(u32, f64)] = &[
     (128, 0.01),
     (160, 0.005),
     (256, 0.004),
-    (512, 0.001),
 ];
 
-/// Median run time of a 1-GPU job; a job of `g` GPUs has median `MEDIAN_S * g^0.25`.
-pub const MEDIAN_S: f64 = 900.0;
+/// Median run time of a 1-GPU job; a job of `g` GPUs has median `MEDIAN_S * g^SIZE_EXP`.
+pub const MEDIAN_S: f64 = 1200.0;
+pub const SIZE_EXP: f64 = 0.1;
 /// Log-normal shape (standard deviation of ln(duration)).
-pub const SIGMA: f64 = 1.4;
+pub const SIGMA: f64 = 1.2;
 /// Run times are clamped to [MIN_S, MAX_S] so replays stay bounded.
 pub const MIN_S: f64 = 1.0;
-pub const MAX_S: f64 = 7.0 * 24.0 * 3600.0;
+pub const MAX_S: f64 = 2.0 * 24.0 * 3600.0;
 /// Deadline slack factor range.
 pub const SLACK: (f64, f64) = (1.5, 5.0);
 
@@ -121,7 +121,7 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
     let mut work = 0.0;
     for _ in 0..p.jobs {
         let gpus = pick(&table, total_weight, unit(&mut rng));
-        let median = MEDIAN_S * f64::from(gpus).powf(0.25);
+        let median = MEDIAN_S * f64::from(gpus).powf(SIZE_EXP);
         let duration = (median * (SIGMA * normal(&mut rng)).exp()).clamp(MIN_S, MAX_S);
         // Round now so that the CSV (millisecond precision) is the trace.
         let duration = round_ms(duration);
