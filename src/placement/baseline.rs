@@ -65,9 +65,10 @@ pub struct BestPlacer {
 
 impl BestPlacer {
     pub fn new(topology: Arc<Topology>) -> Self {
-        BestPlacer {
-            state: FabricState::new(topology),
-        }
+        Self::with_state(FabricState::new(topology))
+    }
+    pub fn with_state(state: FabricState) -> Self {
+        BestPlacer { state }
     }
 }
 
@@ -109,7 +110,9 @@ impl SrPlacer {
     }
 }
 
-/// Add the fixed source routes and the links they use to a multi-leaf plan.
+/// Add the fixed source routes of a multi-leaf plan, and as links every
+/// leaf-spine link its traffic can cross: up from its own ports, and down
+/// from each spine it uses to each of its leaves (where jobs collide).
 fn add_fixed_routes(st: &FabricState, plan: &mut Plan) {
     let topo = st.topology();
     let mut leaves: Vec<LeafId> = plan
@@ -117,7 +120,6 @@ fn add_fixed_routes(st: &FabricState, plan: &mut Plan) {
         .iter()
         .map(|&(s, _)| topo.server(s).leaf)
         .collect();
-    leaves.dedup();
     leaves.sort();
     leaves.dedup();
     if leaves.len() < 2 {
@@ -131,36 +133,38 @@ fn add_fixed_routes(st: &FabricState, plan: &mut Plan) {
         }
         for sp in plan.server_ports(topo, l) {
             let u = (sp as usize % n_up) as u16;
-            // The fixed uplink's current far end (through the OCS as patched).
-            let Some((far, via)) = topo_far_end(st, l, u) else {
-                continue;
-            };
-            if let PortRef::Spine(s, _) = far {
+            if let Some((PortRef::Spine(s, _), _)) = st.uplink_far_end(l, u) {
                 if !spines.contains(&s) {
                     spines.push(s);
                 }
+                plan.routes.push((l, sp, u));
             }
-            plan.links.push(LinkPick {
-                leaf: l,
-                uplink: u,
-                far,
-                via,
-                rewire: false,
-            });
-            plan.routes.push((l, sp, u));
         }
     }
     spines.sort();
+    for &l in &leaves {
+        for &m in &spines {
+            // One link per (leaf, spine): the routed uplink if there is one.
+            let reach = |u: &u16| matches!(st.uplink_far_end(l, *u), Some((PortRef::Spine(x, _), _)) if x == m);
+            let routed = plan
+                .routes
+                .iter()
+                .find(|r| r.0 == l && reach(&r.2))
+                .map(|r| r.2);
+            let u = routed.or_else(|| (0..topo.leaf(l).uplinks.len() as u16).find(reach));
+            if let Some((u, Some((far, via)))) = u.map(|u| (u, st.uplink_far_end(l, u))) {
+                plan.links.push(LinkPick {
+                    leaf: l,
+                    uplink: u,
+                    far,
+                    via,
+                    rewire: false,
+                });
+            }
+        }
+    }
     plan.leaves = leaves;
     plan.spines = spines;
-}
-
-fn topo_far_end(
-    st: &FabricState,
-    l: LeafId,
-    u: u16,
-) -> Option<(PortRef, Option<(crate::topology::OcsId, u16, u16)>)> {
-    st.uplink_far_end(l, u)
 }
 
 impl Placer for SrPlacer {

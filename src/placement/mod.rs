@@ -12,6 +12,8 @@ mod flow;
 mod local;
 mod ocs;
 mod plan;
+#[cfg(test)]
+mod tests;
 mod vclos;
 mod view;
 
