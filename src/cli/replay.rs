@@ -85,7 +85,10 @@ fn table(r: &Report) -> String {
         ("avg JWT", format!("{:.1} s", r.avg_jwt_s)),
         ("avg JCT", format!("{:.1} s", r.avg_jct_s)),
         ("avg JRT", format!("{:.1} s", r.avg_jrt_s)),
-        ("p99 / max JWT", format!("{:.1} / {:.1} s", r.p99_jwt_s, r.max_jwt_s)),
+        (
+            "p99 / max JWT",
+            format!("{:.1} / {:.1} s", r.p99_jwt_s, r.max_jwt_s),
+        ),
         ("makespan", format!("{:.1} s", r.makespan_s)),
     ];
     if let Some(u) = r.utilization {
@@ -112,10 +115,7 @@ fn table(r: &Report) -> String {
                 r.decision_p50_us, r.decision_p99_us, r.decision_max_us, r.place_calls
             ),
         ),
-        (
-            "isolation violations",
-            r.isolation_violations.to_string(),
-        ),
+        ("isolation violations", r.isolation_violations.to_string()),
         ("busy rewires", r.busy_rewires.to_string()),
         (
             "gpu conflicts / circuit mismatches",

@@ -85,7 +85,10 @@ fn stats(jobs: &[trace::Job], gpus: Option<u32>) -> Option<String> {
     if let Some(g) = gpus.filter(|g| *g > 0) {
         let window = last.arrival_s - first.arrival_s;
         if window > 0.0 {
-            s += &format!("offered load on {g} GPUs: {:.3}\n", work / (f64::from(g) * window));
+            s += &format!(
+                "offered load on {g} GPUs: {:.3}\n",
+                work / (f64::from(g) * window)
+            );
         }
     }
     Some(s)
