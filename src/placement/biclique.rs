@@ -71,12 +71,15 @@ struct Class {
     prefix: Vec<u64>,
 }
 
+/// Best solution so far: cost, (class, count) picks, common right bitset.
+type Incumbent = (u64, Vec<(usize, usize)>, Vec<u64>);
+
 struct Search<'a> {
     classes: Vec<Class>,
     right_order: Vec<usize>,
     right_cost: &'a [u64],
     need_right: usize,
-    best: Option<(u64, Vec<(usize, usize)>, Vec<u64>)>,
+    best: Option<Incumbent>,
     nodes_after: u64,
     budget: u64,
     stack: Vec<(usize, usize)>,

@@ -50,6 +50,12 @@ use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
 
+/// A leaf in a one-spine plan: servers taken, (OCS, flow edge) pairs and
+/// the direct-cable flow edge.
+type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
+/// A spine in a Stage 3 plan: per chosen leaf, links per OCS and direct.
+type Fill = (SpineId, Vec<(Vec<u32>, u32)>);
+
 /// Candidate leaf sets tried per Stage 3 shape.
 const STAGE3_TRIES: usize = 4;
 
@@ -304,7 +310,7 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
                 f.add_edge(2 + o, 1, c);
             }
         }
-        let mut chosen: Vec<(LeafId, u32, Vec<(usize, usize)>, Option<usize>)> = Vec::new();
+        let mut chosen: Vec<Chosen> = Vec::new();
         let mut remaining = k;
         for &n in &leaves {
             let reach: usize = (0..view.k)
@@ -430,7 +436,7 @@ fn fill_spines(
     }
     let mut remaining = s;
     // (spine, per-leaf count, per leaf: per OCS links, direct links)
-    let mut fills: Vec<(SpineId, Vec<(Vec<u32>, u32)>)> = Vec::new();
+    let mut fills: Vec<Fill> = Vec::new();
     for m in spine_order(st, view, l) {
         let sres: Vec<u32> = (0..view.k)
             .map(|o| view.spine_on(m, o).len() as u32)

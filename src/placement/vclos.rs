@@ -28,7 +28,7 @@ use crate::state::FabricState;
 use crate::topology::{LeafId, SpineId, Topology};
 
 /// Search nodes allowed after the first solution (quality vs. latency).
-pub const DEFAULT_BUDGET: u64 = 2_000;
+pub const DEFAULT_BUDGET: u64 = 256;
 
 /// The vClos placer.
 #[derive(Debug, Clone)]

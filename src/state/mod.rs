@@ -29,6 +29,10 @@ use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
 
 pub use error::StateError;
 
+/// Where a leaf uplink leads: the far port, and the OCS hop
+/// `(ocs, leaf-side port, far-side port)` when it goes through one.
+pub type FarEnd = (PortRef, Option<(OcsId, u16, u16)>);
+
 /// Marks a free slot in the holder vectors.
 const FREE: u32 = u32::MAX;
 
@@ -474,11 +478,7 @@ impl FabricState {
     /// Where leaf uplink `(leaf, uplink)` currently leads: the far port
     /// (spine port, or another leaf's uplink) and the OCS hop
     /// `(ocs, leaf-side port, far-side port)` if it goes through one.
-    pub fn uplink_far_end(
-        &self,
-        leaf: LeafId,
-        uplink: u16,
-    ) -> Option<(PortRef, Option<(OcsId, u16, u16)>)> {
+    pub fn uplink_far_end(&self, leaf: LeafId, uplink: u16) -> Option<FarEnd> {
         match self.topo.leaves[leaf.index()].uplink_peer[uplink as usize]? {
             PortRef::Ocs(o, a) => {
                 let b = self.patch(o, a)?;
