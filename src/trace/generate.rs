@@ -253,7 +253,8 @@ mod tests {
         let mean = d.iter().sum::<f64>() / d.len() as f64;
         let p99 = d[d.len() * 99 / 100];
         assert!(mean > 1.5 * median, "mean {mean} median {median}");
-        assert!(p99 > 20.0 * median, "p99 {p99} median {median}");
+        // Log-normal with sigma 1.2: p99/median = exp(1.2 * 2.33) ~ 16.
+        assert!(p99 > 10.0 * median, "p99 {p99} median {median}");
         assert!(d[0] >= MIN_S && d[d.len() - 1] <= MAX_S);
     }
 
