@@ -13,6 +13,8 @@ pub mod decision;
 pub mod emulator;
 pub mod names;
 pub mod placement;
+pub mod replay;
 pub mod state;
 pub mod topology;
+pub mod trace;
 pub mod verification;

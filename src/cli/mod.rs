@@ -3,7 +3,9 @@
 
 mod demo;
 mod emu;
+mod replay;
 mod topology;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -33,6 +35,11 @@ enum Command {
     Emu(emu::EmuCmd),
     /// The main job on the embedded default fabric, end to end.
     Demo(demo::DemoArgs),
+    /// Make and inspect job traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCmd),
+    /// Replay a job trace through a placement policy and report JWT/JCT/blocking.
+    Replay(replay::ReplayArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -42,6 +49,8 @@ pub fn main() -> ExitCode {
         Command::Topology(cmd) => topology::run(cmd),
         Command::Emu(cmd) => emu::run(cmd),
         Command::Demo(args) => demo::run(args),
+        Command::Trace(cmd) => trace::run(cmd),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,138 @@
+//! `vclos replay`: run a job trace through a placement policy and report.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use vclos::placement::{self, Policy};
+use vclos::replay::{self, Ledger, QueuePolicy, ReplayOptions, Report};
+use vclos::{topology, trace};
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Topology file (YAML).
+    #[arg(long)]
+    topology: PathBuf,
+    /// Trace file (CSV: job_id,arrival_s,gpus,duration_s[,deadline_s]).
+    #[arg(long)]
+    trace: PathBuf,
+    #[arg(long, value_enum)]
+    policy: Policy,
+    /// Queue order (all with head-of-line blocking).
+    #[arg(long, value_parser = parse_queue, default_value = "fifo")]
+    queue: QueuePolicy,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
+    s.parse()
+}
+
+pub fn run(a: ReplayArgs) -> Result<ExitCode> {
+    let topo = Arc::new(topology::load(&a.topology)?);
+    let jobs = trace::load(&a.trace)?;
+    let mut placer = placement::placer(a.policy, Arc::clone(&topo))
+        .with_context(|| format!("cannot replay on {}", a.topology.display()))?;
+    let opts = ReplayOptions {
+        queue: a.queue,
+        topology: topo.name.clone(),
+        total_gpus: u32::try_from(topo.gpu_count()).ok(),
+        ledger: Ledger::from_topology(&topo),
+    };
+    let bar = progress_bar(jobs.len());
+    let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {
+        bar.set_position(p.done as u64)
+    })?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A bar on stderr, only when both stdout and stderr are terminals.
+fn progress_bar(total: usize) -> ProgressBar {
+    if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} jobs {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn table(r: &Report) -> String {
+    let mut rows: Vec<(&str, String)> = vec![
+        ("policy", r.policy.clone()),
+        ("queue", r.queue.to_string()),
+        ("topology", r.topology.clone()),
+        (
+            "jobs",
+            format!(
+                "{} ({} completed, {} rejected, {} unplaceable)",
+                r.jobs, r.completed, r.rejected, r.unplaceable
+            ),
+        ),
+        ("avg JWT", format!("{:.1} s", r.avg_jwt_s)),
+        ("avg JCT", format!("{:.1} s", r.avg_jct_s)),
+        ("avg JRT", format!("{:.1} s", r.avg_jrt_s)),
+        (
+            "p99 / max JWT",
+            format!("{:.1} / {:.1} s", r.p99_jwt_s, r.max_jwt_s),
+        ),
+        ("makespan", format!("{:.1} s", r.makespan_s)),
+    ];
+    if let Some(u) = r.utilization {
+        rows.push(("GPU utilisation", format!("{:.1}%", u * 100.0)));
+    }
+    rows.extend([
+        (
+            "blocked (jobs)",
+            format!("gpu {}, network {}", r.blocked_gpu, r.blocked_network),
+        ),
+        (
+            "blocked (attempts)",
+            format!(
+                "gpu {}, network {}",
+                r.blocked_attempts_gpu, r.blocked_attempts_network
+            ),
+        ),
+        ("max queue", r.max_queue.to_string()),
+        ("deadline misses", r.deadline_misses.to_string()),
+        (
+            "decision time",
+            format!(
+                "p50 {:.1} us, p99 {:.1} us, max {:.1} us ({} calls)",
+                r.decision_p50_us, r.decision_p99_us, r.decision_max_us, r.place_calls
+            ),
+        ),
+        ("isolation violations", r.isolation_violations.to_string()),
+        ("busy rewires", r.busy_rewires.to_string()),
+        (
+            "gpu conflicts / circuit mismatches",
+            format!("{} / {}", r.gpu_conflicts, r.circuit_mismatches),
+        ),
+        (
+            "stages",
+            r.stages
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("wall time", format!("{:.0} ms", r.wall_ms)),
+    ]);
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}

@@ -1,0 +1,95 @@
+//! `vclos trace generate | stats`: make and inspect job traces.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use vclos::trace::{self, generate};
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCmd {
+    /// Write a seeded synthetic Helios-like trace as CSV to stdout (model: docs/traces.md).
+    Generate(GenerateArgs),
+    /// Check a trace file and print a summary of its jobs.
+    Stats {
+        file: PathBuf,
+        /// Cluster GPUs, to report the offered load.
+        #[arg(long)]
+        gpus: Option<u32>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Number of jobs.
+    #[arg(long)]
+    jobs: u32,
+    /// GPUs in the target cluster (caps job sizes, sets the arrival rate).
+    #[arg(long)]
+    gpus: u32,
+    /// Offered load: sum(gpus * duration) / (gpus * arrival window).
+    #[arg(long, default_value_t = 0.9)]
+    load: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
+    match cmd {
+        TraceCmd::Generate(a) => {
+            let params = generate::Params {
+                jobs: a.jobs,
+                gpus: a.gpus,
+                load: a.load,
+                seed: a.seed,
+            };
+            let g = generate::generate(&params)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            writeln!(out, "{}", g.comment(&params))?;
+            trace::write_csv(&mut out, &g.jobs)?;
+            out.flush()?;
+        }
+        TraceCmd::Stats { file, gpus } => {
+            let jobs = trace::load(&file)?;
+            print!("{}", stats(&jobs, gpus).context("empty trace")?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats(jobs: &[trace::Job], gpus: Option<u32>) -> Option<String> {
+    let first = jobs.first()?;
+    let last = jobs.last()?;
+    let n = jobs.len() as f64;
+    let work: f64 = jobs.iter().map(|j| f64::from(j.gpus) * j.duration_s).sum();
+    let mut s = format!(
+        "jobs {}\narrivals {:.1}s .. {:.1}s (mean gap {:.1}s)\n",
+        jobs.len(),
+        first.arrival_s,
+        last.arrival_s,
+        (last.arrival_s - first.arrival_s) / (n - 1.0).max(1.0)
+    );
+    let single = jobs.iter().filter(|j| j.gpus <= 8).count();
+    let max = jobs.iter().map(|j| j.gpus).max().unwrap_or(0);
+    s += &format!(
+        "sizes: {single} jobs of <= 8 GPUs ({:.1}%), largest {max}\n",
+        100.0 * single as f64 / n
+    );
+    s += &format!(
+        "mean duration {:.1}s, {:.0} GPU-hours\n",
+        jobs.iter().map(|j| j.duration_s).sum::<f64>() / n,
+        work / 3600.0
+    );
+    if let Some(g) = gpus.filter(|g| *g > 0) {
+        let window = last.arrival_s - first.arrival_s;
+        if window > 0.0 {
+            s += &format!(
+                "offered load on {g} GPUs: {:.3}\n",
+                work / (f64::from(g) * window)
+            );
+        }
+    }
+    Some(s)
+}

@@ -1,0 +1,356 @@
+//! Trace replay: a discrete-event run of a job trace through a [`Placer`].
+//!
+//! Only two kinds of event exist — a job arrives, a job completes — because
+//! the question asked here is *where and when* jobs run, not how packets
+//! flow: a job runs for exactly its trace duration once started (no
+//! contention slowdown is modelled, for any policy). At each event time the
+//! replay
+//!
+//! 1. releases every job completing at that time (so freed resources are
+//!    visible to jobs starting at the same instant),
+//! 2. enqueues every job arriving at that time,
+//! 3. repeatedly tries the queue head ([`QueuePolicy`]) until the head is
+//!    blocked — head-of-line blocking, as in the paper — or the queue is
+//!    empty.
+//!
+//! A blocked head is retried only after something changed (a release, or a
+//! different job reached the head), since a placer decides on its state
+//! alone. If the head is blocked while nothing runs, the fabric is as empty
+//! as it will ever be, so the job can never start: it is dropped and counted
+//! as `unplaceable` rather than freezing the queue forever. A job larger than
+//! the fabric ([`PlacementError::TooLarge`]) is dropped as `rejected`.
+//!
+//! Each decision also goes through an independent [`Ledger`] that audits
+//! isolation from the decisions themselves; see its module doc.
+
+mod ledger;
+mod queue;
+mod report;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Instant;
+
+use thiserror::Error;
+
+pub use ledger::{initial_patches, Audit, Ledger};
+pub use queue::QueuePolicy;
+pub use report::{percentile, Report};
+
+use crate::decision::Decision;
+use crate::names::JobId;
+use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
+use crate::trace::Job;
+use queue::{Key, Queue};
+
+/// How to run a replay.
+#[derive(Debug, Default)]
+pub struct ReplayOptions {
+    pub queue: QueuePolicy,
+    /// Topology name, copied into the report.
+    pub topology: String,
+    /// GPUs in the fabric, for the utilisation figure.
+    pub total_gpus: Option<u32>,
+    /// The isolation ledger to audit with (use [`Ledger::from_topology`] so
+    /// OCS circuits are checked too).
+    pub ledger: Ledger,
+}
+
+/// Failures that end a replay (bugs in a placer, not blocked jobs).
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error("placer `{policy}` failed on job `{job}`: {source}")]
+    Placement {
+        policy: &'static str,
+        job: JobId,
+        #[source]
+        source: PlacementError,
+    },
+    #[error("placer `{policy}` returned a decision for job `{got}` when asked to place `{asked}`")]
+    WrongJob {
+        policy: &'static str,
+        asked: JobId,
+        got: JobId,
+    },
+    #[error("trace is not sorted by arrival at job `{0}` (use trace::parse, which sorts)")]
+    Unsorted(JobId),
+}
+
+/// Replay progress, reported after each event time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs finished (completed or dropped) so far.
+    pub done: usize,
+    pub total: usize,
+}
+
+/// Replay `trace` (sorted by arrival) through `placer`.
+pub fn replay(
+    placer: &mut dyn Placer,
+    trace: &[Job],
+    opts: ReplayOptions,
+) -> Result<Report, ReplayError> {
+    replay_with_progress(placer, trace, opts, &mut |_| {})
+}
+
+/// What happened to one job.
+#[derive(Debug, Default, Clone)]
+struct JobState {
+    start: Option<f64>,
+    end: Option<f64>,
+    dropped: bool,
+    blocked_gpu: bool,
+    blocked_network: bool,
+}
+
+/// [`replay`], calling `progress` after each event time.
+pub fn replay_with_progress(
+    placer: &mut dyn Placer,
+    trace: &[Job],
+    opts: ReplayOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Report, ReplayError> {
+    let began = Instant::now();
+    if let Some(w) = trace.windows(2).find(|w| w[1].arrival_s < w[0].arrival_s) {
+        return Err(ReplayError::Unsorted(w[1].id.clone()));
+    }
+    let mut run = Run {
+        placer,
+        trace,
+        queue: Queue::new(opts.queue),
+        ledger: opts.ledger,
+        state: vec![JobState::default(); trace.len()],
+        completions: BinaryHeap::new(),
+        decision_ns: Vec::with_capacity(trace.len() * 2),
+        report: Report::new(opts.queue, &opts.topology, trace.len()),
+        done: 0,
+    };
+    run.report.policy = run.placer.name().to_string();
+
+    let mut next = 0;
+    // The head that was last found blocked, while nothing has been released.
+    let mut stuck_head: Option<usize> = None;
+    loop {
+        let arrival = trace.get(next).map(|j| j.arrival_s);
+        let completion = run.completions.peek().map(|Reverse(k)| k.0);
+        let now = match (arrival, completion) {
+            (None, None) => break,
+            (Some(a), None) => a,
+            (None, Some(c)) => c,
+            (Some(a), Some(c)) => a.min(c),
+        };
+        while let Some(Reverse(Key(end, idx))) = run.completions.peek().copied() {
+            if end > now {
+                break;
+            }
+            run.completions.pop();
+            run.finish(idx, end)?;
+            stuck_head = None;
+        }
+        while let Some(job) = trace.get(next) {
+            if job.arrival_s > now {
+                break;
+            }
+            run.queue.push(next, job);
+            next += 1;
+        }
+        run.report.max_queue = run.report.max_queue.max(run.queue.len());
+        if run.queue.head() != stuck_head {
+            stuck_head = run.schedule(now)?;
+        }
+        progress(Progress {
+            done: run.done,
+            total: trace.len(),
+        });
+    }
+    let mut report = run.into_report(opts.total_gpus);
+    report.wall_ms = began.elapsed().as_secs_f64() * 1e3;
+    Ok(report)
+}
+
+struct Run<'a> {
+    placer: &'a mut dyn Placer,
+    trace: &'a [Job],
+    queue: Queue,
+    ledger: Ledger,
+    state: Vec<JobState>,
+    completions: BinaryHeap<Reverse<Key>>,
+    decision_ns: Vec<u64>,
+    report: Report,
+    done: usize,
+}
+
+impl Run<'_> {
+    /// Start jobs from the head until it blocks; return the blocked head.
+    fn schedule(&mut self, now: f64) -> Result<Option<usize>, ReplayError> {
+        while let Some(idx) = self.queue.head() {
+            let job = &self.trace[idx];
+            let request = JobRequest {
+                id: job.id.clone(),
+                gpus: job.gpus,
+            };
+            let t0 = Instant::now();
+            let outcome = self.placer.place(&request);
+            self.decision_ns
+                .push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            self.report.place_calls += 1;
+            match outcome {
+                Ok(Outcome::Placed(d)) => {
+                    self.queue.pop();
+                    self.start(idx, now, &d)?;
+                }
+                Ok(Outcome::Blocked(cause)) => {
+                    self.blocked(idx, cause);
+                    if self.running_jobs() > 0 {
+                        return Ok(Some(idx));
+                    }
+                    // Nothing runs: the fabric is empty and still too small.
+                    tracing::warn!(job = %job.id, gpus = job.gpus, ?cause, "job can never be placed; dropped");
+                    self.queue.pop();
+                    self.drop_job(idx);
+                    self.report.unplaceable += 1;
+                }
+                Err(PlacementError::TooLarge { .. } | PlacementError::Empty(_)) => {
+                    tracing::warn!(job = %job.id, gpus = job.gpus, "job larger than the fabric; rejected");
+                    self.queue.pop();
+                    self.drop_job(idx);
+                    self.report.rejected += 1;
+                }
+                Err(source) => {
+                    return Err(ReplayError::Placement {
+                        policy: self.placer.name(),
+                        job: job.id.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn running_jobs(&self) -> usize {
+        self.completions.len()
+    }
+
+    fn start(&mut self, idx: usize, now: f64, d: &Decision) -> Result<(), ReplayError> {
+        let job = &self.trace[idx];
+        if d.job != job.id {
+            return Err(ReplayError::WrongJob {
+                policy: self.placer.name(),
+                asked: job.id.clone(),
+                got: d.job.clone(),
+            });
+        }
+        self.ledger.start(idx, d);
+        *self.report.stages.entry(stage_name(d)).or_insert(0) += 1;
+        self.state[idx].start = Some(now);
+        self.completions
+            .push(Reverse(Key(now + job.duration_s, idx)));
+        Ok(())
+    }
+
+    fn finish(&mut self, idx: usize, end: f64) -> Result<(), ReplayError> {
+        let job = &self.trace[idx];
+        self.placer
+            .release(&job.id)
+            .map_err(|source| ReplayError::Placement {
+                policy: self.placer.name(),
+                job: job.id.clone(),
+                source,
+            })?;
+        self.ledger.finish(idx);
+        self.state[idx].end = Some(end);
+        self.done += 1;
+        Ok(())
+    }
+
+    fn blocked(&mut self, idx: usize, cause: Blocked) {
+        let s = &mut self.state[idx];
+        match cause {
+            Blocked::Gpu => {
+                self.report.blocked_attempts_gpu += 1;
+                if !s.blocked_gpu {
+                    s.blocked_gpu = true;
+                    self.report.blocked_gpu += 1;
+                }
+            }
+            Blocked::Network => {
+                self.report.blocked_attempts_network += 1;
+                if !s.blocked_network {
+                    s.blocked_network = true;
+                    self.report.blocked_network += 1;
+                }
+            }
+        }
+    }
+
+    fn drop_job(&mut self, idx: usize) {
+        self.state[idx].dropped = true;
+        self.done += 1;
+    }
+
+    fn into_report(self, total_gpus: Option<u32>) -> Report {
+        let mut r = self.report;
+        let mut jwt = Vec::new();
+        let mut sum_jct = 0.0;
+        let mut sum_jrt = 0.0;
+        let mut work = 0.0;
+        let mut first_arrival = f64::INFINITY;
+        let mut last_end: f64 = 0.0;
+        for (job, s) in self.trace.iter().zip(&self.state) {
+            first_arrival = first_arrival.min(job.arrival_s);
+            let (Some(start), Some(end)) = (s.start, s.end) else {
+                continue;
+            };
+            r.completed += 1;
+            jwt.push(start - job.arrival_s);
+            sum_jct += end - job.arrival_s;
+            sum_jrt += end - start;
+            work += f64::from(job.gpus) * (end - start);
+            last_end = last_end.max(end);
+            if job.deadline_s.is_some_and(|d| end > d) {
+                r.deadline_misses += 1;
+            }
+        }
+        if r.completed > 0 {
+            let n = r.completed as f64;
+            r.avg_jwt_s = jwt.iter().sum::<f64>() / n;
+            r.avg_jct_s = sum_jct / n;
+            r.avg_jrt_s = sum_jrt / n;
+            jwt.sort_by(f64::total_cmp);
+            r.p99_jwt_s = percentile(&jwt, 0.99);
+            r.max_jwt_s = jwt.last().copied().unwrap_or(0.0);
+            r.makespan_s = last_end - first_arrival;
+        }
+        if let Some(g) = total_gpus.filter(|g| *g > 0) {
+            if r.makespan_s > 0.0 {
+                r.utilization = Some(work / (f64::from(g) * r.makespan_s));
+            }
+        }
+        let mut ns = self.decision_ns;
+        ns.sort_unstable();
+        let us: Vec<f64> = ns.iter().map(|n| *n as f64 / 1e3).collect();
+        r.decision_p50_us = percentile(&us, 0.50);
+        r.decision_p99_us = percentile(&us, 0.99);
+        r.decision_max_us = us.last().copied().unwrap_or(0.0);
+        let a = self.ledger.audit();
+        r.isolation_violations = a.isolation_violations;
+        r.busy_rewires = a.busy_rewires;
+        r.gpu_conflicts = a.gpu_conflicts;
+        r.circuit_mismatches = a.circuit_mismatches;
+        r
+    }
+}
+
+fn stage_name(d: &Decision) -> String {
+    serde_json::to_value(d.stage)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{:?}", d.stage))
+}
+
+/// Count of decisions per stage, as the report carries it.
+pub type StageCounts = BTreeMap<String, u64>;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+//! The replay report: the figures the paper compares policies by, plus the
+//! independent isolation audit. Field names are a stable JSON interface
+//! (`vclos replay --json`); add fields, never rename.
+
+use serde::Serialize;
+
+use super::{QueuePolicy, StageCounts};
+
+/// Result of one replay. Times are seconds of simulated time, except
+/// `decision_*_us` (wall-clock microseconds per `place` call, blocked
+/// attempts included) and `wall_ms` (wall-clock time of the whole replay).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub policy: String,
+    pub queue: QueuePolicy,
+    pub topology: String,
+    /// Jobs in the trace.
+    pub jobs: usize,
+    pub completed: usize,
+    /// Dropped: larger than the fabric.
+    pub rejected: usize,
+    /// Dropped: blocked at the head of the queue on an otherwise empty fabric.
+    pub unplaceable: usize,
+    /// Mean of start - arrival over completed jobs.
+    pub avg_jwt_s: f64,
+    /// Mean of completion - arrival.
+    pub avg_jct_s: f64,
+    /// Mean of completion - start.
+    pub avg_jrt_s: f64,
+    pub p99_jwt_s: f64,
+    pub max_jwt_s: f64,
+    /// Last completion - first arrival.
+    pub makespan_s: f64,
+    /// GPU-seconds run / (GPUs * makespan), when the GPU count is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    /// Jobs that were at least once blocked at the queue head for GPU or
+    /// locality reasons (each job counted once for this cause).
+    pub blocked_gpu: u64,
+    /// Jobs that were at least once blocked at the head although enough
+    /// idle servers existed, for lack of network resources (once per job).
+    pub blocked_network: u64,
+    /// Every failed head attempt, by cause.
+    pub blocked_attempts_gpu: u64,
+    pub blocked_attempts_network: u64,
+    pub place_calls: u64,
+    pub max_queue: usize,
+    pub deadline_misses: u64,
+    pub decision_p50_us: f64,
+    pub decision_p99_us: f64,
+    pub decision_max_us: f64,
+    pub isolation_violations: u64,
+    pub busy_rewires: u64,
+    pub gpu_conflicts: u64,
+    pub circuit_mismatches: u64,
+    /// Decisions per stage (`server`, `leaf`, `vclos`, `ocs-spine`, ...).
+    pub stages: StageCounts,
+    pub wall_ms: f64,
+}
+
+impl Report {
+    pub(crate) fn new(queue: QueuePolicy, topology: &str, jobs: usize) -> Self {
+        Self {
+            policy: String::new(),
+            queue,
+            topology: topology.to_string(),
+            jobs,
+            completed: 0,
+            rejected: 0,
+            unplaceable: 0,
+            avg_jwt_s: 0.0,
+            avg_jct_s: 0.0,
+            avg_jrt_s: 0.0,
+            p99_jwt_s: 0.0,
+            max_jwt_s: 0.0,
+            makespan_s: 0.0,
+            utilization: None,
+            blocked_gpu: 0,
+            blocked_network: 0,
+            blocked_attempts_gpu: 0,
+            blocked_attempts_network: 0,
+            place_calls: 0,
+            max_queue: 0,
+            deadline_misses: 0,
+            decision_p50_us: 0.0,
+            decision_p99_us: 0.0,
+            decision_max_us: 0.0,
+            isolation_violations: 0,
+            busy_rewires: 0,
+            gpu_conflicts: 0,
+            circuit_mismatches: 0,
+            stages: StageCounts::new(),
+            wall_ms: 0.0,
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted values (`q` in [0, 1]); 0 when empty.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}

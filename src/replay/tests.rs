@@ -1,0 +1,413 @@
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::decision::{CrossConnect, GpuRef, OcsHop, ReservedLink, Stage, VirtualClos};
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+fn job(name: &str, arrival: f64, gpus: u32, duration: f64, deadline: Option<f64>) -> Job {
+    Job {
+        id: id(name),
+        arrival_s: arrival,
+        gpus,
+        duration_s: duration,
+        deadline_s: deadline,
+    }
+}
+
+fn decision(job: &JobId, links: Vec<ReservedLink>, xc: Vec<CrossConnect>) -> Decision {
+    Decision {
+        job: job.clone(),
+        stage: Stage::Manual,
+        gpus: vec![],
+        vclos: VirtualClos {
+            leaves: vec![],
+            spines: vec![],
+            links,
+            cross_connects: xc,
+        },
+        source_routes: vec![],
+    }
+}
+
+/// A placer that only counts GPUs: no locality, no network.
+struct Pool {
+    total: u32,
+    free: u32,
+    held: HashMap<JobId, u32>,
+}
+
+impl Pool {
+    fn new(total: u32) -> Self {
+        Self {
+            total,
+            free: total,
+            held: HashMap::new(),
+        }
+    }
+}
+
+impl Placer for Pool {
+    fn name(&self) -> &'static str {
+        "pool"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        if job.gpus > self.total {
+            return Err(PlacementError::TooLarge {
+                job: job.id.clone(),
+                gpus: job.gpus,
+                total: self.total,
+            });
+        }
+        if self.held.contains_key(&job.id) {
+            return Err(PlacementError::DuplicateJob(job.id.clone()));
+        }
+        if job.gpus > self.free {
+            return Ok(Outcome::Blocked(Blocked::Gpu));
+        }
+        self.free -= job.gpus;
+        self.held.insert(job.id.clone(), job.gpus);
+        Ok(Outcome::Placed(decision(&job.id, vec![], vec![])))
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        let g = self
+            .held
+            .remove(job)
+            .ok_or_else(|| PlacementError::UnknownJob(job.clone()))?;
+        self.free += g;
+        Ok(decision(job, vec![], vec![]))
+    }
+}
+
+/// A GPU pool whose every multi-GPU job reserves the same leaf uplink and
+/// spine port: the shape of a non-isolating policy.
+struct Sharing(Pool);
+
+impl Placer for Sharing {
+    fn name(&self) -> &'static str {
+        "sharing"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        Ok(match self.0.place(job)? {
+            Outcome::Placed(_) => {
+                let link = ReservedLink {
+                    leaf: "leaf1".into(),
+                    uplink: "up1".into(),
+                    peer: "spine1".into(),
+                    peer_port: "p1".into(),
+                    via: None,
+                };
+                let mut d = decision(&job.id, vec![link], vec![]);
+                d.gpus = vec![GpuRef {
+                    server: format!("srv-{}", job.id),
+                    gpu: 0,
+                }];
+                Outcome::Placed(d)
+            }
+            b => b,
+        })
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.0.release(job)
+    }
+}
+
+fn fifo() -> ReplayOptions {
+    ReplayOptions::default()
+}
+
+fn with_queue(queue: QueuePolicy) -> ReplayOptions {
+    ReplayOptions {
+        queue,
+        ..ReplayOptions::default()
+    }
+}
+
+/// a holds 3 of 4 GPUs until t=10; b (4 GPUs) arrives at 1; c (1 GPU) at 2.
+fn hol_trace(deadline_b: f64, deadline_c: f64) -> Vec<Job> {
+    vec![
+        job("a", 0.0, 3, 10.0, Some(100.0)),
+        job("b", 1.0, 4, 5.0, Some(deadline_b)),
+        job("c", 2.0, 1, 2.0, Some(deadline_c)),
+    ]
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn fifo_head_of_line_blocks_the_small_job() {
+    let r = replay(&mut Pool::new(4), &hol_trace(50.0, 100.0), fifo()).unwrap();
+    // a: 0..10, b: 10..15, c: 15..17 (c fits at t=2 but waits behind b).
+    assert_eq!(r.completed, 3);
+    assert!(
+        close(r.avg_jwt_s, (0.0 + 9.0 + 13.0) / 3.0),
+        "{}",
+        r.avg_jwt_s
+    );
+    assert!(
+        close(r.avg_jct_s, (10.0 + 14.0 + 15.0) / 3.0),
+        "{}",
+        r.avg_jct_s
+    );
+    assert!(close(r.avg_jrt_s, (10.0 + 5.0 + 2.0) / 3.0));
+    assert!(close(r.makespan_s, 17.0));
+    // b blocked once (t=1; not retried at t=2 since nothing was freed), c once at t=10.
+    assert_eq!((r.blocked_gpu, r.blocked_attempts_gpu), (2, 2));
+    assert_eq!(r.place_calls, 5);
+    assert_eq!(r.blocked_network, 0);
+    assert_eq!(r.max_queue, 2);
+}
+
+#[test]
+fn smallest_first_lets_the_small_job_pass() {
+    let r = replay(
+        &mut Pool::new(4),
+        &hol_trace(50.0, 100.0),
+        with_queue(QueuePolicy::Sf),
+    )
+    .unwrap();
+    // a: 0..10, c: 2..4, b: 10..15.
+    assert!(close(r.avg_jwt_s, 9.0 / 3.0), "{}", r.avg_jwt_s);
+    assert!(
+        close(r.avg_jct_s, (10.0 + 14.0 + 2.0) / 3.0),
+        "{}",
+        r.avg_jct_s
+    );
+    assert_eq!(r.queue, QueuePolicy::Sf);
+}
+
+#[test]
+fn edf_orders_by_deadline_not_size() {
+    // c due first: same schedule as SF.
+    let r = replay(
+        &mut Pool::new(4),
+        &hol_trace(50.0, 5.0),
+        with_queue(QueuePolicy::Edf),
+    )
+    .unwrap();
+    assert!(close(r.avg_jwt_s, 3.0), "{}", r.avg_jwt_s);
+    assert_eq!(r.deadline_misses, 0);
+    // b due first: c waits behind it, as in FIFO; c then misses its deadline.
+    let r = replay(
+        &mut Pool::new(4),
+        &hol_trace(12.0, 16.0),
+        with_queue(QueuePolicy::Edf),
+    )
+    .unwrap();
+    assert!(close(r.avg_jwt_s, 22.0 / 3.0), "{}", r.avg_jwt_s);
+    assert_eq!(r.deadline_misses, 2); // b ends 15 > 12, c ends 17 > 16
+}
+
+#[test]
+fn edf_without_deadline_uses_arrival_plus_duration() {
+    let trace = vec![
+        job("a", 0.0, 4, 10.0, None),
+        job("long", 1.0, 1, 100.0, None), // due 101
+        job("short", 2.0, 1, 1.0, None),  // due 3
+    ];
+    let r = replay(&mut Pool::new(4), &trace, with_queue(QueuePolicy::Edf)).unwrap();
+    // At 10: short (due 3) first 10..11, then long 10..110 (both fit).
+    assert!(
+        close(r.avg_jwt_s, (0.0 + 9.0 + 8.0) / 3.0),
+        "{}",
+        r.avg_jwt_s
+    );
+}
+
+#[test]
+fn completions_are_processed_before_starts_at_the_same_time() {
+    let trace = vec![job("a", 0.0, 4, 10.0, None), job("b", 10.0, 4, 1.0, None)];
+    let r = replay(&mut Pool::new(4), &trace, fifo()).unwrap();
+    assert!(close(r.avg_jwt_s, 0.0));
+    assert_eq!(
+        r.blocked_attempts_gpu, 0,
+        "b must never see a's GPUs as busy"
+    );
+    assert_eq!(r.place_calls, 2);
+}
+
+#[test]
+fn oversized_jobs_are_rejected_and_the_rest_run() {
+    let trace = vec![job("big", 0.0, 8, 1.0, None), job("ok", 0.0, 2, 1.0, None)];
+    let r = replay(&mut Pool::new(4), &trace, fifo()).unwrap();
+    assert_eq!((r.rejected, r.completed, r.jobs), (1, 1, 2));
+}
+
+/// Blocks every job above `limit` GPUs for network reasons, even when empty.
+struct NetLimited(Pool, u32);
+
+impl Placer for NetLimited {
+    fn name(&self) -> &'static str {
+        "net-limited"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        if job.gpus > self.1 && job.gpus <= self.0.free {
+            return Ok(Outcome::Blocked(Blocked::Network));
+        }
+        self.0.place(job)
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.0.release(job)
+    }
+}
+
+#[test]
+fn a_head_that_can_never_start_is_dropped_not_deadlocked() {
+    let trace = vec![
+        job("a", 0.0, 2, 5.0, None),
+        job("wide", 1.0, 3, 5.0, None),
+        job("c", 2.0, 1, 1.0, None),
+    ];
+    let r = replay(&mut NetLimited(Pool::new(4), 2), &trace, fifo()).unwrap();
+    // wide: blocked (GPU) at 1, then (network) at 5 when a ends; dropped.
+    assert_eq!(r.unplaceable, 1);
+    assert_eq!(r.completed, 2);
+    assert_eq!((r.blocked_gpu, r.blocked_network), (1, 1));
+    // c waited behind wide until a finished at 5.
+    assert!(close(r.avg_jwt_s, 3.0 / 2.0), "{}", r.avg_jwt_s);
+}
+
+#[test]
+fn ledger_counts_sharing_of_running_jobs_only() {
+    // x and y overlap in time; z runs after both.
+    let trace = vec![
+        job("x", 0.0, 1, 10.0, None),
+        job("y", 1.0, 1, 10.0, None),
+        job("z", 30.0, 1, 1.0, None),
+    ];
+    let r = replay(&mut Sharing(Pool::new(8)), &trace, fifo()).unwrap();
+    // y shares leaf1:up1 and spine1:p1 with x: two ports.
+    assert_eq!(r.isolation_violations, 2);
+    assert_eq!(r.gpu_conflicts, 0);
+    assert_eq!(r.busy_rewires, 0);
+    // An isolating placer (no shared ports) shows none.
+    let r = replay(&mut Pool::new(8), &trace, fifo()).unwrap();
+    assert_eq!(r.isolation_violations, 0);
+}
+
+#[test]
+fn report_json_has_the_documented_field_names() {
+    let r = replay(&mut Pool::new(4), &hol_trace(50.0, 100.0), fifo()).unwrap();
+    let v = serde_json::to_value(&r).unwrap();
+    for k in [
+        "jobs",
+        "completed",
+        "avg_jwt_s",
+        "avg_jct_s",
+        "avg_jrt_s",
+        "blocked_gpu",
+        "blocked_network",
+        "decision_p50_us",
+        "decision_p99_us",
+        "isolation_violations",
+        "busy_rewires",
+        "policy",
+        "queue",
+        "topology",
+        "makespan_s",
+        "wall_ms",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["policy"], "pool");
+    assert_eq!(v["queue"], "fifo");
+    assert_eq!(v["stages"]["manual"], 3);
+}
+
+#[test]
+fn unsorted_traces_are_refused() {
+    let trace = vec![job("a", 5.0, 1, 1.0, None), job("b", 1.0, 1, 1.0, None)];
+    assert!(matches!(
+        replay(&mut Pool::new(4), &trace, fifo()),
+        Err(ReplayError::Unsorted(_))
+    ));
+}
+
+#[test]
+fn progress_reaches_the_total() {
+    let mut last = None;
+    replay_with_progress(
+        &mut Pool::new(4),
+        &hol_trace(50.0, 100.0),
+        fifo(),
+        &mut |p| last = Some(p),
+    )
+    .unwrap();
+    assert_eq!(last, Some(Progress { done: 3, total: 3 }));
+}
+
+fn via(leaf_side: &str, far_side: &str) -> ReservedLink {
+    ReservedLink {
+        leaf: "leaf1".into(),
+        uplink: format!("up{leaf_side}"),
+        peer: "spine1".into(),
+        peer_port: format!("p{far_side}"),
+        via: Some(OcsHop {
+            ocs: "o1".into(),
+            leaf_side: leaf_side.into(),
+            far_side: far_side.into(),
+        }),
+    }
+}
+
+fn xc(a: &str, b: &str) -> CrossConnect {
+    CrossConnect {
+        ocs: "o1".into(),
+        a: a.into(),
+        b: b.into(),
+    }
+}
+
+#[test]
+fn ledger_sees_rewiring_of_busy_and_idle_ocs_ports() {
+    let mut l = Ledger::with_patches(&[xc("1", "9"), xc("2", "10"), xc("3", "11")]);
+    let a = id("a");
+    l.start(0, &decision(&a, vec![via("1", "9")], vec![]));
+    assert_eq!(l.audit(), Audit::default());
+    // Rewiring idle ports 2 and 11 (partners 10 and 3 idle): fine.
+    l.start(
+        1,
+        &decision(&id("b"), vec![via("2", "11")], vec![xc("2", "11")]),
+    );
+    assert_eq!(l.audit(), Audit::default());
+    // Rewiring 3~9: 9 is held by a, and 9's partner 1 (held by a) goes dark.
+    l.start(
+        2,
+        &decision(&id("c"), vec![via("3", "9")], vec![xc("3", "9")]),
+    );
+    assert_eq!(l.audit().busy_rewires, 2);
+    assert_eq!(l.audit().isolation_violations, 2); // o1:9 and spine1:p9
+}
+
+#[test]
+fn ledger_restores_initial_patches_and_checks_circuits() {
+    let mut l = Ledger::with_patches(&[xc("1", "9"), xc("2", "10")]);
+    l.start(
+        0,
+        &decision(&id("b"), vec![via("2", "9")], vec![xc("2", "9")]),
+    );
+    assert_eq!(l.audit(), Audit::default());
+    l.finish(0);
+    // 2~10 and 1~9 are back: a link over 1->9 needs no rewiring.
+    l.start(1, &decision(&id("c"), vec![via("1", "9")], vec![]));
+    assert_eq!(l.audit().circuit_mismatches, 0);
+    // A link claiming 2->9 without its cross-connect is not a real circuit.
+    l.start(2, &decision(&id("d"), vec![via("2", "9")], vec![]));
+    assert_eq!(l.audit().circuit_mismatches, 1);
+}
+
+#[test]
+fn percentile_is_nearest_rank() {
+    let v: Vec<f64> = (1..=100).map(f64::from).collect();
+    assert_eq!(percentile(&v, 0.5), 50.0);
+    assert_eq!(percentile(&v, 0.99), 99.0);
+    assert_eq!(percentile(&v, 1.0), 100.0);
+    assert_eq!(percentile(&[], 0.5), 0.0);
+    assert_eq!(percentile(&[7.0], 0.01), 7.0);
+}

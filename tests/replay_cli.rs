@@ -1,0 +1,248 @@
+//! `vclos trace` and `vclos replay` through the built binary.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn vclos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vclos"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn generate_is_deterministic_and_parseable() {
+    let args = [
+        "trace", "generate", "--jobs", "300", "--gpus", "512", "--seed", "9",
+    ];
+    let a = vclos(&args);
+    let b = vclos(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout);
+    let text = stdout(&a);
+    assert!(text.starts_with("# vclos trace generate --jobs 300 --gpus 512 --load 0.9 --seed 9"));
+    let jobs = vclos::trace::parse("gen.csv", text.as_bytes()).unwrap();
+    assert_eq!(jobs.len(), 300);
+    assert!(jobs.iter().all(|j| j.deadline_s.is_some()));
+    let other = vclos(&[
+        "trace", "generate", "--jobs", "300", "--gpus", "512", "--seed", "10",
+    ]);
+    assert_ne!(a.stdout, other.stdout);
+}
+
+#[test]
+fn generate_rejects_bad_parameters() {
+    let o = vclos(&["trace", "generate", "--jobs", "0", "--gpus", "512"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--jobs must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn replay_json_has_the_documented_fields_and_isolation_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = vclos(&[
+        "trace", "generate", "--jobs", "400", "--gpus", "512", "--load", "0.8", "--seed", "3",
+    ]);
+    let trace = write(dir.path(), "t.csv", &stdout(&gen));
+    let trace = trace.to_str().unwrap();
+    for (policy, queue) in [
+        ("vclos", "fifo"),
+        ("ocs-vclos", "sf"),
+        ("best", "edf"),
+        ("sr", "fifo"),
+    ] {
+        let o = vclos(&[
+            "replay",
+            "--topology",
+            "topologies/cluster512-ocs.yaml",
+            "--trace",
+            trace,
+            "--policy",
+            policy,
+            "--queue",
+            queue,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{policy}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        for k in [
+            "jobs",
+            "completed",
+            "avg_jwt_s",
+            "avg_jct_s",
+            "avg_jrt_s",
+            "blocked_gpu",
+            "blocked_network",
+            "decision_p50_us",
+            "decision_p99_us",
+            "isolation_violations",
+            "busy_rewires",
+            "policy",
+            "queue",
+            "topology",
+            "makespan_s",
+            "wall_ms",
+        ] {
+            assert!(v.get(k).is_some(), "{policy}: missing {k}");
+        }
+        assert_eq!(v["policy"], policy);
+        assert_eq!(v["queue"], queue);
+        assert_eq!(v["topology"], "cluster512-ocs");
+        assert_eq!(v["jobs"], 400);
+        assert_eq!(v["completed"], 400);
+        assert_eq!(v["gpu_conflicts"], 0);
+        assert_eq!(v["circuit_mismatches"], 0);
+        if policy == "sr" {
+            assert!(
+                v["isolation_violations"].as_u64().unwrap() > 0,
+                "sr shares links"
+            );
+        } else {
+            assert_eq!(v["isolation_violations"], 0, "{policy}");
+            assert_eq!(v["busy_rewires"], 0, "{policy}");
+        }
+        if policy == "best" {
+            assert_eq!(v["blocked_network"], 0);
+        }
+    }
+}
+
+#[test]
+fn replay_table_is_human_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(
+        dir.path(),
+        "t.csv",
+        "job_id,arrival_s,gpus,duration_s\na,0,8,100\nb,10,24,50\n",
+    );
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--policy",
+        "vclos",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("avg JWT"), "{text}");
+    assert!(text.contains("2 completed"), "{text}");
+    assert!(text.contains("isolation violations"), "{text}");
+}
+
+#[test]
+fn bad_inputs_fail_with_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.csv",
+        "job_id,arrival_s,gpus,duration_s\nok,0,1,1\nx,0,0,1\n",
+    );
+    let bad = bad.to_str().unwrap();
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        bad,
+        "--policy",
+        "vclos",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bad.csv:3: gpus must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+
+    let good = write(
+        dir.path(),
+        "good.csv",
+        "job_id,arrival_s,gpus,duration_s\nok,0,1,1\n",
+    );
+    let good = good.to_str().unwrap();
+    // OCS-vClos on a fabric without OCS.
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        good,
+        "--policy",
+        "ocs-vclos",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("OCS"), "{}", stderr(&o));
+    // Unknown queue and policy names.
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        good,
+        "--policy",
+        "vclos",
+        "--queue",
+        "lifo",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("lifo"), "{}", stderr(&o));
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        good,
+        "--policy",
+        "ecmp",
+    ]);
+    assert!(!o.status.success());
+    // Missing files name the file.
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        "/nonexistent.csv",
+        "--policy",
+        "best",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/nonexistent.csv"), "{}", stderr(&o));
+}
+
+#[test]
+fn trace_stats_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write(
+        dir.path(),
+        "t.csv",
+        "job_id,arrival_s,gpus,duration_s\na,0,8,3600\nb,100,16,3600\n",
+    );
+    let o = vclos(&["trace", "stats", t.to_str().unwrap(), "--gpus", "512"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("jobs 2"), "{text}");
+    assert!(text.contains("24 GPU-hours"), "{text}");
+}
