@@ -124,3 +124,78 @@ fn stops_cleanly_on_sigterm() {
     let status = srv.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+fn have(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn switches_serve_ssh_to_openssh_with_verified_host_keys() {
+    if !(have("ssh") && have("sshpass")) {
+        eprintln!("SKIPPED: ssh and sshpass are not installed (.ci/run installs them)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emu.yaml");
+    let (_srv, map) = serve(&["--write-topology", out.to_str().unwrap()]);
+    assert_eq!(map["spine1"]["protocol"], "ssh-cli");
+    let port = map["leaf1"]["port"].as_u64().unwrap().to_string();
+    let kh = dir.path().join("emu.known_hosts");
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        written.contains(&kh.display().to_string()),
+        "topology must reference its known_hosts"
+    );
+    let ssh = |known_hosts: &str| {
+        let mut child = Command::new("sshpass")
+            .args([
+                "-p",
+                "admin",
+                "ssh",
+                "-tt",
+                "-o",
+                "BatchMode=no",
+                "-o",
+                "StrictHostKeyChecking=yes",
+            ])
+            .args([
+                "-o",
+                &format!("UserKnownHostsFile={known_hosts}"),
+                "-p",
+                &port,
+                "admin@127.0.0.1",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"system-view\ninterface 100GE1/0/9\ndescription via-openssh\nquit\ncommit\nquit\ndisplay current-configuration\nquit\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let ok = ssh(kh.to_str().unwrap());
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        text.contains("interface 100GE1/0/9\r\n description via-openssh")
+            || text.contains("interface 100GE1/0/9\n description via-openssh"),
+        "{text}"
+    );
+    // A known_hosts without the emulator's key is refused by OpenSSH.
+    let empty = dir.path().join("empty_known_hosts");
+    std::fs::write(&empty, "").unwrap();
+    let refused = ssh(empty.to_str().unwrap());
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("Host key verification failed"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
-use vclos::emulator::tl1::Login;
+use vclos::emulator::Login;
 use vclos::topology::{self, retarget};
 
 #[derive(Debug, Subcommand)]
@@ -38,7 +38,8 @@ pub struct ServeArgs {
     /// Environment variable that the written topology names for the password.
     #[arg(long = "password-env", default_value = "VCLOS_EMU_PASSWORD")]
     password_env: String,
-    /// Write a copy of the topology whose endpoints point at the emulator.
+    /// Write a copy of the topology whose endpoints point at the emulator (and
+    /// the emulator's SSH host keys to OUT.known_hosts, which it references).
     #[arg(long = "write-topology", value_name = "OUT.yaml")]
     write_topology: Option<PathBuf>,
     /// Arm a fault: DEVICE:drop | DEVICE:delay=MS | DEVICE:refuse-commit | DEVICE:fail-after=N.
@@ -91,7 +92,18 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
             username: args.user.clone(),
             password_env: args.password_env.clone(),
         };
-        let yaml = retarget::retarget(&file, &text, &targets, &cred, None)?;
+        // Host keys are fresh each start: write them beside the topology.
+        let kh = out.with_extension("known_hosts");
+        std::fs::write(&kh, fabric.known_hosts())
+            .with_context(|| format!("writing {}", kh.display()))?;
+        let kh_abs = std::fs::canonicalize(&kh).unwrap_or(kh);
+        let yaml = retarget::retarget(
+            &file,
+            &text,
+            &targets,
+            &cred,
+            Some(&kh_abs.display().to_string()),
+        )?;
         std::fs::write(out, yaml).with_context(|| format!("writing {}", out.display()))?;
     }
     // The first stdout line is the machine-readable endpoint map.

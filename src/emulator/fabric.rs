@@ -1,7 +1,11 @@
 //! The whole emulated fabric of a topology, served on loopback.
 //!
 //! [`EmulatedFabric::start`] builds every device's model and starts its
-//! protocol endpoint: each OCS is an [`OcsModel`] behind a TL1/Telnet server.
+//! protocol endpoint: each OCS is an [`OcsModel`] behind a TL1/Telnet server;
+//! each switch (or chassis) is a [`SwitchDevice`] behind an SSH server with
+//! the Huawei CE CLI, or a [`NetconfDevice`] behind the SSH `netconf`
+//! subsystem. Every SSH server has a fresh host key; [`EmulatedFabric::known_hosts`]
+//! lists them so clients verify keys as they would in a lab.
 //! It keeps the models (so tests and verification read device state directly),
 //! one [`Faults`] per device (so tests and `emu serve --fault` can arm them)
 //! and a [`StaticBusy`] for test traffic, which together with the switches'
@@ -15,11 +19,18 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
+use vclos_drivers::netconf::xml::Element;
+
 use super::busy::{AnyBusy, BusyOracle, StaticBusy};
+use super::cli::SwitchDevice;
 use super::faults::Faults;
+use super::netconf::NetconfDevice;
 use super::ocs::OcsModel;
-use super::tl1::{self, Login, Tl1Options, Tl1Server};
-use crate::topology::{OcsId, Protocol, Topology};
+use super::ssh::{self, Service, SshServer};
+use super::tl1::{self, Tl1Options, Tl1Server};
+use super::vrp::VrpConfig;
+use super::Login;
+use crate::topology::{Dialect, OcsId, Protocol, Role, Topology};
 
 /// How to serve a fabric.
 #[derive(Debug, Clone)]
@@ -37,10 +48,7 @@ impl Default for FabricOptions {
         FabricOptions {
             listen: IpAddr::from([127, 0, 0, 1]),
             switch_delay: super::ocs::DEFAULT_SWITCHING_DELAY,
-            login: Login {
-                username: "admin".into(),
-                password: "admin".into(),
-            },
+            login: Login::default(),
         }
     }
 }
@@ -62,8 +70,23 @@ pub enum EmuError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{device}: cannot start the SSH server: {message}")]
+    Ssh { device: String, message: String },
+    #[error("{device}: the {dialect} dialect over {protocol} is not emulated (huawei-ce over ssh-cli and openconfig over netconf are)")]
+    Unsupported {
+        device: String,
+        dialect: Dialect,
+        protocol: Protocol,
+    },
     #[error("unknown device `{0}`")]
     UnknownDevice(String),
+}
+
+/// An emulated switch's state, whichever protocol serves it.
+#[derive(Debug, Clone)]
+pub enum Switch {
+    Cli(Arc<SwitchDevice>),
+    Netconf(Arc<NetconfDevice>),
 }
 
 /// A running emulated fabric. Dropping it stops every endpoint.
@@ -74,7 +97,10 @@ pub struct EmulatedFabric {
     faults: BTreeMap<String, Arc<Faults>>,
     traffic: Arc<StaticBusy>,
     endpoints: BTreeMap<String, Endpoint>,
+    switches: BTreeMap<String, Switch>,
+    known_hosts: String,
     _tl1: Vec<Tl1Server>,
+    _ssh: Vec<SshServer>,
 }
 
 impl EmulatedFabric {
@@ -120,13 +146,58 @@ impl EmulatedFabric {
             ocs.push(model);
             servers.push(server);
         }
+        let mut switches = BTreeMap::new();
+        let mut ssh_servers = Vec::new();
+        let mut known_hosts = String::new();
+        for d in topology.devices.iter().filter(|d| d.role != Role::Ocs) {
+            let f = faults[&d.name].clone();
+            let (switch, service) = match (d.mgmt.protocol, d.mgmt.dialect) {
+                (Protocol::SshCli, Dialect::HuaweiCe) => {
+                    let dev = SwitchDevice::new(&d.name, VrpConfig::new(&d.name), f);
+                    (Switch::Cli(dev.clone()), Service::Cli(dev))
+                }
+                (Protocol::Netconf, Dialect::Openconfig) => {
+                    let dev = NetconfDevice::new(&d.name, Element::new("data"), f);
+                    (Switch::Netconf(dev.clone()), Service::Netconf(dev))
+                }
+                (protocol, dialect) => {
+                    return Err(EmuError::Unsupported {
+                        device: d.name.clone(),
+                        dialect,
+                        protocol,
+                    })
+                }
+            };
+            let bind = SocketAddr::new(opts.listen, 0).to_string();
+            let server = ssh::serve_on(&bind, service, opts.login.clone())
+                .await
+                .map_err(|e| EmuError::Ssh {
+                    device: d.name.clone(),
+                    message: e.to_string(),
+                })?;
+            known_hosts.push_str(&server.known_hosts_line());
+            known_hosts.push('\n');
+            endpoints.insert(
+                d.name.clone(),
+                Endpoint {
+                    protocol: d.mgmt.protocol,
+                    host: server.local_addr().ip().to_string(),
+                    port: server.local_addr().port(),
+                },
+            );
+            switches.insert(d.name.clone(), switch);
+            ssh_servers.push(server);
+        }
         Ok(EmulatedFabric {
             topology,
             ocs,
             faults,
             traffic,
             endpoints,
+            switches,
+            known_hosts,
             _tl1: servers,
+            _ssh: ssh_servers,
         })
     }
 
@@ -142,6 +213,16 @@ impl EmulatedFabric {
     /// The model of an emulated OCS.
     pub fn ocs(&self, id: OcsId) -> &Arc<OcsModel> {
         &self.ocs[id.index()]
+    }
+
+    /// An emulated switch (or chassis) by device name.
+    pub fn switch(&self, device: &str) -> Option<&Switch> {
+        self.switches.get(device)
+    }
+
+    /// known_hosts lines for every SSH endpoint (OpenSSH format).
+    pub fn known_hosts(&self) -> &str {
+        &self.known_hosts
     }
 
     /// The fault switches of a device.

@@ -15,3 +15,29 @@ pub mod ocs;
 pub mod ssh;
 pub mod tl1;
 pub mod vrp;
+
+/// The one account every emulated device accepts (emulator only; the
+/// default is admin/admin). `Debug` hides the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Login {
+    pub username: String,
+    pub password: String,
+}
+
+impl Default for Login {
+    fn default() -> Self {
+        Login {
+            username: "admin".into(),
+            password: "admin".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}

@@ -44,21 +44,7 @@ impl Service {
     }
 }
 
-/// Accepted login (emulator only; defaults to admin/admin).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Login {
-    pub user: String,
-    pub password: String,
-}
-
-impl Default for Login {
-    fn default() -> Self {
-        Self {
-            user: "admin".into(),
-            password: "admin".into(),
-        }
-    }
-}
+pub use crate::emulator::Login;
 
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -175,7 +161,7 @@ impl russh::server::Handler for Conn {
     type Error = russh::Error;
 
     async fn auth_password(&mut self, user: &str, password: &str) -> Result<Auth, Self::Error> {
-        if user == self.login.user && password == self.login.password {
+        if user == self.login.username && password == self.login.password {
             self.user = user.to_string();
             Ok(Auth::Accept)
         } else {

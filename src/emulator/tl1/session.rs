@@ -30,21 +30,7 @@ use super::command::{self, Command};
 use crate::emulator::faults::{Action, Faults};
 use crate::emulator::ocs::{Change, OcsError, OcsModel};
 
-/// The one account the emulated OCS accepts. `Debug` hides the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Login {
-    pub username: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for Login {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Login")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
-    }
-}
+pub use crate::emulator::Login;
 
 /// What the transport should do with a command's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
