@@ -9,7 +9,11 @@
 //! to say to it".
 
 pub mod decision;
+pub mod dialect;
+pub mod diff;
 pub mod emulator;
+pub mod intent;
 pub mod names;
 pub mod placement;
+pub mod plan;
 pub mod topology;

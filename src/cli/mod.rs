@@ -2,6 +2,7 @@
 //! calls the library and prints; none holds domain logic.
 
 mod demo;
+mod plan;
 mod topology;
 
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ enum Command {
     Topology(topology::TopologyCmd),
     /// The main job on the embedded default fabric, end to end.
     Demo(demo::DemoArgs),
+    /// Dry run: what admitting or releasing a job changes on each device.
+    Plan(plan::PlanArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -37,6 +40,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topology(cmd) => topology::run(cmd),
         Command::Demo(args) => demo::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(code) => code,
