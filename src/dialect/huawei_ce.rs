@@ -207,7 +207,6 @@ impl Dialect for HuaweiCe {
         let mut routes = Vec::new();
         let mut iface: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
         let mut vrfs = Vec::new();
-        let mut hostname_gone = false;
         for item in &removed {
             match item {
                 Item::Redirect {
@@ -241,7 +240,11 @@ impl Dialect for HuaweiCe {
                     .insert(0, "undo description".into()),
                 Item::Routed { port } => iface.entry(port).or_default().push("portswitch".into()),
                 Item::Vrf { name } => vrfs.push(format!("undo ip vpn-instance {name}")),
-                Item::Hostname { .. } => hostname_gone = true,
+                Item::Hostname { .. } => {
+                    // Replace rather than stack: a generic view tree would
+                    // keep two `sysname` lines.
+                    out.push("undo sysname".into())
+                }
                 Item::Patch { .. } => {}
             }
         }
@@ -258,10 +261,7 @@ impl Dialect for HuaweiCe {
         let mut bind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
         for item in &added {
             match item {
-                Item::Hostname { name } => {
-                    hostname_gone = false;
-                    out.push(format!("sysname {name}"));
-                }
+                Item::Hostname { name } => out.push(format!("sysname {name}")),
                 Item::Vrf { name } => out.extend([
                     format!("ip vpn-instance {name}"),
                     "ipv4-family".into(),
@@ -309,9 +309,6 @@ impl Dialect for HuaweiCe {
                 }
                 Item::Patch { .. } => {}
             }
-        }
-        if hostname_gone {
-            out.push("undo sysname".into());
         }
         push_views(
             &mut out,

@@ -52,6 +52,8 @@ fn order(p: &Path) -> (usize, bool, Path) {
 
 fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
     let mut out = BTreeMap::new();
+    // ECMP routes share one key, with a comma-separated next-hop list.
+    let mut routes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut put = |p: &[&str], v: Value| {
         out.insert(p.iter().map(|s| s.to_string()).collect::<Path>(), v);
     };
@@ -78,10 +80,10 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
                 vrf,
                 prefix,
                 nexthop,
-            } => put(
-                &["STATIC_ROUTE", &format!("{vrf}|{prefix}")],
-                json!({ "nexthop": nexthop.to_string() }),
-            ),
+            } => routes
+                .entry(format!("{vrf}|{prefix}"))
+                .or_default()
+                .push(nexthop.to_string()),
             Item::Redirect {
                 job,
                 index,
@@ -108,6 +110,12 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
             }
             Item::Routed { .. } | Item::Patch { .. } => {}
         }
+    }
+    for (key, nhs) in routes {
+        out.insert(
+            vec!["STATIC_ROUTE".to_string(), key],
+            json!({ "nexthop": nhs.join(",") }),
+        );
     }
     out
 }
@@ -260,15 +268,17 @@ impl Dialect for Sonic {
         for (k, v) in table("STATIC_ROUTE") {
             if let Some((name, p)) = k.split_once('|') {
                 if name.starts_with("Vrf-") {
-                    let nh = str_of(&v, "nexthop").unwrap_or_default();
-                    let nexthop = nh
-                        .parse()
-                        .map_err(|_| err(&k, format!("nexthop {nh:?} is not one IPv4 address")))?;
-                    items.insert(Item::Route {
-                        vrf: vrf(&k, name)?,
-                        prefix: net(&k, p)?,
-                        nexthop,
-                    });
+                    let nhs = str_of(&v, "nexthop").unwrap_or_default();
+                    for nh in nhs.split(',') {
+                        let nexthop = nh.trim().parse().map_err(|_| {
+                            err(&k, format!("nexthop {nh:?} is not an IPv4 address"))
+                        })?;
+                        items.insert(Item::Route {
+                            vrf: vrf(&k, name)?,
+                            prefix: net(&k, p)?,
+                            nexthop,
+                        });
+                    }
                 }
             }
         }
