@@ -16,4 +16,5 @@ pub mod intent;
 pub mod names;
 pub mod placement;
 pub mod plan;
+pub mod state;
 pub mod topology;

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -21,6 +22,7 @@ use crate::dialect::{dialect, ParseError};
 use crate::diff::{device_diff, DeviceDiff};
 use crate::intent::{self, FabricIntent, IntentError, Item};
 use crate::names::JobId;
+use crate::state::FabricState;
 use crate::topology::{Role, Topology};
 
 /// What the plan is for.
@@ -45,6 +47,8 @@ pub enum PlanError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
     #[error("job `{0}` is already held")]
     AlreadyHeld(JobId),
     #[error("job `{0}` is not held")]
@@ -116,7 +120,7 @@ pub fn load_running(topo: &Topology, dir: &Path) -> Result<Running, PlanError> {
 /// Plan `action` on a fabric holding `held`, with `running` configurations
 /// (devices missing from it are assumed to run the intent of `held`).
 pub fn plan(
-    topo: &Topology,
+    topo: &Arc<Topology>,
     held: &[Decision],
     running: &Running,
     action: Action,
@@ -127,6 +131,10 @@ pub fn plan(
             if held.iter().any(|h| h.job == d.job) {
                 return Err(PlanError::AlreadyHeld(d.job));
             }
+            // The fabric state is the authority on what is free: a decision
+            // it refuses (busy port, wrong cabling) never gets a plan.
+            let mut state = FabricState::from_decisions(Arc::clone(topo), held)?;
+            state.admit(&d)?;
             let mut all = held.to_vec();
             all.push(d.clone());
             (d.job.clone(), d, true, intent::build(topo, &all)?)

@@ -7,11 +7,14 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args};
-use serde::Deserialize;
+use std::sync::Arc;
+
 use vclos::decision::Decision;
 use vclos::diff::colorize;
 use vclos::names::JobId;
+use vclos::placement::{Blocked, JobRequest, OcsVclosPlacer, Outcome, Placer, VclosPlacer};
 use vclos::plan::{self, Action, Plan};
+use vclos::state::{store, FabricState};
 use vclos::topology;
 
 #[derive(Debug, Args)]
@@ -40,39 +43,37 @@ pub struct PlanArgs {
     json: bool,
 }
 
-/// The state file as the placement store writes it.
-#[derive(Debug, Deserialize)]
-struct StateFile {
-    version: u32,
-    topology: String,
-    decisions: Vec<Decision>,
+fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
+    match &args.state {
+        Some(dir) => Ok(store::load(dir, &topo.name)?),
+        None => Ok(Vec::new()),
+    }
 }
 
-fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
-    let Some(dir) = &args.state else {
-        return Ok(Vec::new());
+/// Place `JOB:GPUS` with the fabric's policy on the held state.
+fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Result<Decision> {
+    let (job, gpus) = spec
+        .split_once(':')
+        .with_context(|| format!("--submit {spec:?}: expected JOB:GPUS"))?;
+    let id = JobId::new(job)?;
+    let gpus: u32 = gpus
+        .parse()
+        .with_context(|| format!("--submit {spec:?}: GPUS must be a number"))?;
+    let state = FabricState::from_decisions(Arc::clone(topo), held)?;
+    let mut placer: Box<dyn Placer> = if topo.ocs.is_empty() {
+        Box::new(VclosPlacer::with_state(state))
+    } else {
+        Box::new(OcsVclosPlacer::with_state(state))
     };
-    let file = dir.join("state.json");
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let state: StateFile =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
-    if state.version != 1 {
-        bail!(
-            "{}: unsupported state version {}",
-            file.display(),
-            state.version
-        );
+    match placer.place(&JobRequest { id, gpus })? {
+        Outcome::Placed(d) => Ok(d),
+        Outcome::Blocked(Blocked::Gpu) => {
+            bail!("job `{job}` cannot be placed now: not enough free GPUs / idle servers")
+        }
+        Outcome::Blocked(Blocked::Network) => bail!(
+            "job `{job}` cannot be placed now: no isolated network slice is free for {gpus} GPUs"
+        ),
     }
-    if state.topology != topo.name {
-        bail!(
-            "{}: state is for topology `{}`, not `{}`",
-            file.display(),
-            state.topology,
-            topo.name
-        );
-    }
-    Ok(state.decisions)
 }
 
 fn read_decision(path: &PathBuf) -> Result<Decision> {
@@ -89,7 +90,7 @@ fn read_decision(path: &PathBuf) -> Result<Decision> {
 }
 
 pub fn run(args: PlanArgs) -> Result<ExitCode> {
-    let topo = topology::load(&args.topology)?;
+    let topo = Arc::new(topology::load(&args.topology)?);
     let held = held(&args, &topo)?;
     let running = match &args.running {
         Some(dir) => plan::load_running(&topo, dir)?,
@@ -100,14 +101,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     } else if let Some(path) = &args.decision {
         Action::Admit(read_decision(path)?)
     } else if let Some(spec) = &args.submit {
-        let (job, gpus) = spec
-            .split_once(':')
-            .with_context(|| format!("--submit {spec:?}: expected JOB:GPUS"))?;
-        let _job = JobId::new(job)?;
-        let _gpus: u32 = gpus
-            .parse()
-            .with_context(|| format!("--submit {spec:?}: GPUS must be a number"))?;
-        bail!("--submit needs the placement engine, which this build does not have yet; use --decision")
+        Action::Admit(place(&topo, &held, spec)?)
     } else {
         bail!("one of --submit, --release, --decision is required")
     };

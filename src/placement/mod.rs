@@ -6,10 +6,31 @@
 //! paper's algorithms) and the baselines `best` and `sr`; the trace replay
 //! drives any of them through this one trait.
 
+mod baseline;
+mod biclique;
+mod flow;
+mod local;
+mod ocs;
+mod plan;
+#[cfg(test)]
+mod tests;
+mod vclos;
+mod view;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
 use thiserror::Error;
 
 use crate::decision::Decision;
 use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::Topology;
+
+pub use baseline::{BestPlacer, SrPlacer};
+pub use ocs::OcsVclosPlacer;
+pub use vclos::VclosPlacer;
 
 /// A job asking for GPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +59,14 @@ pub enum PlacementError {
     TooLarge { job: JobId, gpus: u32, total: u32 },
     #[error("job `{0}` asks for 0 GPUs")]
     Empty(JobId),
+    #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]
+    NoOcs { policy: Policy, topology: String },
+    /// The engine built a decision the fabric state refused: a bug.
+    #[error("internal error: policy `{policy}` produced an invalid decision: {reason}")]
+    Engine {
+        policy: &'static str,
+        reason: String,
+    },
 }
 
 /// The outcome of [`Placer::place`].
@@ -55,4 +84,147 @@ pub trait Placer {
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError>;
     /// Free exactly what `job`'s placement held.
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError>;
+    /// The placer's view of the fabric (None if it keeps no [`FabricState`]).
+    fn fabric(&self) -> Option<&FabricState> {
+        None
+    }
+}
+
+/// The placement policies (paper Sections 6-7 and the Section 9.3 baselines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Policy {
+    /// vClos: isolated virtual Clos over unused links (Section 6).
+    Vclos,
+    /// OCS-vClos: vClos plus rewiring of idle OCS ports (Section 7).
+    OcsVclos,
+    /// Ideal non-blocking fabric: only GPU and locality constraints.
+    Best,
+    /// Source routing without isolation: jobs share links.
+    Sr,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] = [Policy::Vclos, Policy::OcsVclos, Policy::Best, Policy::Sr];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Vclos => "vclos",
+            Policy::OcsVclos => "ocs-vclos",
+            Policy::Best => "best",
+            Policy::Sr => "sr",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown policy name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown placement policy `{0}` (expected vclos, ocs-vclos, best or sr)")]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownPolicy(s.to_string()))
+    }
+}
+
+/// Build the placer for `policy` on an empty `topology`.
+pub fn placer(
+    policy: Policy,
+    topology: Arc<Topology>,
+) -> Result<Box<dyn Placer + Send>, PlacementError> {
+    Ok(match policy {
+        Policy::Vclos => Box::new(VclosPlacer::new(topology)),
+        Policy::OcsVclos => {
+            if topology.ocs.is_empty() {
+                return Err(PlacementError::NoOcs {
+                    policy,
+                    topology: topology.name.clone(),
+                });
+            }
+            Box::new(OcsVclosPlacer::new(topology))
+        }
+        Policy::Best => Box::new(BestPlacer::new(topology)),
+        Policy::Sr => Box::new(SrPlacer::new(topology)),
+    })
+}
+
+/// Checks shared by every placer before it looks for resources.
+pub(crate) fn precheck(state: &FabricState, job: &JobRequest) -> Result<(), PlacementError> {
+    if job.gpus == 0 {
+        return Err(PlacementError::Empty(job.id.clone()));
+    }
+    if state.decision(&job.id).is_some() {
+        return Err(PlacementError::DuplicateJob(job.id.clone()));
+    }
+    let total = state.topology().gpu_count() as u32;
+    if job.gpus > total {
+        return Err(PlacementError::TooLarge {
+            job: job.id.clone(),
+            gpus: job.gpus,
+            total,
+        });
+    }
+    Ok(())
+}
+
+/// Turn a plan into a decision and admit it; a refusal is an engine bug.
+pub(crate) fn commit(
+    state: &mut FabricState,
+    policy: &'static str,
+    job: &JobRequest,
+    plan: &plan::Plan,
+) -> Result<Outcome, PlacementError> {
+    let d = plan.to_decision(state.topology(), &job.id);
+    state.admit(&d).map_err(|e| PlacementError::Engine {
+        policy,
+        reason: e.to_string(),
+    })?;
+    Ok(Outcome::Placed(d))
+}
+
+/// Stages 0 and 1 (shared by vClos and OCS-vClos): `Ok(Some)` when placed
+/// locally, `Ok(None)` when the job needs a network slice, or the block.
+pub(crate) fn place_local(
+    state: &FabricState,
+    job: &JobRequest,
+) -> Result<Option<plan::Plan>, Blocked> {
+    use crate::decision::Stage;
+    let t = u32::from(state.topology().gpus_per_server);
+    if job.gpus <= t {
+        return local::stage0(state, job.gpus)
+            .map(|g| Some(plan::Plan::local(Stage::Server, g)))
+            .ok_or(Blocked::Gpu);
+    }
+    let k = local::servers_needed(job.gpus, t);
+    if let Some((_, servers)) = local::stage1(state, k) {
+        let gpus = local::whole(&servers, state.topology().gpus_per_server);
+        return Ok(Some(plan::Plan::local(Stage::Leaf, gpus)));
+    }
+    if local::idle_total(state) < k {
+        return Err(Blocked::Gpu);
+    }
+    Ok(None)
+}
+
+/// The virtual Clos shapes `(l, s)` for a job of `k` whole servers, in the
+/// paper's preference order (Algorithm 3): fewest leaves (largest `s`)
+/// first. `s` is a multiple of `T` (whole servers per leaf), `l * s = k * T`,
+/// `2 <= l <= leaves` and `s <= max_s` (spines / uplinks reachable).
+pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
+    (1..=k)
+        .rev()
+        .filter(|d| k % d == 0)
+        .map(|d| (k / d, d * t))
+        .filter(|&(l, s)| l >= 2 && l <= leaves && s <= max_s)
+        .collect()
 }

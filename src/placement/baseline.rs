@@ -1,0 +1,198 @@
+//! The comparison baselines of paper Section 9.3, as placers.
+//!
+//! * `best`: an ideal non-blocking fabric. Only GPUs and locality matter:
+//!   stages 0 and 1 as vClos, otherwise any `ceil(N/T)` whole idle servers
+//!   (leaves with the fewest idle servers first). Decisions have no network
+//!   part.
+//! * `sr`: source routing without isolation. GPUs are chosen as for `best`;
+//!   every server port of a multi-leaf job is routed to a FIXED uplink (the
+//!   uplink with the same index as the server port, modulo the uplinks),
+//!   whatever other jobs use it, so jobs share links and spines. Its
+//!   decisions list the links used so the replay can count sharing; the
+//!   placer's [`FabricState`] holds only the GPUs (links are not exclusive).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::plan::{LinkPick, Plan};
+use super::{commit, local, precheck, Blocked, JobRequest, Outcome, PlacementError, Placer};
+use crate::decision::{Decision, Stage};
+use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+
+/// GPUs under locality only: stage 0, stage 1, else whole idle servers
+/// anywhere (leaves with the fewest idle servers first).
+fn gpus_only(st: &FabricState, gpus: u32) -> Result<Plan, Blocked> {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    if gpus <= t {
+        return local::stage0(st, gpus)
+            .map(|g| Plan::local(Stage::Server, g))
+            .ok_or(Blocked::Gpu);
+    }
+    let k = local::servers_needed(gpus, t);
+    if let Some((_, servers)) = local::stage1(st, k) {
+        return Ok(Plan::local(
+            Stage::Leaf,
+            local::whole(&servers, topo.gpus_per_server),
+        ));
+    }
+    let mut leaves: Vec<LeafId> = (0..topo.leaves.len() as u32)
+        .map(LeafId)
+        .filter(|&l| st.idle_servers(l) > 0)
+        .collect();
+    leaves.sort_by_key(|&l| (st.idle_servers(l), l));
+    let servers: Vec<ServerId> = leaves
+        .iter()
+        .flat_map(|&l| st.idle_server_ids(l))
+        .take(k as usize)
+        .collect();
+    if servers.len() < k as usize {
+        return Err(Blocked::Gpu);
+    }
+    Ok(Plan::local(
+        Stage::Manual,
+        local::whole(&servers, topo.gpus_per_server),
+    ))
+}
+
+/// The ideal-fabric baseline.
+#[derive(Debug, Clone)]
+pub struct BestPlacer {
+    state: FabricState,
+}
+
+impl BestPlacer {
+    pub fn new(topology: Arc<Topology>) -> Self {
+        Self::with_state(FabricState::new(topology))
+    }
+    pub fn with_state(state: FabricState) -> Self {
+        BestPlacer { state }
+    }
+}
+
+impl Placer for BestPlacer {
+    fn name(&self) -> &'static str {
+        "best"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        precheck(&self.state, job)?;
+        match gpus_only(&self.state, job.gpus) {
+            Ok(plan) => commit(&mut self.state, "best", job, &plan),
+            Err(b) => Ok(Outcome::Blocked(b)),
+        }
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.state
+            .release(job)
+            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+    }
+    fn fabric(&self) -> Option<&FabricState> {
+        Some(&self.state)
+    }
+}
+
+/// The shared source-routing baseline.
+#[derive(Debug, Clone)]
+pub struct SrPlacer {
+    state: FabricState,
+    /// Full decisions (with shared links), by job.
+    full: HashMap<JobId, Decision>,
+}
+
+impl SrPlacer {
+    pub fn new(topology: Arc<Topology>) -> Self {
+        SrPlacer {
+            state: FabricState::new(topology),
+            full: HashMap::new(),
+        }
+    }
+}
+
+/// Add the fixed source routes of a multi-leaf plan, and as links every
+/// leaf-spine link its traffic can cross: up from its own ports, and down
+/// from each spine it uses to each of its leaves (where jobs collide).
+fn add_fixed_routes(st: &FabricState, plan: &mut Plan) {
+    let topo = st.topology();
+    let mut leaves: Vec<LeafId> = plan
+        .gpus
+        .iter()
+        .map(|&(s, _)| topo.server(s).leaf)
+        .collect();
+    leaves.sort();
+    leaves.dedup();
+    if leaves.len() < 2 {
+        return;
+    }
+    let mut spines: Vec<SpineId> = Vec::new();
+    for &l in &leaves {
+        let n_up = topo.leaf(l).uplinks.len();
+        if n_up == 0 {
+            continue;
+        }
+        for sp in plan.server_ports(topo, l) {
+            let u = (sp as usize % n_up) as u16;
+            if let Some((PortRef::Spine(s, _), _)) = st.uplink_far_end(l, u) {
+                if !spines.contains(&s) {
+                    spines.push(s);
+                }
+                plan.routes.push((l, sp, u));
+            }
+        }
+    }
+    spines.sort();
+    for &l in &leaves {
+        for &m in &spines {
+            // One link per (leaf, spine): the routed uplink if there is one.
+            let reach = |u: &u16| matches!(st.uplink_far_end(l, *u), Some((PortRef::Spine(x, _), _)) if x == m);
+            let routed = plan
+                .routes
+                .iter()
+                .find(|r| r.0 == l && reach(&r.2))
+                .map(|r| r.2);
+            let u = routed.or_else(|| (0..topo.leaf(l).uplinks.len() as u16).find(reach));
+            if let Some((u, Some((far, via)))) = u.map(|u| (u, st.uplink_far_end(l, u))) {
+                plan.links.push(LinkPick {
+                    leaf: l,
+                    uplink: u,
+                    far,
+                    via,
+                    rewire: false,
+                });
+            }
+        }
+    }
+    plan.leaves = leaves;
+    plan.spines = spines;
+}
+
+impl Placer for SrPlacer {
+    fn name(&self) -> &'static str {
+        "sr"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        precheck(&self.state, job)?;
+        let mut plan = match gpus_only(&self.state, job.gpus) {
+            Ok(p) => p,
+            Err(b) => return Ok(Outcome::Blocked(b)),
+        };
+        // Hold the GPUs only; the links are shared by design.
+        commit(&mut self.state, "sr", job, &plan)?;
+        add_fixed_routes(&self.state, &mut plan);
+        let d = plan.to_decision(self.state.topology(), &job.id);
+        self.full.insert(job.id.clone(), d.clone());
+        Ok(Outcome::Placed(d))
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.state
+            .release(job)
+            .map_err(|_| PlacementError::UnknownJob(job.clone()))?;
+        self.full
+            .remove(job)
+            .ok_or_else(|| PlacementError::UnknownJob(job.clone()))
+    }
+    fn fabric(&self) -> Option<&FabricState> {
+        Some(&self.state)
+    }
+}

@@ -1,0 +1,511 @@
+//! OCS-vClos (paper Section 7, Algorithm 2, Appendix A.3).
+//!
+//! Stages 0-1 are vClos's. Beyond one leaf the OCS layer lets the engine
+//! rewire IDLE OCS ports, so a job's uplinks need not follow the uniform
+//! cabling. In order:
+//!
+//! 1. **Two-leaf** (Section 7.2, Fig. 3): a job of an even number of
+//!    servers split evenly over two leaves is joined leaf-to-leaf through
+//!    the OCS (each leaf's uplink patched to one of the other leaf's), using
+//!    no spine port at all. Pair of leaves: fewest idle servers first.
+//! 2. **One spine** (Stage 2): every uplink of the job goes to ONE spine, the
+//!    one with the fewest but enough usable ports. Servers come from leaves
+//!    with the fewest idle servers first, any number per leaf; how many
+//!    uplinks each leaf can patch to the spine is a transportation problem
+//!    (per OCS, the leaf's idle uplink-side ports and the spine's idle
+//!    spine-side ports bound the links) solved by max-flow ([`super::flow`]),
+//!    so an earlier leaf is re-routed through another OCS when that makes
+//!    room for the next.
+//! 3. **Several spines** (Stage 3, A.3): `l` leaves x `s` ports, tried in
+//!    [`super::shapes`] order; a spine may carry several of the `s` virtual
+//!    spine slots (then it has that many parallel links to every chosen
+//!    leaf). Spines are filled greedily, fewest free ports first, each with
+//!    the largest per-leaf link count a max-flow admits. This stage is a
+//!    HEURISTIC (the exact problem is a planar 3-index transportation
+//!    problem, NP-hard in general): it tries the first few candidate leaf
+//!    sets only, and may miss a slice an exact ILP would find; what it
+//!    returns is always valid.
+//!
+//! Only idle OCS ports are ever rewired: every port counted as usable is
+//! unheld (the fabric state also refuses anything else). When a usable
+//! uplink's OCS port is already patched to a usable port of the target, that
+//! patch is reused and no cross-connect is emitted.
+//!
+//! Parallel links (one spine, or Stage 3 slots sharing a spine) mean the
+//! spine has several links to one leaf: the controller must pin each
+//! destination server port's route to the link of its slot.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::flow::Flow;
+use super::plan::{LinkPick, Plan};
+use super::view::{ocs_id, OcsView};
+use super::{
+    commit, local, place_local, precheck, shapes, Blocked, JobRequest, Outcome, PlacementError,
+    Placer,
+};
+use crate::decision::{Decision, Stage};
+use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+
+/// Candidate leaf sets tried per Stage 3 shape.
+const STAGE3_TRIES: usize = 4;
+
+/// The OCS-vClos placer.
+#[derive(Debug, Clone)]
+pub struct OcsVclosPlacer {
+    state: FabricState,
+}
+
+impl OcsVclosPlacer {
+    pub fn new(topology: Arc<Topology>) -> Self {
+        Self::with_state(FabricState::new(topology))
+    }
+    pub fn with_state(state: FabricState) -> Self {
+        OcsVclosPlacer { state }
+    }
+    pub fn state(&self) -> &FabricState {
+        &self.state
+    }
+}
+
+impl Placer for OcsVclosPlacer {
+    fn name(&self) -> &'static str {
+        "ocs-vclos"
+    }
+
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        precheck(&self.state, job)?;
+        let plan = match place_local(&self.state, job) {
+            Err(b) => return Ok(Outcome::Blocked(b)),
+            Ok(Some(p)) => p,
+            Ok(None) => match network(&self.state, job.gpus) {
+                Some(p) => p,
+                None => return Ok(Outcome::Blocked(Blocked::Network)),
+            },
+        };
+        commit(&mut self.state, "ocs-vclos", job, &plan)
+    }
+
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.state
+            .release(job)
+            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+    }
+
+    fn fabric(&self) -> Option<&FabricState> {
+        Some(&self.state)
+    }
+}
+
+/// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines.
+pub fn network(st: &FabricState, gpus: u32) -> Option<Plan> {
+    let t = u32::from(st.topology().gpus_per_server);
+    let k = local::servers_needed(gpus, t);
+    let view = OcsView::new(st);
+    two_leaf(st, &view, k)
+        .or_else(|| one_spine(st, &view, k))
+        .or_else(|| several_spines(st, &view, k))
+}
+
+/// Mutable pools of usable ports while one plan is being built.
+struct Pools<'a> {
+    st: &'a FabricState,
+    leaf: HashMap<(LeafId, usize), Vec<(u16, u16)>>,
+    spine: HashMap<(SpineId, usize), Vec<(u16, u16)>>,
+    direct: Vec<(LeafId, u16, SpineId, u16)>,
+}
+
+impl<'a> Pools<'a> {
+    fn new(st: &'a FabricState, view: &OcsView) -> Self {
+        Pools {
+            st,
+            leaf: HashMap::new(),
+            spine: HashMap::new(),
+            direct: view.direct.clone(),
+        }
+    }
+
+    fn leaf_pool(&mut self, view: &OcsView, n: LeafId, o: usize) -> &mut Vec<(u16, u16)> {
+        self.leaf
+            .entry((n, o))
+            .or_insert_with(|| view.leaf_on(n, o).to_vec())
+    }
+
+    /// Take `x` links leaf `n` -> spine `m` through OCS `o`, reusing live
+    /// patches first.
+    fn take(&mut self, view: &OcsView, n: LeafId, m: SpineId, o: usize, x: usize) -> Vec<LinkPick> {
+        let oid = ocs_id(o);
+        let mut lp = std::mem::take(self.leaf_pool(view, n, o));
+        let sp = self
+            .spine
+            .entry((m, o))
+            .or_insert_with(|| view.spine_on(m, o).to_vec());
+        let mut out = Vec::with_capacity(x);
+        let mut i = 0;
+        while out.len() < x && i < lp.len() {
+            let (u, a) = lp[i];
+            let partner = self.st.patch(oid, a);
+            if let Some(j) = sp.iter().position(|&(_, b)| Some(b) == partner) {
+                let (p, b) = sp.swap_remove(j);
+                lp.swap_remove(i);
+                out.push(LinkPick {
+                    leaf: n,
+                    uplink: u,
+                    far: PortRef::Spine(m, p),
+                    via: Some((oid, a, b)),
+                    rewire: false,
+                });
+            } else {
+                i += 1;
+            }
+        }
+        while out.len() < x {
+            let (Some((u, a)), Some((p, b))) = (lp.pop(), sp.pop()) else {
+                break;
+            };
+            out.push(LinkPick {
+                leaf: n,
+                uplink: u,
+                far: PortRef::Spine(m, p),
+                via: Some((oid, a, b)),
+                rewire: self.st.patch(oid, a) != Some(b),
+            });
+        }
+        *self.leaf_pool(view, n, o) = lp;
+        out
+    }
+
+    fn take_direct(&mut self, n: LeafId, m: SpineId, x: usize) -> Vec<LinkPick> {
+        let mut out = Vec::new();
+        self.direct.retain(|&(l, u, s, p)| {
+            if out.len() < x && l == n && s == m {
+                out.push(LinkPick {
+                    leaf: n,
+                    uplink: u,
+                    far: PortRef::Spine(m, p),
+                    via: None,
+                    rewire: false,
+                });
+                false
+            } else {
+                true
+            }
+        });
+        out
+    }
+}
+
+fn first_idle(st: &FabricState, n: LeafId, r: u32) -> Vec<ServerId> {
+    st.idle_server_ids(n).take(r as usize).collect()
+}
+
+/// Leaf-to-leaf through the OCS: `k` (even) servers, half on each leaf.
+fn two_leaf(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+    if k % 2 != 0 {
+        return None;
+    }
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let half = k / 2;
+    let need = (half * t) as usize;
+    let mut cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
+        .map(LeafId)
+        .filter(|&n| st.idle_servers(n) >= half && view.leaf_usable(n) >= need)
+        .collect();
+    cand.sort_by_key(|&n| (st.idle_servers(n), n));
+    for (i, &a) in cand.iter().enumerate() {
+        for &b in &cand[i + 1..] {
+            let cap: usize = (0..view.k)
+                .map(|o| view.leaf_on(a, o).len().min(view.leaf_on(b, o).len()))
+                .sum();
+            if cap < need {
+                continue;
+            }
+            let mut plan = Plan::local(Stage::OcsTwoLeaf, Vec::new());
+            for n in [a, b] {
+                plan.gpus
+                    .extend(local::whole(&first_idle(st, n, half), topo.gpus_per_server));
+            }
+            plan.leaves = vec![a, b];
+            let (mut ua, mut ub) = (Vec::new(), Vec::new());
+            for o in 0..view.k {
+                let oid = ocs_id(o);
+                let mut la = view.leaf_on(a, o).to_vec();
+                let mut lb = view.leaf_on(b, o).to_vec();
+                // Live leaf-to-leaf patches first, then rewire.
+                let mut pairs = Vec::new();
+                la.retain(|&(u, pa)| {
+                    let partner = st.patch(oid, pa);
+                    match lb.iter().position(|&(_, pb)| Some(pb) == partner) {
+                        Some(j) if ua.len() + pairs.len() < need => {
+                            pairs.push(((u, pa), lb.swap_remove(j), false));
+                            false
+                        }
+                        _ => true,
+                    }
+                });
+                while ua.len() + pairs.len() < need {
+                    let (Some(x), Some(y)) = (la.pop(), lb.pop()) else {
+                        break;
+                    };
+                    pairs.push((x, y, true));
+                }
+                for ((u, pa), (v, pb), rewire) in pairs {
+                    plan.links.push(LinkPick {
+                        leaf: a,
+                        uplink: u,
+                        far: PortRef::Leaf(b, v),
+                        via: Some((oid, pa, pb)),
+                        rewire,
+                    });
+                    ua.push(u);
+                    ub.push(v);
+                }
+            }
+            plan.route_in_order(topo, a, &ua);
+            plan.route_in_order(topo, b, &ub);
+            return Some(plan);
+        }
+    }
+    None
+}
+
+/// Spines by the paper's preference: fewest free ports first.
+fn spine_order(st: &FabricState, view: &OcsView, min_usable: usize) -> Vec<SpineId> {
+    let topo = st.topology();
+    let mut v: Vec<(u32, SpineId)> = (0..topo.spines.len() as u32)
+        .map(SpineId)
+        .filter(|&m| view.spine_usable(m) >= min_usable)
+        .map(|m| (st.free_spine_ports(m), m))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, m)| m).collect()
+}
+
+/// Stage 2: all of the job's uplinks to one spine.
+fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let need = (k * t) as usize;
+    let mut leaves: Vec<LeafId> = (0..topo.leaves.len() as u32)
+        .map(LeafId)
+        .filter(|&n| st.idle_servers(n) > 0)
+        .collect();
+    leaves.sort_by_key(|&n| (st.idle_servers(n), n));
+    for m in spine_order(st, view, need) {
+        // Nodes: 0 source, 1 sink, 2.. OCS, then leaves as added.
+        let mut f = Flow::new(2 + view.k);
+        for o in 0..view.k {
+            let c = view.spine_on(m, o).len() as u32;
+            if c > 0 {
+                f.add_edge(2 + o, 1, c);
+            }
+        }
+        let mut chosen: Vec<(LeafId, u32, Vec<(usize, usize)>, Option<usize>)> = Vec::new();
+        let mut remaining = k;
+        for &n in &leaves {
+            let reach: usize = (0..view.k)
+                .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
+                .sum::<usize>()
+                + view.direct_count(n, m);
+            let rmax = st.idle_servers(n).min(remaining).min(reach as u32 / t);
+            if rmax == 0 {
+                continue;
+            }
+            let before = f.clone();
+            let add = |f: &mut Flow, cap: u32| {
+                let node = f.add_node();
+                f.add_edge(0, node, cap);
+                let edges: Vec<(usize, usize)> = (0..view.k)
+                    .filter(|&o| !view.leaf_on(n, o).is_empty())
+                    .map(|o| (o, f.add_edge(node, 2 + o, view.leaf_on(n, o).len() as u32)))
+                    .collect();
+                let d = view.direct_count(n, m) as u32;
+                let de = (d > 0).then(|| f.add_edge(node, 1, d));
+                (edges, de)
+            };
+            let base = f.value();
+            let (mut edges, mut de) = add(&mut f, rmax * t);
+            let got = f.run(0, 1) - base;
+            let r = got / t;
+            if got % t != 0 {
+                f = before;
+                if r == 0 {
+                    continue;
+                }
+                (edges, de) = add(&mut f, r * t);
+                f.run(0, 1);
+            }
+            if r == 0 {
+                continue;
+            }
+            chosen.push((n, r, edges, de));
+            remaining -= r;
+            if remaining == 0 {
+                break;
+            }
+        }
+        if remaining > 0 {
+            continue;
+        }
+        let mut pools = Pools::new(st, view);
+        let mut plan = Plan::local(Stage::OcsSpine, Vec::new());
+        plan.spines = vec![m];
+        for (n, r, edges, de) in &chosen {
+            plan.gpus
+                .extend(local::whole(&first_idle(st, *n, *r), topo.gpus_per_server));
+            plan.leaves.push(*n);
+            let mut links = Vec::new();
+            for &(o, e) in edges {
+                links.extend(pools.take(view, *n, m, o, f.flow_on(e) as usize));
+            }
+            if let Some(e) = de {
+                links.extend(pools.take_direct(*n, m, f.flow_on(*e) as usize));
+            }
+            let ups: Vec<u16> = links.iter().map(|l| l.uplink).collect();
+            plan.links.extend(links);
+            plan.route_in_order(topo, *n, &ups);
+        }
+        return Some(plan);
+    }
+    None
+}
+
+/// Stage 3: `l` leaves x `s` ports over several spines, with rewiring.
+fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let max_up = topo
+        .leaves
+        .iter()
+        .map(|l| l.uplinks.len())
+        .max()
+        .unwrap_or(0) as u32;
+    for (l, s) in shapes(k, t, topo.leaves.len() as u32, max_up) {
+        let per_leaf = s / t;
+        let mut cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
+            .map(LeafId)
+            .filter(|&n| st.idle_servers(n) >= per_leaf && view.leaf_usable(n) >= s as usize)
+            .collect();
+        cand.sort_by_key(|&n| (st.idle_servers(n), n));
+        let l = l as usize;
+        if cand.len() < l {
+            continue;
+        }
+        for start in 0..=(cand.len() - l).min(STAGE3_TRIES - 1) {
+            let set = &cand[start..start + l];
+            if let Some(plan) = fill_spines(st, view, set, s as usize, per_leaf) {
+                return Some(plan);
+            }
+        }
+    }
+    None
+}
+
+/// Give each leaf of `set` exactly `s` links, spine by spine.
+fn fill_spines(
+    st: &FabricState,
+    view: &OcsView,
+    set: &[LeafId],
+    s: usize,
+    per_leaf: u32,
+) -> Option<Plan> {
+    let topo = st.topology();
+    let l = set.len();
+    // Residual usable counts.
+    let mut lres: Vec<Vec<u32>> = set
+        .iter()
+        .map(|&n| {
+            (0..view.k)
+                .map(|o| view.leaf_on(n, o).len() as u32)
+                .collect()
+        })
+        .collect();
+    let mut dres: HashMap<(LeafId, SpineId), u32> = HashMap::new();
+    for &(n, _, m, _) in &view.direct {
+        *dres.entry((n, m)).or_default() += 1;
+    }
+    let mut remaining = s;
+    // (spine, per-leaf count, per leaf: per OCS links, direct links)
+    let mut fills: Vec<(SpineId, Vec<(Vec<u32>, u32)>)> = Vec::new();
+    for m in spine_order(st, view, l) {
+        let sres: Vec<u32> = (0..view.k)
+            .map(|o| view.spine_on(m, o).len() as u32)
+            .collect();
+        let tmax = remaining.min(view.spine_usable(m) / l);
+        for tt in (1..=tmax).rev() {
+            let mut f = Flow::new(2 + view.k + l);
+            for (o, &c) in sres.iter().enumerate() {
+                if c > 0 {
+                    f.add_edge(2 + o, 1, c);
+                }
+            }
+            let mut edges = Vec::with_capacity(l);
+            for (i, &n) in set.iter().enumerate() {
+                let node = 2 + view.k + i;
+                f.add_edge(0, node, tt as u32);
+                let oe: Vec<(usize, usize)> = (0..view.k)
+                    .filter(|&o| lres[i][o] > 0)
+                    .map(|o| (o, f.add_edge(node, 2 + o, lres[i][o])))
+                    .collect();
+                let d = dres.get(&(n, m)).copied().unwrap_or(0);
+                let de = (d > 0).then(|| f.add_edge(node, 1, d));
+                edges.push((oe, de));
+            }
+            if f.run(0, 1) as usize != l * tt {
+                continue;
+            }
+            let mut per = Vec::with_capacity(l);
+            for (i, (oe, de)) in edges.iter().enumerate() {
+                let mut by_ocs = vec![0u32; view.k];
+                for &(o, e) in oe {
+                    by_ocs[o] = f.flow_on(e);
+                    lres[i][o] -= by_ocs[o];
+                }
+                let dx = de.map_or(0, |e| f.flow_on(e));
+                if dx > 0 {
+                    if let Some(c) = dres.get_mut(&(set[i], m)) {
+                        *c -= dx;
+                    }
+                }
+                per.push((by_ocs, dx));
+            }
+            fills.push((m, per));
+            remaining -= tt;
+            break;
+        }
+        if remaining == 0 {
+            break;
+        }
+    }
+    if remaining > 0 {
+        return None;
+    }
+    let mut pools = Pools::new(st, view);
+    let mut plan = Plan::local(Stage::OcsVclos, Vec::new());
+    plan.leaves = set.to_vec();
+    plan.spines = fills.iter().map(|(m, _)| *m).collect();
+    for (i, &n) in set.iter().enumerate() {
+        plan.gpus.extend(local::whole(
+            &first_idle(st, n, per_leaf),
+            topo.gpus_per_server,
+        ));
+        let mut links = Vec::with_capacity(s);
+        for (m, per) in &fills {
+            let (by_ocs, dx) = &per[i];
+            for (o, &x) in by_ocs.iter().enumerate() {
+                if x > 0 {
+                    links.extend(pools.take(view, n, *m, o, x as usize));
+                }
+            }
+            links.extend(pools.take_direct(n, *m, *dx as usize));
+        }
+        let ups: Vec<u16> = links.iter().map(|k| k.uplink).collect();
+        plan.links.extend(links);
+        plan.route_in_order(topo, n, &ups);
+    }
+    Some(plan)
+}

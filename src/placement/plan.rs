@@ -1,0 +1,168 @@
+//! A placement in typed indices, and its translation into a named [`Decision`].
+//!
+//! The engines think in ids; the decision is by name so it can be stored,
+//! reviewed and hand-edited. Keeping the translation in one place means
+//! every policy emits decisions of the same shape: virtual leaves in the
+//! order chosen, each listing its GPUs' server ports in GPU order; links in
+//! "virtual spine slot" order per leaf; source route `j` of a leaf maps its
+//! `j`-th server port to its `j`-th reserved uplink (paper Section 5.2).
+
+use crate::decision::{
+    CrossConnect, Decision, GpuRef, OcsHop, ReservedLink, SourceRoute, Stage, VirtualClos,
+    VirtualLeaf,
+};
+use crate::names::JobId;
+use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
+
+/// One reserved link: leaf uplink to a spine port or (two-leaf case) to
+/// another leaf's uplink, optionally through an OCS hop
+/// `(ocs, leaf-side port, far-side port)`; `rewire` asks for the cross-connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkPick {
+    pub leaf: LeafId,
+    pub uplink: u16,
+    pub far: PortRef,
+    pub via: Option<(OcsId, u16, u16)>,
+    pub rewire: bool,
+}
+
+/// A placement before naming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub stage: Stage,
+    pub gpus: Vec<(ServerId, u16)>,
+    pub leaves: Vec<LeafId>,
+    pub spines: Vec<SpineId>,
+    pub links: Vec<LinkPick>,
+    /// Per leaf: (server port index, uplink index), one-to-one.
+    pub routes: Vec<(LeafId, u16, u16)>,
+}
+
+impl Plan {
+    /// A placement with no network part (stages 0-1, baselines).
+    pub fn local(stage: Stage, gpus: Vec<(ServerId, u16)>) -> Self {
+        Plan {
+            stage,
+            gpus,
+            leaves: vec![],
+            spines: vec![],
+            links: vec![],
+            routes: vec![],
+        }
+    }
+
+    /// Server ports of the plan's GPUs on `leaf`, in GPU order.
+    pub fn server_ports(&self, topo: &Topology, leaf: LeafId) -> Vec<u16> {
+        self.gpus
+            .iter()
+            .filter(|(s, _)| topo.server(*s).leaf == leaf)
+            .map(|&(s, g)| topo.server(s).ports[g as usize])
+            .collect()
+    }
+
+    /// Route each leaf's `j`-th server port onto its `j`-th uplink in
+    /// `uplinks` (the leaf's reserved uplinks in slot order).
+    pub fn route_in_order(&mut self, topo: &Topology, leaf: LeafId, uplinks: &[u16]) {
+        for (sp, up) in self.server_ports(topo, leaf).into_iter().zip(uplinks) {
+            self.routes.push((leaf, sp, *up));
+        }
+    }
+
+    pub fn to_decision(&self, topo: &Topology, job: &JobId) -> Decision {
+        let leaves = self
+            .leaves
+            .iter()
+            .map(|&l| VirtualLeaf {
+                leaf: topo.leaf(l).name.clone(),
+                server_ports: self
+                    .server_ports(topo, l)
+                    .into_iter()
+                    .map(|p| topo.leaf(l).server_ports[p as usize].clone())
+                    .collect(),
+            })
+            .collect();
+        let mut cross_connects = Vec::new();
+        let links = self
+            .links
+            .iter()
+            .map(|k| {
+                let (peer, peer_port) = port_name(topo, k.far);
+                let via = k.via.map(|(o, a, b)| {
+                    let ocs = topo.ocs_dev(o);
+                    if k.rewire {
+                        cross_connects.push(CrossConnect {
+                            ocs: ocs.name.clone(),
+                            a: ocs.ports[a as usize].clone(),
+                            b: ocs.ports[b as usize].clone(),
+                        });
+                    }
+                    OcsHop {
+                        ocs: ocs.name.clone(),
+                        leaf_side: ocs.ports[a as usize].clone(),
+                        far_side: ocs.ports[b as usize].clone(),
+                    }
+                });
+                let leaf = topo.leaf(k.leaf);
+                ReservedLink {
+                    leaf: leaf.name.clone(),
+                    uplink: leaf.uplinks[k.uplink as usize].clone(),
+                    peer,
+                    peer_port,
+                    via,
+                }
+            })
+            .collect();
+        Decision {
+            job: job.clone(),
+            stage: self.stage,
+            gpus: self
+                .gpus
+                .iter()
+                .map(|&(s, g)| GpuRef {
+                    server: topo.server(s).name.clone(),
+                    gpu: g,
+                })
+                .collect(),
+            vclos: VirtualClos {
+                leaves,
+                spines: self
+                    .spines
+                    .iter()
+                    .map(|&s| topo.spine(s).name.clone())
+                    .collect(),
+                links,
+                cross_connects,
+            },
+            source_routes: self
+                .routes
+                .iter()
+                .map(|&(l, sp, up)| {
+                    let leaf = topo.leaf(l);
+                    SourceRoute {
+                        leaf: leaf.name.clone(),
+                        server_port: leaf.server_ports[sp as usize].clone(),
+                        uplink: leaf.uplinks[up as usize].clone(),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Device and port names of a leaf uplink or spine port.
+pub fn port_name(topo: &Topology, p: PortRef) -> (String, String) {
+    match p {
+        PortRef::Leaf(l, u) => (
+            topo.leaf(l).name.clone(),
+            topo.leaf(l).uplinks[u as usize].clone(),
+        ),
+        PortRef::Spine(s, i) => (
+            topo.spine(s).name.clone(),
+            topo.spine(s).ports[i as usize].clone(),
+        ),
+        PortRef::Ocs(o, i) => (
+            topo.ocs_dev(o).name.clone(),
+            topo.ocs_dev(o).ports[i as usize].clone(),
+        ),
+    }
+}

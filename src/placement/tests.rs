@@ -1,0 +1,469 @@
+//! Placement tests: each stage on small hand-built fabrics, the Stage 2
+//! solver against brute force on random fabrics, OCS rewiring of idle ports
+//! only, the baselines and the constructor.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::view::LinkView;
+use super::*;
+use crate::decision::{Decision, GpuRef, Stage, VirtualClos};
+use crate::topology::generate::{generate, Params};
+use crate::topology::{LeafId, PortRef, ServerId, SpineId};
+
+fn topo(leaves: u32, spines: u32, t: u32, ocs: u32) -> Arc<Topology> {
+    let text = generate(&Params {
+        name: "g".into(),
+        leaves,
+        spines,
+        gpus_per_server: t,
+        servers_per_leaf: None,
+        ocs,
+        allow_oversubscription: false,
+    })
+    .unwrap();
+    Arc::new(crate::topology::from_str("g.yaml", &text).unwrap())
+}
+
+fn req(id: &str, gpus: u32) -> JobRequest {
+    JobRequest {
+        id: JobId::new(id).unwrap(),
+        gpus,
+    }
+}
+
+fn placed(o: Outcome) -> Decision {
+    match o {
+        Outcome::Placed(d) => d,
+        Outcome::Blocked(b) => panic!("blocked: {b:?}"),
+    }
+}
+
+/// A job holding every GPU of `server` and links from its leaf to `spines`
+/// (as currently cabled/patched), to fragment the fabric on purpose.
+fn blocker(st: &FabricState, job: &str, server: ServerId, spines: &[usize]) -> Decision {
+    let topo = st.topology();
+    let srv = topo.server(server);
+    let leaf = topo.leaf(srv.leaf);
+    let mut links = Vec::new();
+    let mut routes = Vec::new();
+    let mut used = Vec::new();
+    // Spines the leaf no longer reaches (held by an earlier blocker) are skipped.
+    for &m in spines {
+        let Some(u) = (0..leaf.uplinks.len() as u16).find(|&u| {
+            st.uplink_free(srv.leaf, u)
+                && matches!(st.uplink_far_end(srv.leaf, u), Some((PortRef::Spine(s, p), _)) if s.index() == m && st.spine_port_free(s, p))
+        }) else {
+            continue;
+        };
+        let (far, via) = st.uplink_far_end(srv.leaf, u).unwrap();
+        links.push(plan::LinkPick {
+            leaf: srv.leaf,
+            uplink: u,
+            far,
+            via,
+            rewire: false,
+        });
+        routes.push((srv.leaf, srv.ports[routes.len()], u));
+        used.push(SpineId(m as u32));
+    }
+    let mut p = plan::Plan::local(Stage::Manual, local::whole(&[server], topo.gpus_per_server));
+    if !used.is_empty() {
+        // One GPU per link (every routed port must be the job's), which
+        // still makes the server non-idle.
+        p.gpus.truncate(used.len());
+        p.leaves = vec![srv.leaf];
+        p.spines = used;
+        p.links = links;
+        p.routes = routes;
+    }
+    p.to_decision(topo, &JobId::new(job).unwrap())
+}
+
+/// Checks every placed decision must pass beyond admission: contention-free
+/// shape (each leaf's ports routed one-to-one onto distinct links).
+fn check_shape(d: &Decision) {
+    let mut seen = HashSet::new();
+    for r in &d.source_routes {
+        assert!(seen.insert((r.leaf.clone(), r.uplink.clone())));
+    }
+    let ports: usize = d.vclos.leaves.iter().map(|l| l.server_ports.len()).sum();
+    if d.touches_network() {
+        assert_eq!(d.source_routes.len(), ports);
+    }
+}
+
+#[test]
+fn stage0_picks_the_fullest_server_that_fits() {
+    let t = topo(2, 8, 4, 0);
+    let mut p = VclosPlacer::new(t);
+    let a = placed(p.place(&req("a", 3)).unwrap());
+    assert_eq!(a.stage, Stage::Server);
+    assert!(!a.touches_network());
+    let b = placed(p.place(&req("b", 1)).unwrap());
+    assert_eq!(
+        b.gpus,
+        vec![GpuRef {
+            server: a.gpus[0].server.clone(),
+            gpu: 3
+        }]
+    );
+    let c = placed(p.place(&req("c", 2)).unwrap());
+    assert_ne!(c.gpus[0].server, a.gpus[0].server);
+}
+
+#[test]
+fn stage1_picks_the_leaf_with_fewest_idle_servers() {
+    let t = topo(3, 8, 2, 0);
+    // Occupy one server on leaf2 by hand so leaf2 has the fewest idle.
+    let mut st = FabricState::new(t.clone());
+    st.admit(&blocker(&st, "x", t.leaf(LeafId(1)).servers[0], &[]))
+        .unwrap();
+    let mut p = VclosPlacer::with_state(st);
+    let d = placed(p.place(&req("a", 6)).unwrap());
+    assert_eq!(d.stage, Stage::Leaf);
+    assert_eq!(d.gpus.len(), 6);
+    assert!(
+        d.gpus.iter().all(|g| g.server.starts_with("srv2-")),
+        "{:?}",
+        d.gpus
+    );
+    assert!(!d.touches_network());
+}
+
+#[test]
+fn vclos_stage2_builds_l_by_s_clos() {
+    let t = topo(4, 8, 2, 0);
+    let mut p = VclosPlacer::new(t);
+    let d = placed(p.place(&req("a", 16)).unwrap());
+    assert_eq!(d.stage, Stage::Vclos);
+    assert_eq!((d.vclos.leaves.len(), d.vclos.spines.len()), (2, 8));
+    assert_eq!(d.vclos.links.len(), 16);
+    for l in &d.vclos.leaves {
+        let spines: HashSet<_> = d
+            .vclos
+            .links
+            .iter()
+            .filter(|k| k.leaf == l.leaf)
+            .map(|k| &k.peer)
+            .collect();
+        assert_eq!(spines.len(), 8);
+    }
+    check_shape(&d);
+    // Fewest leaves first: 8 servers as 2 x (4 servers), not 4 x 2.
+    assert_eq!(super::shapes(8, 2, 4, 8), vec![(2, 8), (4, 4)]);
+}
+
+#[test]
+fn odd_sizes_take_whole_servers() {
+    let t = topo(6, 16, 8, 0);
+    let mut p = VclosPlacer::new(t);
+    let d = placed(p.place(&req("a24", 24)).unwrap());
+    assert_eq!((d.vclos.leaves.len(), d.vclos.spines.len()), (3, 8));
+    let d = placed(p.place(&req("a12", 12)).unwrap());
+    assert_eq!((d.stage, d.gpus.len()), (Stage::Leaf, 16));
+    let d = placed(p.place(&req("a40", 40)).unwrap());
+    assert_eq!(
+        (d.vclos.leaves.len(), d.vclos.spines.len(), d.gpus.len()),
+        (5, 8, 40)
+    );
+    check_shape(&d);
+    assert_eq!(super::shapes(9, 8, 16, 64), vec![(3, 24), (9, 8)]);
+    assert_eq!(super::shapes(13, 8, 16, 64), vec![(13, 8)]);
+}
+
+/// 3 leaves x 2 servers (T=2), 4 spines; leaf1 and leaf2 each have one
+/// server busy with links to disjoint spine pairs, leaf3 fully busy.
+fn fragmented(ocs: u32) -> FabricState {
+    let t = topo(3, 4, 2, ocs);
+    let mut st = FabricState::new(t.clone());
+    for (job, leaf, spines) in [("a", 0, vec![0, 1]), ("b", 1, vec![2, 3])] {
+        let d = blocker(&st, job, t.leaf(LeafId(leaf)).servers[0], &spines);
+        st.admit(&d).unwrap();
+    }
+    for (i, &s) in t.leaf(LeafId(2)).servers.iter().enumerate() {
+        st.admit(&blocker(&st, &format!("c{i}"), s, &[])).unwrap();
+    }
+    st
+}
+
+#[test]
+fn blocked_reasons_are_gpu_or_network() {
+    let st = fragmented(0);
+    let mut p = VclosPlacer::with_state(st.clone());
+    assert_eq!(
+        p.place(&req("j", 4)).unwrap(),
+        Outcome::Blocked(Blocked::Network)
+    );
+    assert_eq!(
+        p.place(&req("k", 6)).unwrap(),
+        Outcome::Blocked(Blocked::Gpu)
+    );
+    // The ideal fabric places it; source routing too (sharing links).
+    let mut best = best_with(&st);
+    let d = placed(best.place(&req("j", 4)).unwrap());
+    assert!(!d.touches_network());
+    // OCS-vClos on the same fabric with an OCS layer: leaf to leaf.
+    let mut o = OcsVclosPlacer::with_state(fragmented(1));
+    let d = placed(o.place(&req("j", 4)).unwrap());
+    assert_eq!(d.stage, Stage::OcsTwoLeaf);
+    assert!(d.vclos.spines.is_empty());
+    check_shape(&d);
+}
+
+/// The same GPUs busy, without their network part.
+fn best_with(st: &FabricState) -> BestPlacer {
+    let gpus_only: Vec<Decision> = st
+        .decisions()
+        .into_iter()
+        .map(|d| Decision {
+            vclos: VirtualClos::default(),
+            source_routes: vec![],
+            ..d.clone()
+        })
+        .collect();
+    BestPlacer::with_state(FabricState::from_decisions(st.topology().clone(), &gpus_only).unwrap())
+}
+
+#[test]
+fn ocs_one_spine_two_leaf_and_several_spines() {
+    let t = topo(8, 4, 2, 2);
+    // 3 servers: odd, so no two-leaf; 6 ports fit one spine (8 ports).
+    let mut p = OcsVclosPlacer::new(t.clone());
+    let d = placed(p.place(&req("a", 6)).unwrap());
+    assert_eq!(d.stage, Stage::OcsSpine);
+    assert_eq!(d.vclos.spines.len(), 1);
+    assert_eq!(d.vclos.links.len(), 6);
+    assert!(d
+        .vclos
+        .links
+        .iter()
+        .all(|k| k.peer == d.vclos.spines[0] && k.via.is_some()));
+    assert!(!d.vclos.cross_connects.is_empty());
+    check_shape(&d);
+    // 4 servers: two leaves x 2, joined through the OCS.
+    let d = placed(p.place(&req("b", 8)).unwrap());
+    assert_eq!(
+        (d.stage, d.vclos.leaves.len(), d.vclos.links.len()),
+        (Stage::OcsTwoLeaf, 2, 4)
+    );
+    check_shape(&d);
+    // 6 servers: neither fits; several spines (3 leaves x 4 links).
+    let mut p = OcsVclosPlacer::new(t);
+    let d = placed(p.place(&req("c", 12)).unwrap());
+    assert_eq!(d.stage, Stage::OcsVclos);
+    assert_eq!(d.vclos.leaves.len(), 3);
+    assert_eq!(d.vclos.links.len(), 12);
+    check_shape(&d);
+}
+
+#[test]
+fn ocs_rewires_idle_ports_only() {
+    // Running jobs hold links through the OCS; a new job needing rewiring
+    // must leave every held port and its patch exactly as it was.
+    let t = topo(8, 4, 2, 2);
+    let mut p = OcsVclosPlacer::new(t.clone());
+    let mut running = Vec::new();
+    for (i, n) in [6u32, 8, 4, 6, 2].iter().enumerate() {
+        if let Outcome::Placed(d) = p.place(&req(&format!("r{i}"), *n)).unwrap() {
+            running.push(d);
+        }
+    }
+    assert!(running.iter().any(|d| d.touches_network()));
+    let before = p.state().clone();
+    let out = p.place(&req("new", 4)).unwrap();
+    let after = p.state();
+    for o in 0..t.ocs.len() {
+        let oid = crate::topology::OcsId(o as u32);
+        for port in 0..t.ocs[o].ports.len() as u16 {
+            if before.ocs_port_holder(oid, port).is_some() {
+                assert_eq!(before.patch(oid, port), after.patch(oid, port));
+                assert_eq!(
+                    before.ocs_port_holder(oid, port),
+                    after.ocs_port_holder(oid, port)
+                );
+            }
+        }
+    }
+    if let Outcome::Placed(d) = out {
+        for c in &d.vclos.cross_connects {
+            let oid = t.ocs_id(&c.ocs).unwrap();
+            for port in [&c.a, &c.b] {
+                let i = t.ocs[oid.index()]
+                    .ports
+                    .iter()
+                    .position(|x| x == port)
+                    .unwrap();
+                assert!(before.ocs_port_holder(oid, i as u16).is_none());
+            }
+        }
+    }
+}
+
+/// Tiny deterministic PRNG (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn subsets(n: usize, k: usize) -> Vec<Vec<usize>> {
+    (0u32..1 << n)
+        .filter(|m| m.count_ones() as usize == k)
+        .map(|m| (0..n).filter(|i| m >> i & 1 == 1).collect())
+        .collect()
+}
+
+/// Brute force, straight from the state: is there an l x s virtual Clos?
+fn brute_exists(st: &FabricState, l: usize, s: usize) -> bool {
+    let topo = st.topology();
+    let t = topo.gpus_per_server as usize;
+    let mut unused = HashSet::new();
+    for (li, leaf) in topo.leaves.iter().enumerate() {
+        let lid = LeafId(li as u32);
+        for u in 0..leaf.uplinks.len() as u16 {
+            if let Some((PortRef::Spine(m, p), via)) = st.uplink_far_end(lid, u) {
+                let idle =
+                    via.is_none_or(|(o, a, b)| st.ocs_port_idle(o, a) && st.ocs_port_idle(o, b));
+                if st.uplink_free(lid, u) && st.spine_port_free(m, p) && idle {
+                    unused.insert((li, m.index()));
+                }
+            }
+        }
+    }
+    let leaves: Vec<usize> = (0..topo.leaves.len())
+        .filter(|&n| st.idle_servers(LeafId(n as u32)) as usize >= s / t)
+        .collect();
+    subsets(leaves.len(), l).iter().any(|ls| {
+        subsets(topo.spines.len(), s).iter().any(|ss| {
+            ls.iter()
+                .all(|&i| ss.iter().all(|&m| unused.contains(&(leaves[i], m))))
+        })
+    })
+}
+
+#[test]
+fn stage2_solver_matches_brute_force_on_random_fabrics() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut cases, mut feasible) = (0, 0);
+    for round in 0..240 {
+        let leaves = 3 + rng.below(3) as u32;
+        let spines = [4u32, 6, 8][rng.below(3) as usize];
+        let ocs = if round % 3 == 0 && leaves % 2 == 0 && spines % 2 == 0 {
+            2
+        } else {
+            0
+        };
+        let t = topo(leaves, spines, 2, ocs);
+        let mut st = FabricState::new(t.clone());
+        // Random blockers: some servers busy, some with links held.
+        for (i, srv) in (0..t.servers.len()).enumerate() {
+            match rng.below(4) {
+                0 => {
+                    let mut sp: Vec<usize> = (0..spines as usize).collect();
+                    let k = rng.below(3) as usize;
+                    let picks: Vec<usize> = (0..k)
+                        .map(|_| sp.remove(rng.below(sp.len() as u64) as usize))
+                        .collect();
+                    let d = blocker(&st, &format!("b{i}"), ServerId(srv as u32), &picks);
+                    st.admit(&d).unwrap();
+                }
+                1 if rng.below(2) == 0 => {
+                    st.admit(&blocker(&st, &format!("b{i}"), ServerId(srv as u32), &[]))
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+        let view = LinkView::new(&st);
+        for l in 2..=leaves as usize {
+            for s in (2..=spines as usize).step_by(2) {
+                let want = brute_exists(&st, l, s);
+                let got = vclos::find_slice(&st, &view, l, s, 50);
+                cases += 1;
+                assert_eq!(got.is_some(), want, "round {round} l={l} s={s}");
+                if let Some(plan) = got {
+                    feasible += 1;
+                    let d = plan.to_decision(&t, &JobId::new("probe").unwrap());
+                    assert_eq!((d.vclos.leaves.len(), d.vclos.spines.len()), (l, s));
+                    check_shape(&d);
+                    st.clone().admit(&d).unwrap();
+                }
+            }
+        }
+    }
+    assert!(
+        cases > 1000 && feasible > 100,
+        "cases {cases}, feasible {feasible}"
+    );
+}
+
+#[test]
+fn sr_shares_links_and_best_ignores_the_network() {
+    let t = topo(4, 8, 2, 0);
+    let mut sr = SrPlacer::new(t.clone());
+    // 5 servers each: a on leaf1 (4) + leaf2 (1), b on leaf2 (3) + leaf3 (2).
+    let a = placed(sr.place(&req("a", 10)).unwrap());
+    let b = placed(sr.place(&req("b", 10)).unwrap());
+    assert!(a.touches_network() && b.touches_network());
+    let links = |d: &Decision| -> HashSet<(String, String)> {
+        d.vclos
+            .links
+            .iter()
+            .map(|k| (k.leaf.clone(), k.uplink.clone()))
+            .collect()
+    };
+    assert_eq!(a.vclos.links.len(), 2 * 8);
+    assert!(
+        !links(&a).is_disjoint(&links(&b)),
+        "jobs on one leaf share its links"
+    );
+    check_shape(&a);
+    assert_eq!(sr.release(&a.job).unwrap(), a);
+    let mut best = BestPlacer::new(t);
+    let d = placed(best.place(&req("a", 10)).unwrap());
+    assert_eq!((d.gpus.len(), d.touches_network()), (10, false));
+}
+
+#[test]
+fn constructor_and_errors() {
+    for p in Policy::ALL {
+        assert_eq!(p.to_string().parse::<Policy>().unwrap(), p);
+    }
+    assert!("ecmp"
+        .parse::<Policy>()
+        .unwrap_err()
+        .to_string()
+        .contains("ecmp"));
+    let plain = topo(2, 4, 2, 0);
+    let e = placer(Policy::OcsVclos, plain.clone()).err().unwrap();
+    assert!(matches!(e, PlacementError::NoOcs { .. }));
+    let mut p = placer(Policy::Vclos, plain).unwrap();
+    assert_eq!(p.name(), "vclos");
+    assert!(matches!(
+        p.place(&req("z", 0)),
+        Err(PlacementError::Empty(_))
+    ));
+    assert!(matches!(
+        p.place(&req("z", 99)),
+        Err(PlacementError::TooLarge { total: 8, .. })
+    ));
+    placed(p.place(&req("z", 2)).unwrap());
+    assert!(matches!(
+        p.place(&req("z", 2)),
+        Err(PlacementError::DuplicateJob(_))
+    ));
+    assert!(matches!(
+        p.release(&JobId::new("nope").unwrap()),
+        Err(PlacementError::UnknownJob(_))
+    ));
+    assert_eq!(
+        placer(Policy::OcsVclos, topo(2, 4, 2, 2)).unwrap().name(),
+        "ocs-vclos"
+    );
+}

@@ -1,0 +1,164 @@
+//! vClos (paper Section 6, Algorithms 1 and 3, Appendix A.2).
+//!
+//! Stage 0 and 1 are in [`super::local`]. Stage 2 builds a virtual Clos of
+//! `l` virtual leaves x `s` virtual spines over UNUSED links only: each
+//! chosen leaf gives `s / T` whole idle servers (`s` server ports) and one
+//! unused link to each of the `s` chosen spines, i.e. a `K_{l,s}` biclique
+//! in the unused-link graph, found by [`super::biclique`] with the eq. 6
+//! objective (leaves with fewer idle servers, spines with fewer free ports).
+//! Shapes are tried in [`super::shapes`] order (fewest leaves first); the
+//! first shape with a solution wins. The `j`-th server port of every leaf is
+//! source-routed to its link to the `j`-th virtual spine.
+//!
+//! On an OCS fabric vClos uses the links as currently patched and never
+//! rewires (that is OCS-vClos).
+
+use std::sync::Arc;
+
+use super::biclique::{self, Graph};
+use super::plan::{LinkPick, Plan};
+use super::view::LinkView;
+use super::{
+    commit, local, place_local, precheck, shapes, Blocked, JobRequest, Outcome, PlacementError,
+    Placer,
+};
+use crate::decision::{Decision, Stage};
+use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::{LeafId, SpineId, Topology};
+
+/// Search nodes allowed after the first solution (quality vs. latency).
+pub const DEFAULT_BUDGET: u64 = 2_000;
+
+/// The vClos placer.
+#[derive(Debug, Clone)]
+pub struct VclosPlacer {
+    state: FabricState,
+    budget: u64,
+}
+
+impl VclosPlacer {
+    pub fn new(topology: Arc<Topology>) -> Self {
+        Self::with_state(FabricState::new(topology))
+    }
+
+    /// Continue from an existing state (e.g. loaded from a state directory).
+    pub fn with_state(state: FabricState) -> Self {
+        VclosPlacer {
+            state,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+
+    pub fn state(&self) -> &FabricState {
+        &self.state
+    }
+}
+
+impl Placer for VclosPlacer {
+    fn name(&self) -> &'static str {
+        "vclos"
+    }
+
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        precheck(&self.state, job)?;
+        let plan = match place_local(&self.state, job) {
+            Err(b) => return Ok(Outcome::Blocked(b)),
+            Ok(Some(p)) => p,
+            Ok(None) => match stage2(&self.state, job.gpus, self.budget) {
+                Some(p) => p,
+                None => return Ok(Outcome::Blocked(Blocked::Network)),
+            },
+        };
+        commit(&mut self.state, "vclos", job, &plan)
+    }
+
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.state
+            .release(job)
+            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+    }
+
+    fn fabric(&self) -> Option<&FabricState> {
+        Some(&self.state)
+    }
+}
+
+/// vClos Stage 2 for a job of `gpus` GPUs (already known not to fit stages 0-1).
+pub fn stage2(st: &FabricState, gpus: u32, budget: u64) -> Option<Plan> {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let k = local::servers_needed(gpus, t);
+    let view = LinkView::new(st);
+    let max_up = topo
+        .leaves
+        .iter()
+        .map(|l| l.uplinks.len())
+        .max()
+        .unwrap_or(0);
+    let max_s = (topo.spines.len().min(max_up)) as u32;
+    shapes(k, t, topo.leaves.len() as u32, max_s)
+        .into_iter()
+        .find_map(|(l, s)| find_slice(st, &view, l as usize, s as usize, budget))
+}
+
+/// A virtual Clos of exactly `l` leaves x `s` spines over unused links, if
+/// one exists (the search is complete; see [`super::biclique`]).
+pub fn find_slice(
+    st: &FabricState,
+    view: &LinkView,
+    l: usize,
+    s: usize,
+    budget: u64,
+) -> Option<Plan> {
+    let topo = st.topology();
+    let t = topo.gpus_per_server as usize;
+    if s % t != 0 {
+        return None;
+    }
+    let per_leaf = (s / t) as u32;
+    let cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
+        .map(LeafId)
+        .filter(|&n| st.idle_servers(n) >= per_leaf)
+        .collect();
+    if cand.len() < l {
+        return None;
+    }
+    let g = Graph {
+        words: view.words,
+        right_cost: view.spine_free.clone(),
+        left_bits: cand.iter().map(|n| view.bits[n.index()].clone()).collect(),
+        left_cost: cand
+            .iter()
+            .map(|&n| u64::from(st.idle_servers(n)) * t as u64)
+            .collect(),
+    };
+    let sol = biclique::solve(&g, l, s, budget)?;
+    let leaves: Vec<LeafId> = sol.left.iter().map(|&i| cand[i]).collect();
+    let spines: Vec<SpineId> = sol.right.iter().map(|&r| SpineId(r as u32)).collect();
+    let mut plan = Plan::local(Stage::Vclos, Vec::new());
+    for &n in &leaves {
+        let servers: Vec<_> = st.idle_server_ids(n).take(per_leaf as usize).collect();
+        plan.gpus
+            .extend(local::whole(&servers, topo.gpus_per_server));
+    }
+    plan.leaves = leaves.clone();
+    plan.spines = spines.clone();
+    for &n in &leaves {
+        let mut ups = Vec::with_capacity(s);
+        for &m in &spines {
+            let u = view.uplink(n, m)?;
+            let (far, via) = st.uplink_far_end(n, u)?;
+            plan.links.push(LinkPick {
+                leaf: n,
+                uplink: u,
+                far,
+                via,
+                rewire: false,
+            });
+            ups.push(u);
+        }
+        plan.route_in_order(topo, n, &ups);
+    }
+    Some(plan)
+}

@@ -1,0 +1,504 @@
+//! Fabric state: which GPUs, ports, links and OCS ports are held by which
+//! job, and the live OCS patch table.
+//!
+//! The state is the single authority on "what is free". It is index based
+//! (one flat `Vec<u32>` of holders per resource kind, addressed through
+//! per-device offsets) so that the placement engine can scan a whole
+//! 8192-GPU fabric in microseconds, and it changes only through
+//! [`FabricState::admit`] and [`FabricState::release`], which are exact
+//! inverses: admission validates a [`Decision`] completely before touching
+//! anything, records exactly which resources it takes, and release frees
+//! exactly those.
+//!
+//! OCS semantics (see `crate::decision`): a job's cross-connect `a~b`
+//! replaces the patches of `a` and `b` (their old partners go dark); on
+//! release the job's cross-connects are removed and the topology's initial
+//! patches are restored wherever both ports are free and unpatched. Once
+//! every job is released, the patch table is the initial one again.
+
+mod error;
+pub mod store;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::decision::Decision;
+use crate::names::JobId;
+use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
+
+pub use error::StateError;
+
+/// Marks a free slot in the holder vectors.
+const FREE: u32 = u32::MAX;
+
+/// Name -> index maps, built once per topology so that resolving a
+/// decision's names is a hash lookup, not a scan.
+#[derive(Debug)]
+pub(crate) struct Names {
+    pub leaf: HashMap<String, LeafId>,
+    pub spine: HashMap<String, SpineId>,
+    pub ocs: HashMap<String, OcsId>,
+    pub server: HashMap<String, ServerId>,
+    pub uplink: Vec<HashMap<String, u16>>,
+    pub server_port: Vec<HashMap<String, u16>>,
+    pub spine_port: Vec<HashMap<String, u16>>,
+    pub ocs_port: Vec<HashMap<String, u16>>,
+}
+
+impl Names {
+    fn new(t: &Topology) -> Self {
+        fn idx(v: &[String]) -> HashMap<String, u16> {
+            v.iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as u16))
+                .collect()
+        }
+        Names {
+            leaf: (t.leaves.iter().enumerate())
+                .map(|(i, l)| (l.name.clone(), LeafId(i as u32)))
+                .collect(),
+            spine: (t.spines.iter().enumerate())
+                .map(|(i, s)| (s.name.clone(), SpineId(i as u32)))
+                .collect(),
+            ocs: (t.ocs.iter().enumerate())
+                .map(|(i, o)| (o.name.clone(), OcsId(i as u32)))
+                .collect(),
+            server: (t.servers.iter().enumerate())
+                .map(|(i, s)| (s.name.clone(), ServerId(i as u32)))
+                .collect(),
+            uplink: t.leaves.iter().map(|l| idx(&l.uplinks)).collect(),
+            server_port: t.leaves.iter().map(|l| idx(&l.server_ports)).collect(),
+            spine_port: t.spines.iter().map(|s| idx(&s.ports)).collect(),
+            ocs_port: t.ocs.iter().map(|o| idx(&o.ports)).collect(),
+        }
+    }
+}
+
+/// Offsets of each device's ports in the flat holder vectors.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    pub gpus_per_server: usize,
+    pub uplink_base: Vec<u32>,
+    pub server_port_base: Vec<u32>,
+    pub spine_base: Vec<u32>,
+    pub ocs_base: Vec<u32>,
+    pub totals: [usize; 4],
+}
+
+impl Layout {
+    fn new(t: &Topology) -> Self {
+        fn bases(counts: impl Iterator<Item = usize>) -> (Vec<u32>, usize) {
+            let mut acc = 0usize;
+            let v = counts
+                .map(|c| {
+                    let b = acc as u32;
+                    acc += c;
+                    b
+                })
+                .collect();
+            (v, acc)
+        }
+        let (uplink_base, nu) = bases(t.leaves.iter().map(|l| l.uplinks.len()));
+        let (server_port_base, nsp) = bases(t.leaves.iter().map(|l| l.server_ports.len()));
+        let (spine_base, ns) = bases(t.spines.iter().map(|s| s.ports.len()));
+        let (ocs_base, no) = bases(t.ocs.iter().map(|o| o.ports.len()));
+        Layout {
+            gpus_per_server: t.gpus_per_server as usize,
+            uplink_base,
+            server_port_base,
+            spine_base,
+            ocs_base,
+            totals: [nu, nsp, ns, no],
+        }
+    }
+    pub fn gpu(&self, s: ServerId, g: u16) -> usize {
+        s.index() * self.gpus_per_server + g as usize
+    }
+    pub fn uplink(&self, l: LeafId, u: u16) -> usize {
+        self.uplink_base[l.index()] as usize + u as usize
+    }
+    pub fn server_port(&self, l: LeafId, p: u16) -> usize {
+        self.server_port_base[l.index()] as usize + p as usize
+    }
+    pub fn spine_port(&self, s: SpineId, p: u16) -> usize {
+        self.spine_base[s.index()] as usize + p as usize
+    }
+    pub fn ocs_port(&self, o: OcsId, p: u16) -> usize {
+        self.ocs_base[o.index()] as usize + p as usize
+    }
+}
+
+/// Who holds what, and the live patch table. Compared as a whole by the
+/// tests ("after releasing everything the state equals the fresh state").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Occupancy {
+    pub gpu: Vec<u32>,
+    pub server_port: Vec<u32>,
+    pub uplink: Vec<u32>,
+    pub spine_port: Vec<u32>,
+    pub ocs_port: Vec<u32>,
+    /// Live OCS patch partner of each OCS port (local port index), or FREE.
+    pub patch: Vec<u32>,
+    pub server_free: Vec<u16>,
+    pub leaf_idle: Vec<u32>,
+}
+
+/// Typed resources taken by one admitted decision (flat indices).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Resources {
+    pub gpus: Vec<(ServerId, u16)>,
+    pub server_ports: Vec<usize>,
+    pub uplinks: Vec<usize>,
+    pub spine_ports: Vec<usize>,
+    pub ocs_ports: Vec<usize>,
+    pub cross: Vec<(OcsId, u16, u16)>,
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    seq: u64,
+    decision: Decision,
+    res: Resources,
+}
+
+/// The live state of a fabric: holders of every resource and the OCS patches.
+#[derive(Debug, Clone)]
+pub struct FabricState {
+    topo: Arc<Topology>,
+    names: Arc<Names>,
+    layout: Arc<Layout>,
+    occ: Occupancy,
+    slots: Vec<Option<Held>>,
+    free_slots: Vec<u32>,
+    by_id: HashMap<JobId, u32>,
+    order: BTreeMap<u64, u32>,
+    next_seq: u64,
+}
+
+impl FabricState {
+    /// An empty fabric: nothing held, OCS patched as cabled.
+    pub fn new(topo: Arc<Topology>) -> Self {
+        let names = Arc::new(Names::new(&topo));
+        let layout = Arc::new(Layout::new(&topo));
+        let [nu, nsp, ns, no] = layout.totals;
+        let mut patch = vec![FREE; no];
+        for (oi, o) in topo.ocs.iter().enumerate() {
+            let base = layout.ocs_base[oi] as usize;
+            for &(a, b) in &o.patches {
+                patch[base + a as usize] = u32::from(b);
+                patch[base + b as usize] = u32::from(a);
+            }
+        }
+        let t = topo.gpus_per_server;
+        let occ = Occupancy {
+            gpu: vec![FREE; topo.servers.len() * t as usize],
+            server_port: vec![FREE; nsp],
+            uplink: vec![FREE; nu],
+            spine_port: vec![FREE; ns],
+            ocs_port: vec![FREE; no],
+            patch,
+            server_free: vec![t; topo.servers.len()],
+            leaf_idle: topo.leaves.iter().map(|l| l.servers.len() as u32).collect(),
+        };
+        FabricState {
+            topo,
+            names,
+            layout,
+            occ,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            by_id: HashMap::new(),
+            order: BTreeMap::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// Rebuild a state by admitting `decisions` in order.
+    pub fn from_decisions(topo: Arc<Topology>, decisions: &[Decision]) -> Result<Self, StateError> {
+        let mut s = FabricState::new(topo);
+        for d in decisions {
+            s.admit(d)?;
+        }
+        Ok(s)
+    }
+
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    /// Validate `d` against the topology and the current state, then hold
+    /// everything it uses and make its cross-connects. Nothing changes if
+    /// validation fails.
+    pub fn admit(&mut self, d: &Decision) -> Result<(), StateError> {
+        if self.by_id.contains_key(&d.job) {
+            return Err(StateError::DuplicateJob(d.job.clone()));
+        }
+        let res = validate::resolve(self, d)?;
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.apply(&res, slot);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.slots[slot as usize] = Some(Held {
+            seq,
+            decision: d.clone(),
+            res,
+        });
+        self.by_id.insert(d.job.clone(), slot);
+        self.order.insert(seq, slot);
+        Ok(())
+    }
+
+    /// Free exactly what `job`'s admission took, remove its cross-connects
+    /// and restore initial patches where possible; returns its decision.
+    pub fn release(&mut self, job: &JobId) -> Result<Decision, StateError> {
+        let slot = self
+            .by_id
+            .remove(job)
+            .ok_or_else(|| StateError::UnknownJob(job.clone()))?;
+        let held = self.slots[slot as usize]
+            .take()
+            .ok_or_else(|| StateError::UnknownJob(job.clone()))?;
+        self.order.remove(&held.seq);
+        self.free_slots.push(slot);
+        self.unapply(&held.res);
+        Ok(held.decision)
+    }
+
+    fn apply(&mut self, r: &Resources, slot: u32) {
+        let l = &self.layout;
+        let o = &mut self.occ;
+        for &(s, g) in &r.gpus {
+            o.gpu[l.gpu(s, g)] = slot;
+            let si = s.index();
+            if o.server_free[si] == self.topo.gpus_per_server {
+                o.leaf_idle[self.topo.servers[si].leaf.index()] -= 1;
+            }
+            o.server_free[si] -= 1;
+        }
+        for &i in &r.server_ports {
+            o.server_port[i] = slot;
+        }
+        for &i in &r.uplinks {
+            o.uplink[i] = slot;
+        }
+        for &i in &r.spine_ports {
+            o.spine_port[i] = slot;
+        }
+        for &i in &r.ocs_ports {
+            o.ocs_port[i] = slot;
+        }
+        for &(ocs, a, b) in &r.cross {
+            let base = l.ocs_base[ocs.index()] as usize;
+            for p in [a, b] {
+                let old = o.patch[base + p as usize];
+                if old != FREE {
+                    o.patch[base + old as usize] = FREE;
+                }
+            }
+            o.patch[base + a as usize] = u32::from(b);
+            o.patch[base + b as usize] = u32::from(a);
+        }
+    }
+
+    fn unapply(&mut self, r: &Resources) {
+        let l = Arc::clone(&self.layout);
+        let o = &mut self.occ;
+        for &(s, g) in &r.gpus {
+            o.gpu[l.gpu(s, g)] = FREE;
+            let si = s.index();
+            o.server_free[si] += 1;
+            if o.server_free[si] == self.topo.gpus_per_server {
+                o.leaf_idle[self.topo.servers[si].leaf.index()] += 1;
+            }
+        }
+        for &i in &r.server_ports {
+            o.server_port[i] = FREE;
+        }
+        for &i in &r.uplinks {
+            o.uplink[i] = FREE;
+        }
+        for &i in &r.spine_ports {
+            o.spine_port[i] = FREE;
+        }
+        for &i in &r.ocs_ports {
+            o.ocs_port[i] = FREE;
+        }
+        for &(ocs, a, b) in &r.cross {
+            let base = l.ocs_base[ocs.index()] as usize;
+            o.patch[base + a as usize] = FREE;
+            o.patch[base + b as usize] = FREE;
+        }
+        // Restore initial patches touching the freed ports, where both ends
+        // are free and dark (a live cross-connect of another job wins).
+        for &(ocs, a, b) in &r.cross {
+            let base = l.ocs_base[ocs.index()] as usize;
+            for &(p, q) in &self.topo.ocs[ocs.index()].patches {
+                if [a, b].contains(&p) || [a, b].contains(&q) {
+                    let (pi, qi) = (base + p as usize, base + q as usize);
+                    if o.patch[pi] == FREE
+                        && o.patch[qi] == FREE
+                        && o.ocs_port[pi] == FREE
+                        && o.ocs_port[qi] == FREE
+                    {
+                        o.patch[pi] = u32::from(q);
+                        o.patch[qi] = u32::from(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admitted decisions, in admission order.
+    pub fn decisions(&self) -> Vec<&Decision> {
+        self.order
+            .values()
+            .filter_map(|&s| self.slots[s as usize].as_ref().map(|h| &h.decision))
+            .collect()
+    }
+
+    /// The decision admitted for `job`, if any.
+    pub fn decision(&self, job: &JobId) -> Option<&Decision> {
+        let s = *self.by_id.get(job)?;
+        self.slots[s as usize].as_ref().map(|h| &h.decision)
+    }
+
+    /// Number of admitted jobs.
+    pub fn job_count(&self) -> usize {
+        self.by_id.len()
+    }
+
+    fn holder_of(&self, slot: u32) -> Option<&JobId> {
+        if slot == FREE {
+            return None;
+        }
+        self.slots[slot as usize].as_ref().map(|h| &h.decision.job)
+    }
+
+    /// Free GPUs in `server`.
+    pub fn free_gpus(&self, server: ServerId) -> u16 {
+        self.occ.server_free[server.index()]
+    }
+
+    /// Indices of the free GPUs of `server`.
+    pub fn free_gpu_indices(&self, server: ServerId) -> impl Iterator<Item = u16> + '_ {
+        let t = self.topo.gpus_per_server;
+        (0..t).filter(move |&g| self.occ.gpu[self.layout.gpu(server, g)] == FREE)
+    }
+
+    pub fn gpu_holder(&self, server: ServerId, gpu: u16) -> Option<&JobId> {
+        self.holder_of(self.occ.gpu[self.layout.gpu(server, gpu)])
+    }
+
+    /// Whether every GPU of `server` is free.
+    pub fn server_idle(&self, server: ServerId) -> bool {
+        self.occ.server_free[server.index()] == self.topo.gpus_per_server
+    }
+
+    /// Number of idle (wholly free) servers under `leaf`.
+    pub fn idle_servers(&self, leaf: LeafId) -> u32 {
+        self.occ.leaf_idle[leaf.index()]
+    }
+
+    /// The idle servers under `leaf`, in topology order.
+    pub fn idle_server_ids(&self, leaf: LeafId) -> impl Iterator<Item = ServerId> + '_ {
+        self.topo.leaves[leaf.index()]
+            .servers
+            .iter()
+            .copied()
+            .filter(|&s| self.server_idle(s))
+    }
+
+    pub fn server_port_holder(&self, leaf: LeafId, port: u16) -> Option<&JobId> {
+        self.holder_of(self.occ.server_port[self.layout.server_port(leaf, port)])
+    }
+
+    pub fn uplink_holder(&self, leaf: LeafId, uplink: u16) -> Option<&JobId> {
+        self.holder_of(self.occ.uplink[self.layout.uplink(leaf, uplink)])
+    }
+
+    pub fn uplink_free(&self, leaf: LeafId, uplink: u16) -> bool {
+        self.occ.uplink[self.layout.uplink(leaf, uplink)] == FREE
+    }
+
+    /// Free uplinks of `leaf`.
+    pub fn free_uplinks(&self, leaf: LeafId) -> impl Iterator<Item = u16> + '_ {
+        let n = self.topo.leaves[leaf.index()].uplinks.len() as u16;
+        (0..n).filter(move |&u| self.uplink_free(leaf, u))
+    }
+
+    pub fn spine_port_holder(&self, spine: SpineId, port: u16) -> Option<&JobId> {
+        self.holder_of(self.occ.spine_port[self.layout.spine_port(spine, port)])
+    }
+
+    pub fn spine_port_free(&self, spine: SpineId, port: u16) -> bool {
+        self.occ.spine_port[self.layout.spine_port(spine, port)] == FREE
+    }
+
+    /// Number of free ports of `spine`.
+    pub fn free_spine_ports(&self, spine: SpineId) -> u32 {
+        let n = self.topo.spines[spine.index()].ports.len() as u16;
+        (0..n).filter(|&p| self.spine_port_free(spine, p)).count() as u32
+    }
+
+    /// The job holding OCS port `port` of `ocs` (None: idle, may be rewired).
+    pub fn ocs_port_holder(&self, ocs: OcsId, port: u16) -> Option<&JobId> {
+        self.holder_of(self.occ.ocs_port[self.layout.ocs_port(ocs, port)])
+    }
+
+    pub fn ocs_port_idle(&self, ocs: OcsId, port: u16) -> bool {
+        self.occ.ocs_port[self.layout.ocs_port(ocs, port)] == FREE
+    }
+
+    /// The current patch partner of OCS port `port` (None: dark).
+    pub fn patch(&self, ocs: OcsId, port: u16) -> Option<u16> {
+        let p = self.occ.patch[self.layout.ocs_port(ocs, port)];
+        (p != FREE).then_some(p as u16)
+    }
+
+    /// The job holding a fabric port, whatever its kind.
+    pub fn holder(&self, p: PortRef) -> Option<&JobId> {
+        match p {
+            PortRef::Leaf(l, u) => self.uplink_holder(l, u),
+            PortRef::Spine(s, i) => self.spine_port_holder(s, i),
+            PortRef::Ocs(o, i) => self.ocs_port_holder(o, i),
+        }
+    }
+
+    /// Where leaf uplink `(leaf, uplink)` currently leads: the far port
+    /// (spine port, or another leaf's uplink) and the OCS hop
+    /// `(ocs, leaf-side port, far-side port)` if it goes through one.
+    pub fn uplink_far_end(
+        &self,
+        leaf: LeafId,
+        uplink: u16,
+    ) -> Option<(PortRef, Option<(OcsId, u16, u16)>)> {
+        match self.topo.leaves[leaf.index()].uplink_peer[uplink as usize]? {
+            PortRef::Ocs(o, a) => {
+                let b = self.patch(o, a)?;
+                let far = self.topo.ocs[o.index()].port_peer[b as usize]?;
+                Some((far, Some((o, a, b))))
+            }
+            far => Some((far, None)),
+        }
+    }
+
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
+    }
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub(crate) fn occ(&self) -> &Occupancy {
+        &self.occ
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,463 @@
+//! Fabric state tests: hand-written decisions (valid and each kind of
+//! invalid), and property tests that admission and release are exact
+//! inverses over long random sequences driven by the real placers.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::decision::{
+    CrossConnect, GpuRef, OcsHop, ReservedLink, SourceRoute, Stage, VirtualClos, VirtualLeaf,
+};
+use crate::placement::{placer, JobRequest, Outcome, Policy};
+use crate::topology::generate::{generate, Params};
+
+fn testbed(ocs: bool) -> Arc<Topology> {
+    let (name, text) = if ocs {
+        (
+            "testbed-ocs.yaml",
+            include_str!("../../topologies/testbed-ocs.yaml"),
+        )
+    } else {
+        (
+            "testbed.yaml",
+            include_str!("../../topologies/testbed.yaml"),
+        )
+    };
+    Arc::new(crate::topology::from_str(name, text).unwrap())
+}
+
+pub(crate) fn generated(leaves: u32, spines: u32, t: u32, ocs: u32) -> Arc<Topology> {
+    let text = generate(&Params {
+        name: "g".into(),
+        leaves,
+        spines,
+        gpus_per_server: t,
+        servers_per_leaf: None,
+        ocs,
+        allow_oversubscription: false,
+    })
+    .unwrap();
+    Arc::new(crate::topology::from_str("g.yaml", &text).unwrap())
+}
+
+fn p(n: u32) -> String {
+    format!("100GE1/0/{n}")
+}
+
+/// Job on srv1 (leaf1) + srv5 (leaf2), 4 + 4 GPUs, over spines 1-1..1-4,
+/// on the testbed (direct cables) or through ocs1 as initially patched.
+fn two_server_job(job: &str, ocs: bool) -> Decision {
+    let mut links = Vec::new();
+    let mut routes = Vec::new();
+    for (li, leaf) in ["leaf1", "leaf2"].iter().enumerate() {
+        for i in 0..4u32 {
+            let spine_port = 2 * i + 1 + li as u32;
+            let via = ocs.then(|| OcsHop {
+                ocs: "ocs1".into(),
+                leaf_side: (16 * li as u32 + i + 1).to_string(),
+                far_side: (32 + 16 * li as u32 + i + 1).to_string(),
+            });
+            links.push(ReservedLink {
+                leaf: leaf.to_string(),
+                uplink: p(17 + i),
+                peer: format!("spine1-{}", i + 1),
+                peer_port: p(spine_port),
+                via,
+            });
+            routes.push(SourceRoute {
+                leaf: leaf.to_string(),
+                server_port: p(1 + i),
+                uplink: p(17 + i),
+            });
+        }
+    }
+    let gpus = ["srv1", "srv5"]
+        .iter()
+        .flat_map(|s| {
+            (0..4).map(|g| GpuRef {
+                server: s.to_string(),
+                gpu: g,
+            })
+        })
+        .collect();
+    Decision {
+        job: JobId::new(job).unwrap(),
+        stage: Stage::Manual,
+        gpus,
+        vclos: VirtualClos {
+            leaves: ["leaf1", "leaf2"]
+                .iter()
+                .map(|l| VirtualLeaf {
+                    leaf: l.to_string(),
+                    server_ports: (1..=4).map(p).collect(),
+                })
+                .collect(),
+            spines: (1..=4).map(|i| format!("spine1-{i}")).collect(),
+            links,
+            cross_connects: vec![],
+        },
+        source_routes: routes,
+    }
+}
+
+fn err(st: &mut FabricState, d: &Decision) -> String {
+    let before = st.occ.clone();
+    let e = st.admit(d).unwrap_err().to_string();
+    assert_eq!(st.occ, before, "a refused decision changed the state");
+    e
+}
+
+#[test]
+fn hand_written_decision_round_trips() {
+    for ocs in [false, true] {
+        let topo = testbed(ocs);
+        let mut st = FabricState::new(topo.clone());
+        let fresh = st.occ.clone();
+        let d = two_server_job("j1", ocs);
+        st.admit(&d).unwrap();
+        assert_eq!(st.free_gpus(topo.server_id("srv1").unwrap()), 0);
+        assert_eq!(st.idle_servers(LeafId(0)), 3);
+        let l1 = topo.leaf_id("leaf1").unwrap();
+        assert_eq!(st.uplink_holder(l1, 0).unwrap().as_str(), "j1");
+        assert!(st.uplink_free(l1, 4));
+        let s11 = topo.spine_id("spine1-1").unwrap();
+        assert_eq!(st.free_spine_ports(s11), 0);
+        if ocs {
+            assert_eq!(st.ocs_port_holder(OcsId(0), 0).unwrap().as_str(), "j1");
+            assert_eq!(st.ocs_port_holder(OcsId(0), 32).unwrap().as_str(), "j1");
+            assert!(st.ocs_port_holder(OcsId(0), 4).is_none());
+        }
+        assert_eq!(st.decisions(), vec![&d]);
+        assert_eq!(st.release(&d.job).unwrap(), d);
+        assert_eq!(st.occ, fresh);
+        assert!(st.decisions().is_empty());
+        assert!(matches!(st.release(&d.job), Err(StateError::UnknownJob(_))));
+    }
+}
+
+#[test]
+fn invalid_hand_written_decisions_are_named_errors() {
+    let topo = testbed(false);
+    let mut st = FabricState::new(topo);
+
+    let mut d = two_server_job("j1", false);
+    d.vclos.links[0].leaf = "leaf9".into();
+    let e = err(&mut st, &d);
+    assert!(
+        e.contains("j1") && e.contains("unknown leaf `leaf9`"),
+        "{e}"
+    );
+
+    let mut d = two_server_job("j1", false);
+    d.vclos.links[1].uplink = "Eth9".into();
+    let e = err(&mut st, &d);
+    assert!(e.contains("leaf1 has no uplink `Eth9`"), "{e}");
+
+    // Source route onto an uplink the job did not reserve.
+    let mut d = two_server_job("j1", false);
+    d.source_routes[0].uplink = p(30);
+    let e = err(&mut st, &d);
+    assert!(
+        e.contains("leaf1:100GE1/0/30") && e.contains("not reserved"),
+        "{e}"
+    );
+
+    // Not one-to-one: two server ports onto one uplink.
+    let mut d = two_server_job("j1", false);
+    d.source_routes[1].uplink = p(17);
+    let e = err(&mut st, &d);
+    assert!(e.contains("one-to-one") && e.contains("100GE1/0/17"), "{e}");
+
+    // A server port without a route.
+    let mut d = two_server_job("j1", false);
+    d.source_routes.remove(2);
+    let e = err(&mut st, &d);
+    assert!(
+        e.contains("no source route") && e.contains("100GE1/0/3"),
+        "{e}"
+    );
+
+    // A link that is not cabled that way.
+    let mut d = two_server_job("j1", false);
+    d.vclos.links[0].peer_port = p(2);
+    let e = err(&mut st, &d);
+    assert!(e.contains("not cabled to spine1-1:100GE1/0/2"), "{e}");
+
+    // Server port of a GPU the job does not have.
+    let mut d = two_server_job("j1", false);
+    d.vclos.leaves[0].server_ports.push(p(9));
+    let e = err(&mut st, &d);
+    assert!(
+        e.contains("leaf1:100GE1/0/9") && e.contains("job's GPUs"),
+        "{e}"
+    );
+
+    // GPU out of range, and GPU already held.
+    let mut d = two_server_job("j1", false);
+    d.gpus[0].gpu = 7;
+    let e = err(&mut st, &d);
+    assert!(e.contains("srv1:gpu7"), "{e}");
+    st.admit(&two_server_job("j1", false)).unwrap();
+    let e = err(&mut st, &two_server_job("j2", false));
+    assert!(
+        e.contains("j2") && e.contains("srv1:gpu0 is held by job `j1`"),
+        "{e}"
+    );
+    assert!(matches!(
+        st.admit(&two_server_job("j1", false)),
+        Err(StateError::DuplicateJob(_))
+    ));
+}
+
+#[test]
+fn cross_connects_only_on_idle_ports_and_are_undone() {
+    let topo = testbed(true);
+    let mut st = FabricState::new(topo.clone());
+    let fresh = st.occ.clone();
+    st.admit(&two_server_job("j1", true)).unwrap();
+
+    // j2 on srv2 + srv6: leaf1 uplink 21 (ocs1:5) patched to spine1-1's
+    // second port (ocs1:49, which leaf2's uplink 17 = ocs1:17 uses for j1).
+    let mut d = two_server_job("j2", true);
+    for g in &mut d.gpus {
+        g.server = if g.server == "srv1" {
+            "srv2".into()
+        } else {
+            "srv6".into()
+        };
+    }
+    for vl in &mut d.vclos.leaves {
+        vl.server_ports = (5..=8).map(p).collect();
+    }
+    for r in &mut d.source_routes {
+        let n: u32 = r
+            .server_port
+            .trim_start_matches("100GE1/0/")
+            .parse()
+            .unwrap();
+        r.server_port = p(n + 4);
+    }
+    d.vclos.cross_connects = vec![CrossConnect {
+        ocs: "ocs1".into(),
+        a: "5".into(),
+        b: "49".into(),
+    }];
+    let e = err(&mut st, &d);
+    assert!(e.contains("ocs1:49 is held by job `j1`"), "{e}");
+
+    // A cross-connect no link uses is refused too.
+    let mut d2 = two_server_job("j3", true);
+    d2.gpus.clear();
+    d2.vclos = VirtualClos::default();
+    d2.source_routes.clear();
+    d2.vclos.cross_connects = vec![CrossConnect {
+        ocs: "ocs1".into(),
+        a: "6".into(),
+        b: "60".into(),
+    }];
+    let e = err(&mut st, &d2);
+    assert!(e.contains("not used by any reserved link"), "{e}");
+
+    // A valid rewire on idle ports: leaf1 uplink 25 (ocs1:9) to leaf2
+    // uplink 25 (ocs1:25), srv3 <-> srv7 one GPU each.
+    let two_leaf = Decision {
+        job: JobId::new("j4").unwrap(),
+        stage: Stage::OcsTwoLeaf,
+        gpus: vec![
+            GpuRef {
+                server: "srv3".into(),
+                gpu: 0,
+            },
+            GpuRef {
+                server: "srv7".into(),
+                gpu: 0,
+            },
+        ],
+        vclos: VirtualClos {
+            leaves: vec![
+                VirtualLeaf {
+                    leaf: "leaf1".into(),
+                    server_ports: vec![p(9)],
+                },
+                VirtualLeaf {
+                    leaf: "leaf2".into(),
+                    server_ports: vec![p(9)],
+                },
+            ],
+            spines: vec![],
+            links: vec![ReservedLink {
+                leaf: "leaf1".into(),
+                uplink: p(25),
+                peer: "leaf2".into(),
+                peer_port: p(25),
+                via: Some(OcsHop {
+                    ocs: "ocs1".into(),
+                    leaf_side: "9".into(),
+                    far_side: "25".into(),
+                }),
+            }],
+            cross_connects: vec![CrossConnect {
+                ocs: "ocs1".into(),
+                a: "9".into(),
+                b: "25".into(),
+            }],
+        },
+        source_routes: vec![
+            SourceRoute {
+                leaf: "leaf1".into(),
+                server_port: p(9),
+                uplink: p(25),
+            },
+            SourceRoute {
+                leaf: "leaf2".into(),
+                server_port: p(9),
+                uplink: p(25),
+            },
+        ],
+    };
+    st.admit(&two_leaf).unwrap();
+    let o = OcsId(0);
+    assert_eq!(st.patch(o, 8), Some(24));
+    // Their old partners (ocs1:41 and ocs1:57) went dark.
+    assert_eq!(st.patch(o, 40), None);
+    assert_eq!(st.patch(o, 56), None);
+    // Without the cross-connect the link is not patched: refused.
+    let mut bad = two_leaf.clone();
+    bad.job = JobId::new("j5").unwrap();
+    bad.vclos.cross_connects.clear();
+    let mut st2 = FabricState::new(topo.clone());
+    let e = err(&mut st2, &bad);
+    assert!(
+        e.contains("ocs1:9") && e.contains("not patched to 25"),
+        "{e}"
+    );
+
+    st.release(&JobId::new("j4").unwrap()).unwrap();
+    assert_eq!(st.patch(o, 8), Some(40));
+    assert_eq!(st.patch(o, 24), Some(56));
+    st.release(&JobId::new("j1").unwrap()).unwrap();
+    assert_eq!(st.occ, fresh);
+}
+
+#[test]
+fn from_decisions_rebuilds_the_same_holders() {
+    let topo = testbed(true);
+    let d = two_server_job("j1", true);
+    let st = FabricState::from_decisions(topo.clone(), std::slice::from_ref(&d)).unwrap();
+    let mut live = FabricState::new(topo);
+    live.admit(&d).unwrap();
+    assert_eq!(st.occ, live.occ);
+}
+
+/// Same holders (by job name) and patches in two states.
+fn same_holders(a: &FabricState, b: &FabricState) -> bool {
+    let name = |s: &FabricState, slot: u32| s.holder_of(slot).cloned();
+    let cmp = |x: &[u32], y: &[u32]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(&i, &j)| name(a, i) == name(b, j))
+    };
+    cmp(&a.occ.gpu, &b.occ.gpu)
+        && cmp(&a.occ.server_port, &b.occ.server_port)
+        && cmp(&a.occ.uplink, &b.occ.uplink)
+        && cmp(&a.occ.spine_port, &b.occ.spine_port)
+        && cmp(&a.occ.ocs_port, &b.occ.ocs_port)
+        && a.occ.server_free == b.occ.server_free
+        && a.occ.leaf_idle == b.occ.leaf_idle
+}
+
+fn run_sequence(policy: Policy, topo: Arc<Topology>, ops: &[(bool, u32, usize)]) {
+    let mut pl = placer(policy, topo.clone()).unwrap();
+    let fresh = FabricState::new(topo.clone()).occ;
+    let mut live: Vec<JobId> = Vec::new();
+    for (i, &(release, size, pick)) in ops.iter().enumerate() {
+        if release && !live.is_empty() {
+            let job = live.remove(pick % live.len());
+            pl.release(&job).unwrap();
+        } else {
+            let job = JobId::new(format!("j{i}")).unwrap();
+            let before = pl.fabric().unwrap().clone();
+            let out = pl
+                .place(&JobRequest {
+                    id: job.clone(),
+                    gpus: size,
+                })
+                .unwrap();
+            let after = pl.fabric().unwrap();
+            match out {
+                Outcome::Placed(d) => {
+                    live.push(job.clone());
+                    assert_eq!(after.decision(&job), Some(&d));
+                    // Release right away: exactly the state before.
+                    let mut undo = after.clone();
+                    undo.release(&job).unwrap();
+                    assert_eq!(undo.occ, before.occ, "release is not the inverse of admit");
+                    // Only idle OCS ports were rewired, and no running
+                    // job's patch moved.
+                    for c in &d.vclos.cross_connects {
+                        let o = topo.ocs_id(&c.ocs).unwrap();
+                        for port in [&c.a, &c.b] {
+                            let pi = topo
+                                .ocs_dev(o)
+                                .ports
+                                .iter()
+                                .position(|x| x == port)
+                                .unwrap();
+                            assert!(before.ocs_port_holder(o, pi as u16).is_none());
+                        }
+                    }
+                    for (pi, &h) in before.occ.ocs_port.iter().enumerate() {
+                        if h != FREE {
+                            assert_eq!(before.occ.patch[pi], after.occ.patch[pi]);
+                        }
+                    }
+                }
+                Outcome::Blocked(_) => assert_eq!(after.occ, before.occ),
+            }
+        }
+        // The live state is what re-admitting its decisions gives.
+        let st = pl.fabric().unwrap();
+        let owned: Vec<Decision> = st.decisions().into_iter().cloned().collect();
+        let rebuilt = FabricState::from_decisions(topo.clone(), &owned).unwrap();
+        assert!(same_holders(st, &rebuilt));
+    }
+    for job in live.drain(..) {
+        pl.release(&job).unwrap();
+    }
+    assert_eq!(
+        pl.fabric().unwrap().occ,
+        fresh,
+        "state after releasing everything"
+    );
+}
+
+fn ops() -> impl Strategy<Value = Vec<(bool, u32, usize)>> {
+    prop::collection::vec(
+        (
+            prop::bool::weighted(0.4),
+            prop::sample::select(vec![1u32, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24]),
+            0usize..64,
+        ),
+        1..60,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ocs_vclos_admit_release_are_inverses(ops in ops()) {
+        run_sequence(Policy::OcsVclos, generated(4, 8, 2, 2), &ops);
+    }
+
+    #[test]
+    fn vclos_admit_release_are_inverses(ops in ops()) {
+        run_sequence(Policy::Vclos, generated(4, 8, 2, 0), &ops);
+    }
+
+    #[test]
+    fn vclos_on_ocs_fabric_admit_release_are_inverses(ops in ops()) {
+        run_sequence(Policy::Vclos, generated(4, 8, 2, 2), &ops);
+    }
+}

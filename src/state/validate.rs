@@ -1,0 +1,447 @@
+//! Checking a decision against the topology and the current state.
+//!
+//! Decisions may be hand-written, so nothing in one is trusted: every name
+//! must exist, every resource must be free, every reserved link must be a
+//! real path (a cable, or a cable-patch-cable path through one OCS, patched
+//! now or by one of the decision's own cross-connects), cross-connects may
+//! only use idle OCS ports, and the source routes must be a one-to-one map
+//! from the job's server ports onto its own reserved uplinks. The result is
+//! the typed list of resources the decision takes, so that admission and
+//! release work on exactly the same set.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{FabricState, Resources, StateError, FREE};
+use crate::decision::{Decision, OcsHop};
+use crate::names::JobId;
+use crate::topology::{LeafId, OcsId, PortRef, SpineId};
+
+struct Ctx<'a> {
+    st: &'a FabricState,
+    job: &'a JobId,
+}
+
+impl Ctx<'_> {
+    fn invalid(&self, device: &str, port: &str, reason: impl Into<String>) -> StateError {
+        StateError::Invalid {
+            job: self.job.clone(),
+            device: device.to_string(),
+            port: port.to_string(),
+            reason: reason.into(),
+        }
+    }
+    fn busy(&self, device: &str, port: &str, slot: u32) -> Option<StateError> {
+        if slot == FREE {
+            return None;
+        }
+        let holder = self.st.holder_of(slot)?.clone();
+        Some(StateError::Busy {
+            job: self.job.clone(),
+            device: device.to_string(),
+            port: port.to_string(),
+            holder,
+        })
+    }
+    fn unknown(&self, kind: &'static str, name: &str) -> StateError {
+        StateError::UnknownDevice {
+            job: self.job.clone(),
+            kind,
+            name: name.to_string(),
+        }
+    }
+    fn leaf(&self, name: &str) -> Result<LeafId, StateError> {
+        self.st
+            .names()
+            .leaf
+            .get(name)
+            .copied()
+            .ok_or_else(|| self.unknown("leaf", name))
+    }
+    fn spine(&self, name: &str) -> Result<SpineId, StateError> {
+        self.st
+            .names()
+            .spine
+            .get(name)
+            .copied()
+            .ok_or_else(|| self.unknown("spine", name))
+    }
+    fn ocs(&self, name: &str) -> Result<OcsId, StateError> {
+        self.st
+            .names()
+            .ocs
+            .get(name)
+            .copied()
+            .ok_or_else(|| self.unknown("OCS", name))
+    }
+    fn port(
+        &self,
+        map: &HashMap<String, u16>,
+        device: &str,
+        kind: &'static str,
+        port: &str,
+    ) -> Result<u16, StateError> {
+        map.get(port)
+            .copied()
+            .ok_or_else(|| StateError::UnknownPort {
+                job: self.job.clone(),
+                device: device.to_string(),
+                kind,
+                port: port.to_string(),
+            })
+    }
+}
+
+/// Resolve and check `d`; the resources it would take.
+pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, StateError> {
+    let cx = Ctx { st, job: &d.job };
+    let topo = st.topology();
+    let names = st.names();
+    let lay = st.layout();
+    let occ = st.occ();
+    let mut res = Resources::default();
+
+    // GPUs.
+    let mut gpu_set = HashSet::new();
+    for g in &d.gpus {
+        let sid = *names
+            .server
+            .get(&g.server)
+            .ok_or_else(|| cx.unknown("server", &g.server))?;
+        let label = format!("gpu{}", g.gpu);
+        if g.gpu >= topo.gpus_per_server {
+            return Err(cx.invalid(
+                &g.server,
+                &label,
+                format!("servers have {} GPUs (0-based)", topo.gpus_per_server),
+            ));
+        }
+        if !gpu_set.insert((sid, g.gpu)) {
+            return Err(cx.invalid(&g.server, &label, "GPU listed twice"));
+        }
+        if let Some(e) = cx.busy(&g.server, &label, occ.gpu[lay.gpu(sid, g.gpu)]) {
+            return Err(e);
+        }
+        res.gpus.push((sid, g.gpu));
+    }
+
+    // Virtual leaves and their server ports.
+    let mut leaf_ports: HashMap<LeafId, HashSet<u16>> = HashMap::new();
+    for vl in &d.vclos.leaves {
+        let lid = cx.leaf(&vl.leaf)?;
+        if leaf_ports.insert(lid, HashSet::new()).is_some() {
+            return Err(cx.invalid(&vl.leaf, "-", "leaf listed twice in the virtual Clos"));
+        }
+        let leaf = topo.leaf(lid);
+        for p in &vl.server_ports {
+            let pi = cx.port(&names.server_port[lid.index()], &vl.leaf, "server port", p)?;
+            match leaf.server_port_owner[pi as usize] {
+                Some(owner) if gpu_set.contains(&owner) => {}
+                _ => {
+                    return Err(cx.invalid(
+                        &vl.leaf,
+                        p,
+                        "server port is not the port of one of the job's GPUs",
+                    ))
+                }
+            }
+            if let Some(set) = leaf_ports.get_mut(&lid) {
+                if !set.insert(pi) {
+                    return Err(cx.invalid(&vl.leaf, p, "server port listed twice"));
+                }
+            }
+            let flat = lay.server_port(lid, pi);
+            if let Some(e) = cx.busy(&vl.leaf, p, occ.server_port[flat]) {
+                return Err(e);
+            }
+            res.server_ports.push(flat);
+        }
+    }
+    if !d.vclos.leaves.is_empty() {
+        for &(sid, g) in &res.gpus {
+            let srv = topo.server(sid);
+            let listed = leaf_ports
+                .get(&srv.leaf)
+                .is_some_and(|s| s.contains(&srv.ports[g as usize]));
+            if !listed {
+                return Err(cx.invalid(
+                    &srv.name,
+                    &format!("gpu{g}"),
+                    "the GPU's server port is missing from the virtual Clos",
+                ));
+            }
+        }
+    }
+
+    let mut spines = HashSet::new();
+    for s in &d.vclos.spines {
+        if !spines.insert(cx.spine(s)?) {
+            return Err(cx.invalid(s, "-", "spine listed twice in the virtual Clos"));
+        }
+    }
+
+    // Cross-connects (checked for idleness here; use is checked with links).
+    let mut cross_of: HashMap<(OcsId, u16), u16> = HashMap::new();
+    for c in &d.vclos.cross_connects {
+        let oid = cx.ocs(&c.ocs)?;
+        let map = &names.ocs_port[oid.index()];
+        let a = cx.port(map, &c.ocs, "port", &c.a)?;
+        let b = cx.port(map, &c.ocs, "port", &c.b)?;
+        if a == b {
+            return Err(cx.invalid(&c.ocs, &c.a, "cross-connect joins a port to itself"));
+        }
+        for (p, name) in [(a, &c.a), (b, &c.b)] {
+            if let Some(e) = cx.busy(&c.ocs, name, occ.ocs_port[lay.ocs_port(oid, p)]) {
+                return Err(e);
+            }
+            if topo.ocs_dev(oid).port_peer[p as usize].is_none() {
+                return Err(cx.invalid(&c.ocs, name, "OCS port is not cabled"));
+            }
+        }
+        if cross_of.insert((oid, a), b).is_some() || cross_of.insert((oid, b), a).is_some() {
+            return Err(cx.invalid(&c.ocs, &c.a, "OCS port used by two cross-connects"));
+        }
+        res.cross.push((oid, a, b));
+    }
+
+    // Reserved links.
+    let mut uplinks_of: HashMap<LeafId, HashSet<u16>> = HashMap::new();
+    let mut used_cross: HashSet<(OcsId, u16)> = HashSet::new();
+    let mut seen_uplink = HashSet::new();
+    let mut seen_spine_port = HashSet::new();
+    let mut seen_ocs = HashSet::new();
+    let mut spines_used = HashSet::new();
+    for link in &d.vclos.links {
+        let lid = cx.leaf(&link.leaf)?;
+        if !leaf_ports.contains_key(&lid) {
+            return Err(cx.invalid(
+                &link.leaf,
+                &link.uplink,
+                "reserved link from a leaf that is not in the virtual Clos",
+            ));
+        }
+        let u = cx.port(
+            &names.uplink[lid.index()],
+            &link.leaf,
+            "uplink",
+            &link.uplink,
+        )?;
+        let here = PortRef::Leaf(lid, u);
+        let far = if let Some(&sid) = names.spine.get(&link.peer) {
+            if !spines.contains(&sid) {
+                return Err(cx.invalid(
+                    &link.peer,
+                    &link.peer_port,
+                    "reserved link to a spine that is not in the virtual Clos",
+                ));
+            }
+            spines_used.insert(sid);
+            let p = cx.port(
+                &names.spine_port[sid.index()],
+                &link.peer,
+                "port",
+                &link.peer_port,
+            )?;
+            PortRef::Spine(sid, p)
+        } else if let Some(&l2) = names.leaf.get(&link.peer) {
+            if l2 == lid || !leaf_ports.contains_key(&l2) {
+                return Err(cx.invalid(
+                    &link.peer,
+                    &link.peer_port,
+                    "leaf-to-leaf link must join two different leaves of the virtual Clos",
+                ));
+            }
+            let p = cx.port(
+                &names.uplink[l2.index()],
+                &link.peer,
+                "uplink",
+                &link.peer_port,
+            )?;
+            PortRef::Leaf(l2, p)
+        } else {
+            return Err(cx.unknown("spine or leaf", &link.peer));
+        };
+        match &link.via {
+            None => {
+                if topo.peer(here) != Some(far) {
+                    return Err(cx.invalid(
+                        &link.leaf,
+                        &link.uplink,
+                        format!("not cabled to {}:{}", link.peer, link.peer_port),
+                    ));
+                }
+            }
+            Some(OcsHop {
+                ocs,
+                leaf_side,
+                far_side,
+            }) => {
+                let oid = cx.ocs(ocs)?;
+                let map = &names.ocs_port[oid.index()];
+                let a = cx.port(map, ocs, "port", leaf_side)?;
+                let b = cx.port(map, ocs, "port", far_side)?;
+                if topo.peer(here) != Some(PortRef::Ocs(oid, a)) {
+                    return Err(cx.invalid(
+                        &link.leaf,
+                        &link.uplink,
+                        format!("not cabled to {ocs}:{leaf_side}"),
+                    ));
+                }
+                if topo.peer(far) != Some(PortRef::Ocs(oid, b)) {
+                    return Err(cx.invalid(
+                        &link.peer,
+                        &link.peer_port,
+                        format!("not cabled to {ocs}:{far_side}"),
+                    ));
+                }
+                let by_cross = cross_of.get(&(oid, a)) == Some(&b);
+                let rewired = cross_of.contains_key(&(oid, a)) || cross_of.contains_key(&(oid, b));
+                if by_cross {
+                    used_cross.insert((oid, a));
+                } else if rewired || st.patch(oid, a) != Some(b) {
+                    return Err(cx.invalid(
+                        ocs,
+                        leaf_side,
+                        format!("not patched to {far_side} (now or by this decision)"),
+                    ));
+                }
+                for (p, name) in [(a, leaf_side), (b, far_side)] {
+                    if !seen_ocs.insert((oid, p)) {
+                        return Err(cx.invalid(ocs, name, "OCS port used by two reserved links"));
+                    }
+                    let flat = lay.ocs_port(oid, p);
+                    if let Some(e) = cx.busy(ocs, name, occ.ocs_port[flat]) {
+                        return Err(e);
+                    }
+                    res.ocs_ports.push(flat);
+                }
+            }
+        }
+        for (end, dev, port) in [
+            (here, &link.leaf, &link.uplink),
+            (far, &link.peer, &link.peer_port),
+        ] {
+            match end {
+                PortRef::Leaf(l, u) => {
+                    if !seen_uplink.insert((l, u)) {
+                        return Err(cx.invalid(dev, port, "uplink used by two reserved links"));
+                    }
+                    let flat = lay.uplink(l, u);
+                    if let Some(e) = cx.busy(dev, port, occ.uplink[flat]) {
+                        return Err(e);
+                    }
+                    res.uplinks.push(flat);
+                    uplinks_of.entry(l).or_default().insert(u);
+                }
+                PortRef::Spine(s, p) => {
+                    if !seen_spine_port.insert((s, p)) {
+                        return Err(cx.invalid(dev, port, "spine port used by two reserved links"));
+                    }
+                    let flat = lay.spine_port(s, p);
+                    if let Some(e) = cx.busy(dev, port, occ.spine_port[flat]) {
+                        return Err(e);
+                    }
+                    res.spine_ports.push(flat);
+                }
+                PortRef::Ocs(..) => {}
+            }
+        }
+    }
+    for c in &d.vclos.cross_connects {
+        if let Some(oid) = names.ocs.get(&c.ocs) {
+            let a = names.ocs_port[oid.index()].get(&c.a).copied();
+            let b = names.ocs_port[oid.index()].get(&c.b).copied();
+            let used = [a, b]
+                .iter()
+                .flatten()
+                .any(|p| used_cross.contains(&(*oid, *p)));
+            if !used {
+                return Err(cx.invalid(
+                    &c.ocs,
+                    &c.a,
+                    format!(
+                        "cross-connect {}~{} is not used by any reserved link",
+                        c.a, c.b
+                    ),
+                ));
+            }
+        }
+    }
+    for s in &d.vclos.spines {
+        if let Some(sid) = names.spine.get(s) {
+            if !spines_used.contains(sid) {
+                return Err(cx.invalid(s, "-", "spine in the virtual Clos has no reserved link"));
+            }
+        }
+    }
+    // Cross-connect ports are held even when a link already lists them.
+    for &(oid, a, b) in &res.cross {
+        for p in [a, b] {
+            if !seen_ocs.contains(&(oid, p)) {
+                res.ocs_ports.push(lay.ocs_port(oid, p));
+            }
+        }
+    }
+
+    // Source routes: one-to-one, from the job's server ports onto its uplinks.
+    let mut routed: HashSet<(LeafId, u16)> = HashSet::new();
+    let mut route_up: HashSet<(LeafId, u16)> = HashSet::new();
+    for r in &d.source_routes {
+        let lid = cx.leaf(&r.leaf)?;
+        let Some(ports) = leaf_ports.get(&lid) else {
+            return Err(cx.invalid(
+                &r.leaf,
+                &r.server_port,
+                "source route on a leaf that is not in the virtual Clos",
+            ));
+        };
+        let sp = cx.port(
+            &names.server_port[lid.index()],
+            &r.leaf,
+            "server port",
+            &r.server_port,
+        )?;
+        if !ports.contains(&sp) {
+            return Err(cx.invalid(
+                &r.leaf,
+                &r.server_port,
+                "source route from a server port the job does not hold",
+            ));
+        }
+        let up = cx.port(&names.uplink[lid.index()], &r.leaf, "uplink", &r.uplink)?;
+        if !uplinks_of.get(&lid).is_some_and(|s| s.contains(&up)) {
+            return Err(cx.invalid(
+                &r.leaf,
+                &r.uplink,
+                "source route onto an uplink the job has not reserved",
+            ));
+        }
+        if !routed.insert((lid, sp)) {
+            return Err(cx.invalid(
+                &r.leaf,
+                &r.server_port,
+                "server port routed twice (the map must be one-to-one)",
+            ));
+        }
+        if !route_up.insert((lid, up)) {
+            return Err(cx.invalid(
+                &r.leaf,
+                &r.uplink,
+                "two server ports routed onto one uplink (the map must be one-to-one)",
+            ));
+        }
+    }
+    for vl in &d.vclos.leaves {
+        let Some(&lid) = names.leaf.get(&vl.leaf) else {
+            continue;
+        };
+        if uplinks_of.get(&lid).is_some_and(|s| !s.is_empty()) {
+            for p in &vl.server_ports {
+                let pi = names.server_port[lid.index()].get(p).copied();
+                if pi.is_some_and(|pi| !routed.contains(&(lid, pi))) {
+                    return Err(cx.invalid(&vl.leaf, p, "server port has no source route"));
+                }
+            }
+        }
+    }
+    Ok(res)
+}
