@@ -82,7 +82,8 @@ pub fn build(topo: &Topology, decisions: &[Decision]) -> Result<FabricIntent, In
                             });
                         }
                     }
-                    if let Some(port) = item.port() {
+                    // A job's address on a port displaces the baseline one.
+                    if let Item::Address { port, .. } = &item {
                         if let Some(b) = base_addr.remove(&(dev, port.clone())) {
                             devices[dev.index()].remove(&b);
                         }
@@ -221,7 +222,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
     };
     let leaf_of = |name: &str| {
         topo.leaf_id(name)
-            .ok_or_else(|| bad(format!("unknown leaf `{name}`")))
+            .ok_or_else(|| bad(format!("unknown leaf {name:?}")))
     };
     let uplink_of = |l: LeafId, name: &str| {
         topo.leaf(l)
@@ -230,7 +231,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
             .position(|p| p == name)
             .ok_or_else(|| {
                 bad(format!(
-                    "`{name}` is not an uplink of {}",
+                    "{name:?} is not an uplink of {}",
                     topo.leaf(l).name
                 ))
             })
@@ -243,14 +244,14 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
             .map(|i| i as u16)
             .ok_or_else(|| {
                 bad(format!(
-                    "`{name}` is not a port of {}",
+                    "{name:?} is not a port of {}",
                     topo.ocs_dev(o).name
                 ))
             })
     };
     let ocs_of = |name: &str| {
         topo.ocs_id(name)
-            .ok_or_else(|| bad(format!("unknown OCS `{name}`")))
+            .ok_or_else(|| bad(format!("unknown OCS {name:?}")))
     };
 
     let mut items: BTreeMap<DeviceId, BTreeSet<Item>> = BTreeMap::new();
@@ -259,7 +260,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         let l = leaf_of(&vl.leaf)?;
         for p in &vl.server_ports {
             if !topo.leaf(l).server_ports.contains(p) {
-                return Err(bad(format!("`{p}` is not a server port of {}", vl.leaf)));
+                return Err(bad(format!("{p:?} is not a server port of {:?}", vl.leaf)));
             }
         }
         job_leaves.insert(l);
@@ -292,7 +293,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                 .position(|p| *p == link.peer_port)
                 .ok_or_else(|| {
                     bad(format!(
-                        "`{}` is not a port of {}",
+                        "{:?} is not a port of {:?}",
                         link.peer_port, link.peer
                     ))
                 })?;
@@ -302,7 +303,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
             reserved.insert((l2, i));
             PortRef::Leaf(l2, i as u16)
         } else {
-            return Err(bad(format!("unknown link peer `{}`", link.peer)));
+            return Err(bad(format!("unknown link peer {:?}", link.peer)));
         };
         let label = format!("{}:{}", link.leaf, link.uplink);
         let cabled = topo.leaf(l).uplink_peer[u];
@@ -386,7 +387,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
             .position(|p| *p == sr.server_port)
             .ok_or_else(|| {
                 bad(format!(
-                    "`{}` is not a server port of {}",
+                    "{:?} is not a server port of {:?}",
                     sr.server_port, sr.leaf
                 ))
             })?;
