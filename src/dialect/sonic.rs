@@ -200,6 +200,9 @@ impl Dialect for Sonic {
     }
 
     fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
+        if text.trim().is_empty() {
+            return Ok(BTreeSet::new());
+        }
         let doc: Value = serde_json::from_str(text)
             .map_err(|e| ParseError::at(device, Some(e.line()), format!("not JSON: {e}")))?;
         let Some(doc) = doc.as_object() else {
