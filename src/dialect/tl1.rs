@@ -73,7 +73,6 @@ impl Dialect for Tl1 {
             let body = body
                 .strip_suffix('"')
                 .ok_or_else(|| err(format!("unterminated data line `{t}`")))?;
-            let body = body.split(':').next().unwrap_or_default();
             let (a, b) = body
                 .split_once(',')
                 .ok_or_else(|| err(format!("`{t}` is not a patch (\"a,b\")")))?;
