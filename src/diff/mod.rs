@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use similar::TextDiff;
 
-use crate::dialect::{claimed, dialect};
+use crate::dialect::dialect;
 use crate::intent::{DeviceIntent, Item};
 use crate::topology::{Dialect as DialectId, Role};
 
@@ -38,14 +38,16 @@ impl DeviceDiff {
 /// Compare `running` with `candidate` (the same device) in its dialect.
 pub fn device_diff(running: &DeviceIntent, candidate: &DeviceIntent) -> DeviceDiff {
     let d = dialect(candidate.dialect);
-    let old = claimed(d, &running.items);
-    let new = claimed(d, &candidate.items);
-    let added = new.difference(&old).cloned().collect();
-    let removed = old.difference(&new).cloned().collect();
-    let diff = if old == new {
+    // Renderers and change renderers skip unclaimed kinds themselves, so
+    // the (large) item sets are used as they are, never copied.
+    let (old, new) = (&running.items, &candidate.items);
+    let mine = |i: &&Item| d.claims(i.kind());
+    let added: Vec<Item> = new.difference(old).filter(mine).cloned().collect();
+    let removed: Vec<Item> = old.difference(new).filter(mine).cloned().collect();
+    let diff = if added.is_empty() && removed.is_empty() {
         String::new()
     } else {
-        unified(&candidate.device, &d.render(&old), &d.render(&new))
+        unified(&candidate.device, &d.render(old), &d.render(new))
     };
     DeviceDiff {
         device: candidate.device.clone(),
@@ -54,7 +56,7 @@ pub fn device_diff(running: &DeviceIntent, candidate: &DeviceIntent) -> DeviceDi
         added,
         removed,
         diff,
-        commands: d.changes(&old, &new),
+        commands: d.changes(old, new),
     }
 }
 

@@ -171,7 +171,17 @@ pub fn parse_policy_name(name: &str) -> Option<(JobId, u16)> {
 
 /// Compare with digit runs as numbers, so `100GE1/0/2` < `100GE1/0/10`.
 pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    // Skip the common prefix (port names share long ones), backing up to
+    // the start of a digit run so that numbers are compared whole.
+    let mut i = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    if i == x.len() && i == y.len() {
+        return Ordering::Equal;
+    }
+    while i > 0 && x[i - 1].is_ascii_digit() {
+        i -= 1;
+    }
+    let (mut x, mut y) = (&x[i..], &y[i..]);
     loop {
         match (x.first(), y.first()) {
             (None, None) => return a.cmp(b),
