@@ -109,81 +109,108 @@ impl Dialect for HuaweiCe {
     }
 
     fn render(&self, items: &BTreeSet<Item>) -> String {
-        let mut sections: Vec<Vec<String>> = Vec::new();
-        let mut ifaces: BTreeMap<&PortName, Iface> = BTreeMap::new();
+        // Written straight into one buffer: a fabric renders thousands of
+        // lines per device and a plan renders every changed device twice.
+        use std::fmt::Write;
+        let mut head = String::from("#\n");
         let (mut acls, mut classifiers, mut behaviors, mut policies) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut routes = Vec::new();
+            (String::new(), String::new(), String::new(), String::new());
+        let mut routes = String::new();
+        let mut ifaces: HashMap<&str, Iface> = HashMap::new();
+        let mut ports: Vec<&PortName> = Vec::new();
         for item in items {
-            match item {
-                Item::Hostname { name } => sections.push(vec![format!("sysname {name}")]),
-                Item::Vrf { name } => sections.push(vec![
-                    format!("ip vpn-instance {name}"),
-                    " ipv4-family".into(),
-                    format!("  route-distinguisher 65000:{}", route_distinguisher(name)),
-                ]),
-                Item::Description { port, text } => {
-                    ifaces.entry(port).or_default().description = Some(text)
+            let port = item.port();
+            if let Some(p) = port {
+                if !ifaces.contains_key(p.as_str()) {
+                    ports.push(p);
                 }
-                Item::Routed { port } => ifaces.entry(port).or_default().routed = true,
-                Item::Address { port, vrf, net } => {
-                    ifaces.entry(port).or_default().address = Some((vrf, net))
+            }
+            let entry = port.map(|p| ifaces.entry(p.as_str()).or_default());
+            match (item, entry) {
+                (Item::Hostname { name }, _) => {
+                    let _ = write!(head, "sysname {name}\n#\n");
                 }
-                Item::Route {
-                    vrf,
-                    prefix,
-                    nexthop,
-                } => routes.push(route_line(vrf, prefix, nexthop)),
-                Item::Redirect {
-                    job,
-                    index,
-                    port,
-                    uplink,
-                    destinations,
-                } => {
-                    let n = pname(job, *index);
-                    let mut acl = vec![format!("acl name {n} advance")];
-                    acl.extend(
-                        rule_lines(destinations)
-                            .into_iter()
-                            .map(|l| format!(" {l}")),
+                (Item::Vrf { name }, _) => {
+                    let _ = write!(
+                        head,
+                        "ip vpn-instance {name}\n ipv4-family\n  route-distinguisher 65000:{}\n#\n",
+                        route_distinguisher(name)
                     );
-                    acls.push(acl);
-                    classifiers.push(vec![
-                        format!("traffic classifier {n} type or"),
-                        format!(" if-match acl {n}"),
-                    ]);
-                    behaviors.push(vec![
-                        format!("traffic behavior {n}"),
-                        format!(" redirect interface {uplink}"),
-                    ]);
-                    policies.push(vec![
-                        format!("traffic policy {n}"),
-                        format!(" classifier {n} behavior {n}"),
-                    ]);
-                    ifaces.entry(port).or_default().policy = Some(n);
                 }
-                Item::Patch { .. } => {}
+                (Item::Description { text, .. }, Some(e)) => e.description = Some(text),
+                (Item::Routed { .. }, Some(e)) => e.routed = true,
+                (Item::Address { vrf, net, .. }, Some(e)) => e.address = Some((vrf, net)),
+                (
+                    Item::Route {
+                        vrf,
+                        prefix,
+                        nexthop,
+                    },
+                    _,
+                ) => {
+                    routes.push_str(&route_line(vrf, prefix, nexthop));
+                    routes.push('\n');
+                }
+                (
+                    Item::Redirect {
+                        job,
+                        index,
+                        uplink,
+                        destinations,
+                        ..
+                    },
+                    Some(e),
+                ) => {
+                    let n = pname(job, *index);
+                    let _ = writeln!(acls, "acl name {n} advance");
+                    for l in rule_lines(destinations) {
+                        let _ = writeln!(acls, " {l}");
+                    }
+                    acls.push_str("#\n");
+                    let _ = write!(
+                        classifiers,
+                        "traffic classifier {n} type or\n if-match acl {n}\n#\n"
+                    );
+                    let _ = write!(
+                        behaviors,
+                        "traffic behavior {n}\n redirect interface {uplink}\n#\n"
+                    );
+                    let _ = write!(
+                        policies,
+                        "traffic policy {n}\n classifier {n} behavior {n}\n#\n"
+                    );
+                    e.policy = Some(n);
+                }
+                _ => {}
             }
         }
-        sections.extend(acls);
-        sections.extend(classifiers);
-        sections.extend(behaviors);
-        sections.extend(policies);
-        for (port, iface) in &ifaces {
-            let mut s = vec![format!("interface {port}")];
-            s.extend(iface.lines().into_iter().map(|l| format!(" {l}")));
-            sections.push(s);
+        ports.sort();
+        ports.dedup();
+        let mut out = head;
+        out.reserve(
+            acls.len()
+                + classifiers.len()
+                + behaviors.len()
+                + policies.len()
+                + routes.len()
+                + 96 * ports.len(),
+        );
+        for s in [acls, classifiers, behaviors, policies] {
+            out.push_str(&s);
+        }
+        for port in ports {
+            if let Some(i) = ifaces.get(port.as_str()) {
+                let _ = writeln!(out, "interface {port}");
+                for l in i.lines() {
+                    out.push(' ');
+                    out.push_str(&l);
+                    out.push('\n');
+                }
+                out.push_str("#\n");
+            }
         }
         if !routes.is_empty() {
-            sections.push(routes);
-        }
-        let mut out = String::from("#\n");
-        for s in sections {
-            for l in s {
-                out.push_str(&l);
-                out.push('\n');
-            }
+            out.push_str(&routes);
             out.push_str("#\n");
         }
         out.push_str("return\n");

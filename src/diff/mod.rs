@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use similar::TextDiff;
+use similar::{Algorithm, TextDiff};
 
 use crate::dialect::dialect;
 use crate::intent::{DeviceIntent, Item};
@@ -70,7 +70,11 @@ pub fn items(old: &BTreeSet<Item>, new: &BTreeSet<Item>) -> (Vec<Item>, Vec<Item
 
 /// A unified diff (3 lines of context) labelled with the device name.
 pub fn unified(device: &str, old: &str, new: &str) -> String {
-    TextDiff::from_lines(old, new)
+    // Patience: configurations are mostly unique lines, where it is both
+    // faster than Myers and closer to what a reader expects.
+    TextDiff::configure()
+        .algorithm(Algorithm::Patience)
+        .diff_lines(old, new)
         .unified_diff()
         .context_radius(3)
         .header(
