@@ -280,3 +280,34 @@ fn huawei_policy_is_unbound_before_it_is_deleted() {
     assert!(add.contains(&"redirect interface 100GE1/0/19".to_string()));
     assert!(add.contains(&"rule 5 permit ip destination 10.128.1.0 0.0.0.255".to_string()));
 }
+
+/// The `<config>` wrapper's content of an edit-config fragment.
+fn oc_body(fragment: &str) -> &str {
+    let start = fragment.find('>').map(|i| i + 1).unwrap_or(0);
+    let end = fragment.rfind("</config>").unwrap_or(fragment.len());
+    &fragment[start..end]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Merging every edit-config fragment of "empty -> candidate" gives a
+    /// document that reads back as the candidate; "candidate -> empty" is
+    /// all deletes, at least one per item.
+    #[test]
+    fn openconfig_fragments_build_the_candidate(items in item_set(false)) {
+        use vclos::dialect::openconfig::OpenConfig;
+        let d = OpenConfig;
+        let mine = claimed(&d, &items);
+        let add = d.changes(&BTreeSet::new(), &mine);
+        let merged: String = add.iter().map(|f| oc_body(f)).collect();
+        let doc = format!("<config xmlns=\"urn:ietf:params:xml:ns:netconf:base:1.0\">{merged}</config>");
+        let back = d.parse("dev", &doc).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back, mine.clone());
+        let del = d.changes(&mine, &BTreeSet::new());
+        prop_assert!(del.len() >= mine.len());
+        for f in del {
+            prop_assert!(f.contains("nc:operation=\"delete\""), "{}", f);
+        }
+    }
+}

@@ -83,7 +83,13 @@ fn plans_for_admission_and_release() {
     let (j1, j2) = (decision("j1"), decision("j2"));
     let p = plan(&t, &[], &none, Action::Admit(j1.clone())).unwrap();
     golden("testbed-ocs/plan-admit-j1.txt", &plan_text(&p));
-    let p = plan(&t, &[j1.clone()], &none, Action::Admit(j2.clone())).unwrap();
+    let p = plan(
+        &t,
+        std::slice::from_ref(&j1),
+        &none,
+        Action::Admit(j2.clone()),
+    )
+    .unwrap();
     golden("testbed-ocs/plan-admit-j2.txt", &plan_text(&p));
     let p = plan(
         &t,

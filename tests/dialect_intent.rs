@@ -123,7 +123,13 @@ fn plans_are_in_safe_order() {
     let none = Running::new();
     let (j1, j2) = (decision("j1"), decision("j2"));
     // Admission of an OCS job: OCS first, then leaves.
-    let p = plan(&t, &[j1.clone()], &none, Action::Admit(j2.clone())).unwrap();
+    let p = plan(
+        &t,
+        std::slice::from_ref(&j1),
+        &none,
+        Action::Admit(j2.clone()),
+    )
+    .unwrap();
     let roles: Vec<Role> = p.devices.iter().map(|d| d.diff.role).collect();
     assert_eq!(roles, [Role::Ocs, Role::Leaf, Role::Leaf]);
     assert!(p.devices.windows(2).all(|w| w[0].stage <= w[1].stage));
@@ -141,7 +147,13 @@ fn plans_are_in_safe_order() {
     let p = plan(&t, &[], &none, Action::Admit(j1.clone())).unwrap();
     let roles: Vec<Role> = p.devices.iter().map(|d| d.diff.role).collect();
     assert_eq!(roles, [Role::Spine, Role::Leaf, Role::Leaf]);
-    let p = plan(&t, &[j1.clone()], &none, Action::Release(j1.job.clone())).unwrap();
+    let p = plan(
+        &t,
+        std::slice::from_ref(&j1),
+        &none,
+        Action::Release(j1.job.clone()),
+    )
+    .unwrap();
     let roles: Vec<Role> = p.devices.iter().map(|d| d.diff.role).collect();
     assert_eq!(roles, [Role::Leaf, Role::Leaf, Role::Spine]);
 }

@@ -625,11 +625,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        // A binding without an address is not an item vclos writes alone; it
+        // shows up as a missing address and is corrected by the plan.
         if let Some(net) = net {
             self.items.insert(Item::Address { port, vrf, net });
-        } else if vrf.is_some() {
-            // Bound but unaddressed: only the binding is known; it is not an
-            // item vclos writes alone, so it shows up as a missing address.
         }
         Ok(())
     }

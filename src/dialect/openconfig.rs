@@ -300,6 +300,9 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
     let ifs = |e: El| El::new("interfaces").ns(OC_IF).with(e);
     let nis = |e: El| El::new("network-instances").ns(OC_NI).with(e);
     match item {
+        Item::Hostname { name } if delete => vec![El::new("system")
+            .ns(OC_SYS)
+            .with(El::new("config").with(El::leaf("hostname", name).op("delete")))],
         Item::Hostname { name } => vec![system(name)],
         Item::Description { port, text } => {
             if delete {
@@ -531,11 +534,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
     }
     // Addresses first: VRF bindings and redirect next hops refer to them.
     let mut addrs: BTreeMap<PortName, Vec<Ipv4Net>> = BTreeMap::new();
-    for i in root
-        .child("interfaces")
-        .iter()
-        .flat_map(|x| x.all("interface"))
-    {
+    for i in root.all("interfaces").flat_map(|x| x.all("interface")) {
         let p = port(i, &need(i, &["name"])?)?;
         if let Some(d) = i.text_at(&["config", "description"]) {
             if let Ok(text) = Description::new(d) {
@@ -570,6 +569,8 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         }
     }
     let mut vrf_of: BTreeMap<PortName, VrfName> = BTreeMap::new();
+    let mut policies: BTreeMap<String, (&El, Vec<Ipv4Net>, Option<Ipv4Addr>)> = BTreeMap::new();
+    let mut bindings: Vec<&El> = Vec::new();
     let mut hops: Vec<(Ipv4Net, PortName)> = Vec::new();
     for (p, nets) in &addrs {
         for n in nets {
@@ -577,8 +578,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         }
     }
     for ni in root
-        .child("network-instances")
-        .iter()
+        .all("network-instances")
         .flat_map(|x| x.all("network-instance"))
     {
         let name = need(ni, &["name"])?;
@@ -619,8 +619,6 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
                 }
             }
         } else if let Some(pf) = ni.child("policy-forwarding") {
-            let mut policies: BTreeMap<String, (&El, Vec<Ipv4Net>, Option<Ipv4Addr>)> =
-                BTreeMap::new();
             for pol in pf.child("policies").iter().flat_map(|x| x.all("policy")) {
                 let id = need(pol, &["policy-id"])?;
                 if parse_policy_name(&id).is_none() {
@@ -644,41 +642,40 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
                 dest.dedup();
                 policies.insert(id, (pol, dest, hop));
             }
-            for i in pf
-                .child("interfaces")
-                .iter()
-                .flat_map(|x| x.all("interface"))
-            {
-                let Some(id) = i.text_at(&["config", "apply-forwarding-policy"]) else {
-                    continue;
-                };
-                let Some((job, index)) = parse_policy_name(id) else {
-                    continue;
-                };
-                let p = port(i, &need(i, &["interface-id"])?)?;
-                let (pol, destinations, hop) = policies
-                    .get(id)
-                    .ok_or_else(|| err(i, format!("policy {id} is not defined")))?;
-                let hop = hop.ok_or_else(|| err(pol, format!("policy {id} has no rules")))?;
-                let uplink = hops
-                    .iter()
-                    .find(|(n, _)| n.contains(hop) && n.addr != hop)
-                    .map(|(_, p)| p.clone())
-                    .ok_or_else(|| {
-                        err(
-                            pol,
-                            format!("next hop {hop} of policy {id} is on no addressed port"),
-                        )
-                    })?;
-                items.insert(Item::Redirect {
-                    job,
-                    index,
-                    port: p,
-                    uplink,
-                    destinations: destinations.clone(),
-                });
-            }
+            bindings.extend(pf.all("interfaces").flat_map(|x| x.all("interface")));
         }
+    }
+    // Bindings after every policy is known: a reply may split them across
+    // several `default` instance elements.
+    for i in bindings {
+        let Some(id) = i.text_at(&["config", "apply-forwarding-policy"]) else {
+            continue;
+        };
+        let Some((job, index)) = parse_policy_name(id) else {
+            continue;
+        };
+        let p = port(i, &need(i, &["interface-id"])?)?;
+        let (pol, destinations, hop) = policies
+            .get(id)
+            .ok_or_else(|| err(i, format!("policy {id} is not defined")))?;
+        let hop = hop.ok_or_else(|| err(pol, format!("policy {id} has no rules")))?;
+        let uplink = hops
+            .iter()
+            .find(|(n, _)| n.contains(hop) && n.addr != hop)
+            .map(|(_, p)| p.clone())
+            .ok_or_else(|| {
+                err(
+                    pol,
+                    format!("next hop {hop} of policy {id} is on no addressed port"),
+                )
+            })?;
+        items.insert(Item::Redirect {
+            job,
+            index,
+            port: p,
+            uplink,
+            destinations: destinations.clone(),
+        });
     }
     for (p, nets) in addrs {
         for net in nets {

@@ -294,6 +294,16 @@ pub enum IntentError {
     Conflict { a: JobId, b: JobId, what: String },
 }
 
+/// The route distinguisher number of a VRF (`65000:<n>`): a 32-bit FNV-1a
+/// hash of its name, so it depends on the VRF alone (adding or releasing
+/// another job never renumbers it). Collisions on one device are refused
+/// when intent is built.
+pub fn route_distinguisher(vrf: &VrfName) -> u32 {
+    vrf.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,14 +324,4 @@ mod tests {
         );
         assert!("10.0.0.1/33".parse::<Ipv4Net>().is_err());
     }
-}
-
-/// The route distinguisher number of a VRF (`65000:<n>`): a 32-bit FNV-1a
-/// hash of its name, so it depends on the VRF alone (adding or releasing
-/// another job never renumbers it). Collisions on one device are refused
-/// when intent is built.
-pub fn route_distinguisher(vrf: &VrfName) -> u32 {
-    vrf.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
 }
