@@ -79,23 +79,29 @@ struct Iface<'a> {
 
 impl Iface<'_> {
     fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut text = String::new();
+        self.write(&mut text, "");
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// Write the lines, each after `indent` and ending in a newline.
+    fn write(&self, out: &mut String, indent: &str) {
+        use std::fmt::Write;
         if let Some(d) = self.description {
-            out.push(format!("description {d}"));
+            let _ = writeln!(out, "{indent}description {d}");
         }
         if self.routed {
-            out.push("undo portswitch".into());
+            let _ = writeln!(out, "{indent}undo portswitch");
         }
         if let Some((vrf, net)) = self.address {
             if let Some(v) = vrf {
-                out.push(format!("ip binding vpn-instance {v}"));
+                let _ = writeln!(out, "{indent}ip binding vpn-instance {v}");
             }
-            out.push(address_line(net));
+            let _ = writeln!(out, "{indent}ip address {} {}", net.addr, net.len);
         }
         if let Some(p) = &self.policy {
-            out.push(format!("traffic-policy {p} inbound"));
+            let _ = writeln!(out, "{indent}traffic-policy {p} inbound");
         }
-        out
     }
 }
 
@@ -201,11 +207,7 @@ impl Dialect for HuaweiCe {
         for port in ports {
             if let Some(i) = ifaces.get(port.as_str()) {
                 let _ = writeln!(out, "interface {port}");
-                for l in i.lines() {
-                    out.push(' ');
-                    out.push_str(&l);
-                    out.push('\n');
-                }
+                i.write(&mut out, " ");
                 out.push_str("#\n");
             }
         }
