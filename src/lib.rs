@@ -10,9 +10,13 @@
 
 pub mod controller;
 pub mod decision;
+pub mod dialect;
+pub mod diff;
 pub mod emulator;
+pub mod intent;
 pub mod names;
 pub mod placement;
+pub mod plan;
 pub mod replay;
 pub mod state;
 pub mod topology;

@@ -3,6 +3,7 @@
 
 mod demo;
 mod emu;
+mod plan;
 mod replay;
 mod topology;
 mod trace;
@@ -40,6 +41,8 @@ enum Command {
     Trace(trace::TraceCmd),
     /// Replay a job trace through a placement policy and report JWT/JCT/blocking.
     Replay(replay::ReplayArgs),
+    /// Dry run: what admitting or releasing a job changes on each device.
+    Plan(plan::PlanArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(args) => replay::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,158 @@
+//! `vclos plan`: a dry run showing what admitting or releasing a job would
+//! change on every device, in apply order. It touches no device.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{ArgGroup, Args};
+use std::sync::Arc;
+
+use vclos::decision::Decision;
+use vclos::diff::colorize;
+use vclos::names::JobId;
+use vclos::placement::{Blocked, JobRequest, OcsVclosPlacer, Outcome, Placer, VclosPlacer};
+use vclos::plan::{self, Action, Plan};
+use vclos::state::{store, FabricState};
+use vclos::topology;
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("change").required(true).args(["submit", "release", "decision"])))]
+pub struct PlanArgs {
+    /// Topology file.
+    #[arg(long)]
+    topology: PathBuf,
+    /// State directory (`DIR/state.json`); an empty fabric when omitted.
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Directory of saved running configurations (`DIR/<device>.cfg`).
+    #[arg(long, value_name = "DIR")]
+    running: Option<PathBuf>,
+    /// Place and admit a job asking for GPUS GPUs.
+    #[arg(long, value_name = "JOB:GPUS")]
+    submit: Option<String>,
+    /// Release a held job.
+    #[arg(long, value_name = "JOB")]
+    release: Option<String>,
+    /// Admit a hand-written decision (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    decision: Option<PathBuf>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
+    match &args.state {
+        Some(dir) => Ok(store::load(dir, &topo.name)?),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Place `JOB:GPUS` with the fabric's policy on the held state.
+fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Result<Decision> {
+    let (job, gpus) = spec
+        .split_once(':')
+        .with_context(|| format!("--submit {spec:?}: expected JOB:GPUS"))?;
+    let id = JobId::new(job)?;
+    let gpus: u32 = gpus
+        .parse()
+        .with_context(|| format!("--submit {spec:?}: GPUS must be a number"))?;
+    let state = FabricState::from_decisions(Arc::clone(topo), held)?;
+    let mut placer: Box<dyn Placer> = if topo.ocs.is_empty() {
+        Box::new(VclosPlacer::with_state(state))
+    } else {
+        Box::new(OcsVclosPlacer::with_state(state))
+    };
+    match placer.place(&JobRequest { id, gpus })? {
+        Outcome::Placed(d) => Ok(d),
+        Outcome::Blocked(Blocked::Gpu) => {
+            bail!("job `{job}` cannot be placed now: not enough free GPUs / idle servers")
+        }
+        Outcome::Blocked(Blocked::Network) => bail!(
+            "job `{job}` cannot be placed now: no isolated network slice is free for {gpus} GPUs"
+        ),
+    }
+}
+
+fn read_decision(path: &PathBuf) -> Result<Decision> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let d = if text.trim_start().starts_with('{') {
+        serde_json::from_str(&text)
+            .with_context(|| format!("parsing decision {}", path.display()))?
+    } else {
+        serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("parsing decision {}", path.display()))?
+    };
+    Ok(d)
+}
+
+pub fn run(args: PlanArgs) -> Result<ExitCode> {
+    let topo = Arc::new(topology::load(&args.topology)?);
+    let held = held(&args, &topo)?;
+    let running = match &args.running {
+        Some(dir) => plan::load_running(&topo, dir)?,
+        None => plan::Running::new(),
+    };
+    let action = if let Some(job) = &args.release {
+        Action::Release(JobId::new(job.as_str())?)
+    } else if let Some(path) = &args.decision {
+        Action::Admit(read_decision(path)?)
+    } else if let Some(spec) = &args.submit {
+        Action::Admit(place(&topo, &held, spec)?)
+    } else {
+        bail!("one of --submit, --release, --decision is required")
+    };
+    let plan = plan::plan(&topo, &held, &running, action)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", text(&plan, std::io::stdout().is_terminal()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(plan: &Plan, color: bool) -> String {
+    let mut out = format!(
+        "plan: {} job {} ({} device{} change{})\n",
+        plan.action,
+        plan.job,
+        plan.devices.len(),
+        if plan.devices.len() == 1 { "" } else { "s" },
+        if plan.devices.len() == 1 { "s" } else { "" },
+    );
+    for d in &plan.devices {
+        let diff = &d.diff;
+        out.push_str(&format!(
+            "\n== stage {}: {} ({}, {}){}\n",
+            d.stage,
+            diff.device,
+            diff.role,
+            diff.dialect,
+            if d.running_from_file {
+                ", running from file"
+            } else {
+                ""
+            }
+        ));
+        for i in &diff.removed {
+            out.push_str(&format!("  - {i}\n"));
+        }
+        for i in &diff.added {
+            out.push_str(&format!("  + {i}\n"));
+        }
+        out.push_str("-- config diff\n");
+        out.push_str(&if color {
+            colorize(&diff.diff)
+        } else {
+            diff.diff.clone()
+        });
+        out.push_str("-- commands\n");
+        for c in &diff.commands {
+            out.push_str(&format!("  {c}\n"));
+        }
+    }
+    out
+}

@@ -1,0 +1,669 @@
+//! Huawei CloudEngine (VRP 8) CLI.
+//!
+//! Text contract (shared with the emulator): `display current-configuration`
+//! prints top-level lines at column 0, each view's children indented by one
+//! space per level, `#` between top-level sections, `return` at the end.
+//! Changes are command lines sent from system-view (the driver enters
+//! system-view and commits): a view is entered by its header line and left
+//! with `quit`; `undo <line>` removes a line or a whole view.
+//!
+//! Source routing of one server-facing port is four objects sharing one name
+//! `v-<job>-p<n>` ([`policy_name`]): an advanced ACL matching the job's
+//! remote leaves' GPU prefixes (so leaf-local traffic is never redirected),
+//! a classifier on that ACL, a behavior `redirect interface <uplink>`, and a
+//! policy joining them, applied `inbound` on the port.
+//!
+//! Order constraints of the real device that [`HuaweiCe::changes`] keeps:
+//! a traffic policy is unbound from its interface before it is deleted and
+//! created before it is bound; a VRF exists before a port binds to it and is
+//! deleted after every binding and route using it is gone; `ip binding
+//! vpn-instance` clears the interface address, so the address is removed
+//! before the binding is undone and set again after binding.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+
+use super::{Dialect, ParseError};
+use crate::intent::name::{parse_policy_name, policy_name};
+use crate::intent::{
+    route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
+};
+use crate::topology::Dialect as DialectId;
+
+/// The Huawei CE dialect.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HuaweiCe;
+
+/// Prefix marking objects (ACLs, classifiers, behaviors, policies) as vclos's.
+const OWN: &str = "v-";
+
+fn pname(job: &crate::names::JobId, index: u16) -> String {
+    // Names were checked when the item was built; fall back to the unchecked
+    // form only for items built by hand, which the length check then flags.
+    policy_name(job, index).unwrap_or_else(|_| format!("{OWN}{job}-p{index}"))
+}
+
+fn address_line(net: &Ipv4Net) -> String {
+    format!("ip address {} {}", net.addr, net.len)
+}
+
+fn route_line(vrf: &VrfName, prefix: &Ipv4Net, nh: &Ipv4Addr) -> String {
+    format!(
+        "ip route-static vpn-instance {vrf} {} {} {nh}",
+        prefix.addr, prefix.len
+    )
+}
+
+fn rule_lines(dest: &[Ipv4Net]) -> Vec<String> {
+    dest.iter()
+        .enumerate()
+        .map(|(k, d)| {
+            format!(
+                "rule {} permit ip destination {} {}",
+                5 * (k + 1),
+                d.addr,
+                d.wildcard()
+            )
+        })
+        .collect()
+}
+
+/// Per-interface lines, in the order the device displays them.
+#[derive(Default)]
+struct Iface<'a> {
+    description: Option<&'a Description>,
+    routed: bool,
+    address: Option<(&'a Option<VrfName>, &'a Ipv4Net)>,
+    policy: Option<String>,
+}
+
+impl Iface<'_> {
+    fn lines(&self) -> Vec<String> {
+        let mut text = String::new();
+        self.write(&mut text, "");
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// Write the lines, each after `indent` and ending in a newline.
+    fn write(&self, out: &mut String, indent: &str) {
+        use std::fmt::Write;
+        if let Some(d) = self.description {
+            let _ = writeln!(out, "{indent}description {d}");
+        }
+        if self.routed {
+            let _ = writeln!(out, "{indent}undo portswitch");
+        }
+        if let Some((vrf, net)) = self.address {
+            if let Some(v) = vrf {
+                let _ = writeln!(out, "{indent}ip binding vpn-instance {v}");
+            }
+            let _ = writeln!(out, "{indent}ip address {} {}", net.addr, net.len);
+        }
+        if let Some(p) = &self.policy {
+            let _ = writeln!(out, "{indent}traffic-policy {p} inbound");
+        }
+    }
+}
+
+impl Dialect for HuaweiCe {
+    fn id(&self) -> DialectId {
+        DialectId::HuaweiCe
+    }
+
+    fn claims(&self, kind: ItemKind) -> bool {
+        kind != ItemKind::Patch
+    }
+
+    fn render(&self, items: &BTreeSet<Item>) -> String {
+        // Written straight into one buffer: a fabric renders thousands of
+        // lines per device and a plan renders every changed device twice.
+        use std::fmt::Write;
+        let mut head = String::from("#\n");
+        let (mut acls, mut classifiers, mut behaviors, mut policies) =
+            (String::new(), String::new(), String::new(), String::new());
+        let mut routes = String::new();
+        let mut ifaces: HashMap<&str, Iface> = HashMap::new();
+        let mut ports: Vec<&PortName> = Vec::new();
+        for item in items {
+            let port = item.port();
+            if let Some(p) = port {
+                if !ifaces.contains_key(p.as_str()) {
+                    ports.push(p);
+                }
+            }
+            let entry = port.map(|p| ifaces.entry(p.as_str()).or_default());
+            match (item, entry) {
+                (Item::Hostname { name }, _) => {
+                    let _ = write!(head, "sysname {name}\n#\n");
+                }
+                (Item::Vrf { name }, _) => {
+                    let _ = write!(
+                        head,
+                        "ip vpn-instance {name}\n ipv4-family\n  route-distinguisher 65000:{}\n#\n",
+                        route_distinguisher(name)
+                    );
+                }
+                (Item::Description { text, .. }, Some(e)) => e.description = Some(text),
+                (Item::Routed { .. }, Some(e)) => e.routed = true,
+                (Item::Address { vrf, net, .. }, Some(e)) => e.address = Some((vrf, net)),
+                (
+                    Item::Route {
+                        vrf,
+                        prefix,
+                        nexthop,
+                    },
+                    _,
+                ) => {
+                    routes.push_str(&route_line(vrf, prefix, nexthop));
+                    routes.push('\n');
+                }
+                (
+                    Item::Redirect {
+                        job,
+                        index,
+                        uplink,
+                        destinations,
+                        ..
+                    },
+                    Some(e),
+                ) => {
+                    let n = pname(job, *index);
+                    let _ = writeln!(acls, "acl name {n} advance");
+                    for l in rule_lines(destinations) {
+                        let _ = writeln!(acls, " {l}");
+                    }
+                    acls.push_str("#\n");
+                    let _ = write!(
+                        classifiers,
+                        "traffic classifier {n} type or\n if-match acl {n}\n#\n"
+                    );
+                    let _ = write!(
+                        behaviors,
+                        "traffic behavior {n}\n redirect interface {uplink}\n#\n"
+                    );
+                    let _ = write!(
+                        policies,
+                        "traffic policy {n}\n classifier {n} behavior {n}\n#\n"
+                    );
+                    e.policy = Some(n);
+                }
+                _ => {}
+            }
+        }
+        ports.sort();
+        ports.dedup();
+        let mut out = head;
+        out.reserve(
+            acls.len()
+                + classifiers.len()
+                + behaviors.len()
+                + policies.len()
+                + routes.len()
+                + 96 * ports.len(),
+        );
+        for s in [acls, classifiers, behaviors, policies] {
+            out.push_str(&s);
+        }
+        for port in ports {
+            if let Some(i) = ifaces.get(port.as_str()) {
+                let _ = writeln!(out, "interface {port}");
+                i.write(&mut out, " ");
+                out.push_str("#\n");
+            }
+        }
+        if !routes.is_empty() {
+            out.push_str(&routes);
+            out.push_str("#\n");
+        }
+        out.push_str("return\n");
+        out
+    }
+
+    fn changes(&self, running: &BTreeSet<Item>, candidate: &BTreeSet<Item>) -> Vec<String> {
+        let removed: Vec<&Item> = running
+            .difference(candidate)
+            .filter(|i| self.claims(i.kind()))
+            .collect();
+        let added: Vec<&Item> = candidate
+            .difference(running)
+            .filter(|i| self.claims(i.kind()))
+            .collect();
+        let mut out = Vec::new();
+
+        // Removals, dependents first.
+        let mut unbind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+        let mut objects = Vec::new();
+        let mut routes = Vec::new();
+        let mut iface: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+        let mut vrfs = Vec::new();
+        for item in &removed {
+            match item {
+                Item::Redirect {
+                    job, index, port, ..
+                } => {
+                    let n = pname(job, *index);
+                    unbind
+                        .entry(port)
+                        .or_default()
+                        .push(format!("undo traffic-policy {n} inbound"));
+                    objects.push(format!("undo traffic policy {n}"));
+                    objects.push(format!("undo traffic behavior {n}"));
+                    objects.push(format!("undo traffic classifier {n}"));
+                    objects.push(format!("undo acl name {n}"));
+                }
+                Item::Route {
+                    vrf,
+                    prefix,
+                    nexthop,
+                } => routes.push(format!("undo {}", route_line(vrf, prefix, nexthop))),
+                Item::Address { port, vrf, net } => {
+                    let v = iface.entry(port).or_default();
+                    v.push(format!("undo {}", address_line(net)));
+                    if let Some(vrf) = vrf {
+                        v.push(format!("undo ip binding vpn-instance {vrf}"));
+                    }
+                }
+                Item::Description { port, .. } => iface
+                    .entry(port)
+                    .or_default()
+                    .insert(0, "undo description".into()),
+                Item::Routed { port } => iface.entry(port).or_default().push("portswitch".into()),
+                Item::Vrf { name } => vrfs.push(format!("undo ip vpn-instance {name}")),
+                Item::Hostname { .. } => {
+                    // Replace rather than stack: a generic view tree would
+                    // keep two `sysname` lines.
+                    out.push("undo sysname".into())
+                }
+                Item::Patch { .. } => {}
+            }
+        }
+        push_views(&mut out, unbind);
+        out.extend(objects);
+        out.extend(routes);
+        push_views(&mut out, iface);
+        out.extend(vrfs);
+
+        // Additions, dependencies first.
+        let mut iface: BTreeMap<&PortName, Iface> = BTreeMap::new();
+        let mut routes = Vec::new();
+        let mut objects = Vec::new();
+        let mut bind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+        for item in &added {
+            match item {
+                Item::Hostname { name } => out.push(format!("sysname {name}")),
+                Item::Vrf { name } => out.extend([
+                    format!("ip vpn-instance {name}"),
+                    "ipv4-family".into(),
+                    format!("route-distinguisher 65000:{}", route_distinguisher(name)),
+                    "quit".into(),
+                    "quit".into(),
+                ]),
+                Item::Description { port, text } => {
+                    iface.entry(port).or_default().description = Some(text)
+                }
+                Item::Routed { port } => iface.entry(port).or_default().routed = true,
+                Item::Address { port, vrf, net } => {
+                    iface.entry(port).or_default().address = Some((vrf, net))
+                }
+                Item::Route {
+                    vrf,
+                    prefix,
+                    nexthop,
+                } => routes.push(route_line(vrf, prefix, nexthop)),
+                Item::Redirect {
+                    job,
+                    index,
+                    port,
+                    uplink,
+                    destinations,
+                } => {
+                    let n = pname(job, *index);
+                    objects.push(format!("acl name {n} advance"));
+                    objects.extend(rule_lines(destinations));
+                    objects.push("quit".into());
+                    objects.extend([
+                        format!("traffic classifier {n} type or"),
+                        format!("if-match acl {n}"),
+                        "quit".into(),
+                        format!("traffic behavior {n}"),
+                        format!("redirect interface {uplink}"),
+                        "quit".into(),
+                        format!("traffic policy {n}"),
+                        format!("classifier {n} behavior {n}"),
+                        "quit".into(),
+                    ]);
+                    bind.entry(port)
+                        .or_default()
+                        .push(format!("traffic-policy {n} inbound"));
+                }
+                Item::Patch { .. } => {}
+            }
+        }
+        push_views(
+            &mut out,
+            iface.into_iter().map(|(p, i)| (p, i.lines())).collect(),
+        );
+        out.extend(routes);
+        out.extend(objects);
+        push_views(&mut out, bind);
+        out
+    }
+
+    fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
+        let roots = tree(device, text)?;
+        Parser {
+            device,
+            ..Default::default()
+        }
+        .run(&roots)
+    }
+}
+
+fn push_views(out: &mut Vec<String>, views: BTreeMap<&PortName, Vec<String>>) {
+    for (port, lines) in views {
+        if lines.is_empty() {
+            continue;
+        }
+        out.push(format!("interface {port}"));
+        out.extend(lines);
+        out.push("quit".into());
+    }
+}
+
+/// A configuration line with its children.
+#[derive(Debug)]
+struct Node<'t> {
+    line: usize,
+    text: &'t str,
+    children: Vec<Node<'t>>,
+}
+
+/// Build the view tree from indentation (one space per level).
+fn tree<'t>(device: &str, text: &'t str) -> Result<Vec<Node<'t>>, ParseError> {
+    let mut stack: Vec<Node<'t>> = Vec::new();
+    let mut roots = Vec::new();
+    fn close<'t>(stack: &mut Vec<Node<'t>>, roots: &mut Vec<Node<'t>>, depth: usize) {
+        while stack.len() > depth {
+            if let Some(n) = stack.pop() {
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(n),
+                    None => roots.push(n),
+                }
+            }
+        }
+    }
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let raw = raw.trim_end_matches('\r');
+        let body = raw.trim_start_matches(' ');
+        if body.is_empty() || body == "#" || body.starts_with('!') || body == "return" {
+            continue;
+        }
+        if body.starts_with('\t') || body.chars().any(|c| c.is_control()) {
+            return Err(ParseError::at(
+                device,
+                Some(line),
+                "control character or tab in line",
+            ));
+        }
+        let depth = raw.len() - body.len();
+        if depth > stack.len() {
+            return Err(ParseError::at(
+                device,
+                Some(line),
+                format!(
+                    "indented {depth} levels under a line at level {}",
+                    stack.len().saturating_sub(1)
+                ),
+            ));
+        }
+        close(&mut stack, &mut roots, depth);
+        stack.push(Node {
+            line,
+            text: body.trim_end(),
+            children: Vec::new(),
+        });
+    }
+    close(&mut stack, &mut roots, 0);
+    Ok(roots)
+}
+
+#[derive(Default)]
+struct Parser<'a> {
+    device: &'a str,
+    items: BTreeSet<Item>,
+    acls: HashMap<String, Vec<Ipv4Net>>,
+    classifiers: HashMap<String, (usize, String)>,
+    behaviors: HashMap<String, (usize, PortName)>,
+    policies: HashMap<String, (usize, String, String)>,
+    bindings: Vec<(usize, PortName, String)>,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, line: usize, message: impl Into<String>) -> ParseError {
+        ParseError::at(self.device, Some(line), message)
+    }
+
+    fn word<'w>(&self, n: &Node<'w>, prefix: &str) -> Result<&'w str, ParseError> {
+        let rest = n.text.strip_prefix(prefix).unwrap_or_default();
+        rest.split_whitespace()
+            .next()
+            .ok_or_else(|| self.err(n.line, format!("`{}` has no name", n.text)))
+    }
+
+    fn port(&self, line: usize, s: &str) -> Result<PortName, ParseError> {
+        PortName::new(s).map_err(|e| self.err(line, e.to_string()))
+    }
+
+    fn vrf(&self, line: usize, s: &str) -> Result<VrfName, ParseError> {
+        VrfName::new(s).map_err(|e| self.err(line, e.to_string()))
+    }
+
+    fn ip(&self, line: usize, s: Option<&str>) -> Result<Ipv4Addr, ParseError> {
+        s.and_then(|s| s.parse().ok()).ok_or_else(|| {
+            self.err(
+                line,
+                format!("expected an IPv4 address, found {:?}", s.unwrap_or("")),
+            )
+        })
+    }
+
+    /// `A LEN` or `A MASK` (or `A WILDCARD` when `wildcard`).
+    fn net(
+        &self,
+        line: usize,
+        a: Option<&str>,
+        m: Option<&str>,
+        wildcard: bool,
+    ) -> Result<Ipv4Net, ParseError> {
+        let addr = self.ip(line, a)?;
+        let len = match m {
+            Some(m) if m.contains('.') => m
+                .parse()
+                .ok()
+                .and_then(|m| Ipv4Net::len_from_mask(m, wildcard)),
+            Some(m) => m.parse::<u8>().ok().filter(|l| *l <= 32),
+            None => None,
+        }
+        .ok_or_else(|| {
+            self.err(
+                line,
+                format!("bad prefix length or mask {:?}", m.unwrap_or("")),
+            )
+        })?;
+        Ok(Ipv4Net::new(addr, len))
+    }
+
+    fn run(mut self, roots: &[Node<'_>]) -> Result<BTreeSet<Item>, ParseError> {
+        for n in roots {
+            let t = n.text;
+            if let Some(name) = t.strip_prefix("sysname ") {
+                let name =
+                    Hostname::new(name.trim()).map_err(|e| self.err(n.line, e.to_string()))?;
+                self.items.insert(Item::Hostname { name });
+            } else if t.starts_with("ip vpn-instance ") {
+                let v = self.word(n, "ip vpn-instance ")?;
+                if v.starts_with("Vrf-") {
+                    let name = self.vrf(n.line, v)?;
+                    self.items.insert(Item::Vrf { name });
+                }
+            } else if t.starts_with("acl name ") {
+                let name = self.word(n, "acl name ")?;
+                if name.starts_with(OWN) {
+                    let mut dest = Vec::new();
+                    for c in &n.children {
+                        let w: Vec<&str> = c.text.split_whitespace().collect();
+                        match w.as_slice() {
+                            ["rule", _, "permit", "ip", "destination", a, m] => {
+                                dest.push(self.net(c.line, Some(a), Some(m), true)?)
+                            }
+                            ["description", ..] => {}
+                            _ => {
+                                return Err(self.err(
+                                    c.line,
+                                    format!("unexpected rule `{}` in vclos ACL {name}", c.text),
+                                ))
+                            }
+                        }
+                    }
+                    dest.sort();
+                    dest.dedup();
+                    self.acls.insert(name.to_string(), dest);
+                }
+            } else if t.starts_with("traffic classifier ") {
+                let name = self.word(n, "traffic classifier ")?;
+                if name.starts_with(OWN) {
+                    let acl = n
+                        .children
+                        .iter()
+                        .find_map(|c| c.text.strip_prefix("if-match acl "));
+                    let acl = acl.ok_or_else(|| {
+                        self.err(n.line, format!("classifier {name} matches no ACL"))
+                    })?;
+                    self.classifiers
+                        .insert(name.into(), (n.line, acl.trim().into()));
+                }
+            } else if t.starts_with("traffic behavior ") {
+                let name = self.word(n, "traffic behavior ")?;
+                if name.starts_with(OWN) {
+                    let c = n
+                        .children
+                        .iter()
+                        .find(|c| c.text.starts_with("redirect interface "))
+                        .ok_or_else(|| {
+                            self.err(n.line, format!("behavior {name} redirects nowhere"))
+                        })?;
+                    let up = self.port(c.line, self.word(c, "redirect interface ")?)?;
+                    self.behaviors.insert(name.into(), (n.line, up));
+                }
+            } else if t.starts_with("traffic policy ") {
+                let name = self.word(n, "traffic policy ")?;
+                if name.starts_with(OWN) {
+                    let c = n
+                        .children
+                        .iter()
+                        .find(|c| c.text.starts_with("classifier "))
+                        .ok_or_else(|| {
+                            self.err(n.line, format!("policy {name} has no classifier"))
+                        })?;
+                    let w: Vec<&str> = c.text.split_whitespace().collect();
+                    let (cl, be) = match w.as_slice() {
+                        ["classifier", cl, "behavior", be, ..] => (cl.to_string(), be.to_string()),
+                        _ => return Err(self.err(c.line, format!("malformed `{}`", c.text))),
+                    };
+                    self.policies.insert(name.into(), (c.line, cl, be));
+                }
+            } else if t.starts_with("interface ") {
+                self.interface(n)?;
+            } else if t.starts_with("ip route-static vpn-instance ") {
+                let w: Vec<&str> = t.split_whitespace().collect();
+                if w.get(3).is_some_and(|v| v.starts_with("Vrf-")) {
+                    let vrf = self.vrf(n.line, w[3])?;
+                    let prefix = self.net(n.line, w.get(4).copied(), w.get(5).copied(), false)?;
+                    let nexthop = self.ip(n.line, w.get(6).copied())?;
+                    self.items.insert(Item::Route {
+                        vrf,
+                        prefix,
+                        nexthop,
+                    });
+                }
+            }
+        }
+        self.redirects()?;
+        Ok(self.items)
+    }
+
+    fn interface(&mut self, n: &Node<'_>) -> Result<(), ParseError> {
+        let port = self.port(n.line, self.word(n, "interface ")?)?;
+        let mut vrf = None;
+        let mut net = None;
+        for c in &n.children {
+            let t = c.text;
+            if let Some(d) = t.strip_prefix("description ") {
+                // A description vclos could not have written is not ours:
+                // leave it out, so the plan replaces it on managed ports.
+                if let Ok(text) = Description::new(d.trim()) {
+                    self.items.insert(Item::Description {
+                        port: port.clone(),
+                        text,
+                    });
+                }
+            } else if t == "undo portswitch" {
+                self.items.insert(Item::Routed { port: port.clone() });
+            } else if let Some(v) = t.strip_prefix("ip binding vpn-instance ") {
+                vrf = Some(self.vrf(c.line, v.trim())?);
+            } else if t.starts_with("ip address ") {
+                let w: Vec<&str> = t.split_whitespace().collect();
+                if w.get(4) == Some(&"sub") {
+                    continue;
+                }
+                net = Some(self.net(c.line, w.get(2).copied(), w.get(3).copied(), false)?);
+            } else if t.starts_with("traffic-policy ") {
+                let w: Vec<&str> = t.split_whitespace().collect();
+                if let ["traffic-policy", p, "inbound"] = w.as_slice() {
+                    if p.starts_with(OWN) {
+                        self.bindings.push((c.line, port.clone(), p.to_string()));
+                    }
+                }
+            }
+        }
+        // A binding without an address is not an item vclos writes alone; it
+        // shows up as a missing address and is corrected by the plan.
+        if let Some(net) = net {
+            self.items.insert(Item::Address { port, vrf, net });
+        }
+        Ok(())
+    }
+
+    fn redirects(&mut self) -> Result<(), ParseError> {
+        for (line, port, policy) in std::mem::take(&mut self.bindings) {
+            let (job, index) = parse_policy_name(&policy)
+                .ok_or_else(|| self.err(line, format!("`{policy}` is not a vclos policy name")))?;
+            let (pl, cl, be) = self
+                .policies
+                .get(&policy)
+                .ok_or_else(|| self.err(line, format!("traffic policy {policy} is not defined")))?;
+            let (cline, acl) = self
+                .classifiers
+                .get(cl)
+                .ok_or_else(|| self.err(*pl, format!("traffic classifier {cl} is not defined")))?;
+            let destinations = self
+                .acls
+                .get(acl)
+                .ok_or_else(|| self.err(*cline, format!("acl {acl} is not defined")))?
+                .clone();
+            let (_, uplink) = self
+                .behaviors
+                .get(be)
+                .ok_or_else(|| self.err(*pl, format!("traffic behavior {be} is not defined")))?;
+            self.items.insert(Item::Redirect {
+                job,
+                index,
+                port,
+                uplink: uplink.clone(),
+                destinations,
+            });
+        }
+        Ok(())
+    }
+}

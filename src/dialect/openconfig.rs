@@ -1,0 +1,704 @@
+//! OpenConfig XML, as sent over NETCONF (`edit-config` / `get-config`).
+//!
+//! Models: openconfig-system (host name), openconfig-interfaces and
+//! openconfig-if-ip (descriptions, subinterface 0 addresses),
+//! openconfig-network-instance (one `L3VRF` instance per job VRF with its
+//! interfaces and static routes) and its policy-forwarding (source routing:
+//! a `PBR_POLICY` `v-<job>-p<n>` per server port, one rule per remote job
+//! leaf, applied to the port with `apply-forwarding-policy`).
+//!
+//! OpenConfig forwarding actions name a next hop, not an egress port, so a
+//! redirect to an uplink is written as "next hop = the peer's address on
+//! that uplink's /31" (the other end of the uplink's own address) and read
+//! back by finding the port whose /31 holds the next hop. A redirect is thus
+//! expressible only when its uplink has an address, which intent built from
+//! a topology always gives it. Routed ports are implicit (not claimed).
+//!
+//! Changes are one `<config>` document per step for `edit-config`, with
+//! `nc:operation="delete"` for removals, ordered like the CLI dialects:
+//! unbind before delete, create before bind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use quick_xml::escape::escape;
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use super::{Dialect, ParseError};
+use crate::intent::name::{parse_policy_name, policy_name};
+use crate::intent::{
+    route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
+};
+use crate::topology::Dialect as DialectId;
+
+const NC: &str = "urn:ietf:params:xml:ns:netconf:base:1.0";
+const OC_SYS: &str = "http://openconfig.net/yang/system";
+const OC_IF: &str = "http://openconfig.net/yang/interfaces";
+const OC_IP: &str = "http://openconfig.net/yang/interfaces/ip";
+const OC_NI: &str = "http://openconfig.net/yang/network-instance";
+
+/// The OpenConfig dialect.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenConfig;
+
+/// A minimal XML element, enough for configuration documents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct El {
+    name: String,
+    attrs: Vec<(String, String)>,
+    text: String,
+    children: Vec<El>,
+    line: usize,
+}
+
+impl El {
+    fn new(name: &str) -> El {
+        El {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+    fn ns(mut self, ns: &str) -> El {
+        self.attrs.push(("xmlns".into(), ns.into()));
+        self
+    }
+    fn op(mut self, op: &str) -> El {
+        self.attrs.push(("nc:operation".into(), op.into()));
+        self
+    }
+    fn leaf(name: &str, text: impl ToString) -> El {
+        El {
+            name: name.into(),
+            text: text.to_string(),
+            ..Default::default()
+        }
+    }
+    fn with(mut self, c: El) -> El {
+        self.children.push(c);
+        self
+    }
+    /// Add `c` under the child equal in name and key (first leaf), merging.
+    fn merge(&mut self, c: El) {
+        let key = |e: &El| {
+            (
+                e.name.clone(),
+                e.children
+                    .first()
+                    .filter(|k| k.children.is_empty())
+                    .map(|k| (k.name.clone(), k.text.clone())),
+            )
+        };
+        if !c.children.is_empty() {
+            if let Some(same) = self
+                .children
+                .iter_mut()
+                .find(|e| key(e) == key(&c) && !e.children.is_empty())
+            {
+                for g in c.children {
+                    if !same.children.contains(&g) || !g.children.is_empty() {
+                        same.merge(g);
+                    }
+                }
+                return;
+            }
+        }
+        if !self.children.contains(&c) {
+            self.children.push(c);
+        }
+    }
+    fn child(&self, name: &str) -> Option<&El> {
+        self.children.iter().find(|c| c.name == name)
+    }
+    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a El> + 'a {
+        self.children.iter().filter(move |c| c.name == name)
+    }
+    fn path(&self, names: &[&str]) -> Option<&El> {
+        names.iter().try_fold(self, |e, n| e.child(n))
+    }
+    fn text_at(&self, names: &[&str]) -> Option<&str> {
+        self.path(names).map(|e| e.text.as_str())
+    }
+    fn write(&self, out: &mut String, indent: Option<usize>) {
+        let pad = indent.map(|n| "  ".repeat(n)).unwrap_or_default();
+        out.push_str(&pad);
+        out.push('<');
+        out.push_str(&self.name);
+        for (k, v) in &self.attrs {
+            out.push_str(&format!(" {k}=\"{}\"", escape(v.as_str())));
+        }
+        out.push('>');
+        if self.children.is_empty() {
+            out.push_str(&escape(self.text.as_str()));
+        } else {
+            if indent.is_some() {
+                out.push('\n');
+            }
+            for c in &self.children {
+                c.write(out, indent.map(|n| n + 1));
+            }
+            out.push_str(&pad);
+        }
+        out.push_str(&format!("</{}>", self.name));
+        if indent.is_some() {
+            out.push('\n');
+        }
+    }
+}
+
+fn system(hostname: &Hostname) -> El {
+    El::new("system")
+        .ns(OC_SYS)
+        .with(El::new("config").with(El::leaf("hostname", hostname)))
+}
+
+fn interface(port: &PortName) -> El {
+    El::new("interface").with(El::leaf("name", port))
+}
+
+fn iface_config(port: &PortName, text: &Description) -> El {
+    El::new("config")
+        .with(El::leaf("name", port))
+        .with(El::leaf("description", text))
+}
+
+fn address(net: &Ipv4Net) -> El {
+    El::new("address").with(El::leaf("ip", net.addr)).with(
+        El::new("config")
+            .with(El::leaf("ip", net.addr))
+            .with(El::leaf("prefix-length", net.len)),
+    )
+}
+
+fn subif(inner: El) -> El {
+    El::new("subinterfaces").with(
+        El::new("subinterface").with(El::leaf("index", 0)).with(
+            El::new("ipv4")
+                .ns(OC_IP)
+                .with(El::new("addresses").with(inner)),
+        ),
+    )
+}
+
+fn instance(name: &str) -> El {
+    El::new("network-instance").with(El::leaf("name", name))
+}
+
+fn vrf_config(name: &VrfName) -> El {
+    El::new("config")
+        .with(El::leaf("name", name))
+        .with(El::leaf("type", "L3VRF"))
+        .with(El::leaf(
+            "route-distinguisher",
+            format!("65000:{}", route_distinguisher(name)),
+        ))
+}
+
+fn vrf_interface(port: &PortName) -> El {
+    El::new("interface").with(El::leaf("id", port)).with(
+        El::new("config")
+            .with(El::leaf("id", port))
+            .with(El::leaf("interface", port))
+            .with(El::leaf("subinterface", 0)),
+    )
+}
+
+fn static_route(prefix: &Ipv4Net, nh: &Ipv4Addr) -> El {
+    El::new("static")
+        .with(El::leaf("prefix", prefix))
+        .with(El::new("config").with(El::leaf("prefix", prefix)))
+        .with(
+            El::new("next-hops").with(
+                El::new("next-hop").with(El::leaf("index", nh)).with(
+                    El::new("config")
+                        .with(El::leaf("index", nh))
+                        .with(El::leaf("next-hop", nh)),
+                ),
+            ),
+        )
+}
+
+fn protocols(inner: El) -> El {
+    El::new("protocols").with(
+        El::new("protocol")
+            .with(El::leaf("identifier", "STATIC"))
+            .with(El::leaf("name", "STATIC"))
+            .with(
+                El::new("config")
+                    .with(El::leaf("identifier", "STATIC"))
+                    .with(El::leaf("name", "STATIC")),
+            )
+            .with(El::new("static-routes").with(inner)),
+    )
+}
+
+fn policy(name: &str, dest: &[Ipv4Net], nh: Ipv4Addr) -> El {
+    let mut rules = El::new("rules");
+    for (k, d) in dest.iter().enumerate() {
+        let seq = 5 * (k + 1);
+        rules.children.push(
+            El::new("rule")
+                .with(El::leaf("sequence-id", seq))
+                .with(El::new("config").with(El::leaf("sequence-id", seq)))
+                .with(
+                    El::new("ipv4")
+                        .with(El::new("config").with(El::leaf("destination-address", d))),
+                )
+                .with(El::new("action").with(El::new("config").with(El::leaf("next-hop", nh)))),
+        );
+    }
+    El::new("policy")
+        .with(El::leaf("policy-id", name))
+        .with(
+            El::new("config")
+                .with(El::leaf("policy-id", name))
+                .with(El::leaf("type", "PBR_POLICY")),
+        )
+        .with(rules)
+}
+
+fn pf_interface(port: &PortName, name: &str) -> El {
+    El::new("interface")
+        .with(El::leaf("interface-id", port))
+        .with(
+            El::new("config")
+                .with(El::leaf("interface-id", port))
+                .with(El::leaf("apply-forwarding-policy", name)),
+        )
+}
+
+fn pf(inner: El) -> El {
+    let default = instance("default").with(
+        El::new("config")
+            .with(El::leaf("name", "default"))
+            .with(El::leaf("type", "DEFAULT_INSTANCE")),
+    );
+    El::new("network-instances")
+        .ns(OC_NI)
+        .with(default.with(El::new("policy-forwarding").with(inner)))
+}
+
+fn pname(job: &crate::names::JobId, index: u16) -> String {
+    policy_name(job, index).unwrap_or_else(|_| format!("v-{job}-p{index}"))
+}
+
+/// The peer address on each addressed port's /31 (redirect next hops).
+fn next_hops(items: &BTreeSet<Item>) -> BTreeMap<&PortName, Ipv4Addr> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Address { port, net, .. } if net.len == 31 => Some((port, net.other_end())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One `<config>` fragment per item, for rendering (merged) and changes.
+/// Returns (fragment, is-binding) where bindings are applied after objects.
+fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) -> Vec<El> {
+    let op = |e: El| if delete { e.op("delete") } else { e };
+    let ifs = |e: El| El::new("interfaces").ns(OC_IF).with(e);
+    let nis = |e: El| El::new("network-instances").ns(OC_NI).with(e);
+    match item {
+        Item::Hostname { name } if delete => vec![El::new("system")
+            .ns(OC_SYS)
+            .with(El::new("config").with(El::leaf("hostname", name).op("delete")))],
+        Item::Hostname { name } => vec![system(name)],
+        Item::Description { port, text } => {
+            if delete {
+                vec![ifs(interface(port).with(
+                    El::new("config").with(El::leaf("description", "").op("delete")),
+                ))]
+            } else {
+                vec![ifs(interface(port).with(iface_config(port, text)))]
+            }
+        }
+        Item::Vrf { name } => vec![nis(op(instance(name.as_str())).with(vrf_config(name)))],
+        Item::Address { port, vrf, net } => {
+            let mut out = Vec::new();
+            if let (Some(v), true) = (vrf, delete) {
+                out.push(nis(
+                    instance(v.as_str()).with(El::new("interfaces").with(op(vrf_interface(port))))
+                ));
+            }
+            out.push(ifs(interface(port).with(subif(op(address(net))))));
+            if let (Some(v), false) = (vrf, delete) {
+                out.push(nis(
+                    instance(v.as_str()).with(El::new("interfaces").with(vrf_interface(port)))
+                ));
+            }
+            out
+        }
+        Item::Route {
+            vrf,
+            prefix,
+            nexthop,
+        } => {
+            vec![nis(
+                instance(vrf.as_str()).with(protocols(op(static_route(prefix, nexthop))))
+            )]
+        }
+        Item::Redirect {
+            job,
+            index,
+            port,
+            uplink,
+            destinations,
+        } => {
+            let n = pname(job, *index);
+            let Some(nh) = hops.get(uplink) else {
+                return Vec::new();
+            };
+            let pol = pf(El::new("policies").with(op(policy(&n, destinations, *nh))));
+            let bind = pf(El::new("interfaces").with(op(pf_interface(port, &n))));
+            if delete {
+                vec![bind, pol]
+            } else {
+                vec![pol, bind]
+            }
+        }
+        Item::Routed { .. } | Item::Patch { .. } => Vec::new(),
+    }
+}
+
+fn document(children: Vec<El>) -> El {
+    let mut root = El::new("config").ns(NC);
+    for c in children {
+        root.merge(c);
+    }
+    root
+}
+
+impl Dialect for OpenConfig {
+    fn id(&self) -> DialectId {
+        DialectId::Openconfig
+    }
+
+    fn claims(&self, kind: ItemKind) -> bool {
+        !matches!(kind, ItemKind::Routed | ItemKind::Patch)
+    }
+
+    fn render(&self, items: &BTreeSet<Item>) -> String {
+        let hops = next_hops(items);
+        let doc = document(
+            items
+                .iter()
+                .flat_map(|i| fragments(i, &hops, false))
+                .collect(),
+        );
+        let mut out = String::new();
+        doc.write(&mut out, Some(0));
+        out
+    }
+
+    fn changes(&self, running: &BTreeSet<Item>, candidate: &BTreeSet<Item>) -> Vec<String> {
+        // Removal order: bindings, policies, routes, addresses, descriptions, VRFs.
+        let rank = |i: &Item, adding: bool| {
+            let r = match i.kind() {
+                ItemKind::Redirect => 0,
+                ItemKind::Route => 1,
+                ItemKind::Address => 2,
+                ItemKind::Description => 3,
+                ItemKind::Vrf => 4,
+                _ => 5,
+            };
+            if adding {
+                5 - r
+            } else {
+                r
+            }
+        };
+        let mut removed: Vec<&Item> = running
+            .difference(candidate)
+            .filter(|i| self.claims(i.kind()))
+            .collect();
+        removed.sort_by_key(|i| rank(i, false));
+        let mut added: Vec<&Item> = candidate
+            .difference(running)
+            .filter(|i| self.claims(i.kind()))
+            .collect();
+        added.sort_by_key(|i| rank(i, true));
+        let (old_hops, new_hops) = (next_hops(running), next_hops(candidate));
+        let mut out = Vec::new();
+        let mut emit = |frags: Vec<El>| {
+            for f in frags {
+                let mut root = El::new("config").ns(NC);
+                root.attrs.push(("xmlns:nc".into(), NC.into()));
+                root.children.push(f);
+                let mut s = String::new();
+                root.write(&mut s, None);
+                out.push(s);
+            }
+        };
+        for i in removed {
+            emit(fragments(i, &old_hops, true));
+        }
+        for i in added {
+            emit(fragments(i, &new_hops, false));
+        }
+        out
+    }
+
+    fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
+        let root = dom(device, text)?;
+        interpret(device, &root)
+    }
+}
+
+fn line_at(text: &str, pos: usize) -> usize {
+    text.as_bytes()[..pos.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// Parse XML into an element tree (local names, namespaces dropped).
+fn dom(device: &str, text: &str) -> Result<El, ParseError> {
+    let mut reader = Reader::from_str(text);
+    let mut stack: Vec<El> = vec![El::new("#document")];
+    let err = |pos: u64, m: String| ParseError::at(device, Some(line_at(text, pos as usize)), m);
+    loop {
+        let pos = reader.buffer_position();
+        let ev = reader
+            .read_event()
+            .map_err(|e| err(reader.error_position(), format!("malformed XML: {e}")))?;
+        match ev {
+            Event::Start(s) => {
+                let mut el = El::new(s.local_name().as_ref());
+                el.line = line_at(text, pos as usize);
+                stack.push(el);
+            }
+            Event::Empty(s) => {
+                let mut el = El::new(s.local_name().as_ref());
+                el.line = line_at(text, pos as usize);
+                if let Some(top) = stack.last_mut() {
+                    top.children.push(el);
+                }
+            }
+            Event::Text(t) => {
+                if let Some(top) = stack.last_mut() {
+                    top.text.push_str(t.xml10_content().trim());
+                }
+            }
+            // Entities arrive as their own events since quick-xml 0.38.
+            Event::GeneralRef(r) => {
+                let c = match r.resolve_char_ref() {
+                    Ok(Some(c)) => c,
+                    _ => match r.xml10_content().as_ref() {
+                        "amp" => '&',
+                        "lt" => '<',
+                        "gt" => '>',
+                        "quot" => '"',
+                        "apos" => '\'',
+                        other => return Err(err(pos, format!("unknown entity &{other};"))),
+                    },
+                };
+                if let Some(top) = stack.last_mut() {
+                    top.text.push(c);
+                }
+            }
+            Event::End(_) => {
+                let el = stack.pop().filter(|_| !stack.is_empty());
+                match (el, stack.last_mut()) {
+                    (Some(el), Some(top)) => top.children.push(el),
+                    _ => return Err(err(pos, "unbalanced end tag".into())),
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    let mut doc = stack.pop().filter(|_| stack.is_empty()).ok_or_else(|| {
+        err(
+            text.len() as u64,
+            "unclosed element at end of document".into(),
+        )
+    })?;
+    // Accept a bare <config>/<data> document or an rpc-reply wrapping one.
+    while doc.children.len() == 1
+        && matches!(
+            doc.children[0].name.as_str(),
+            "rpc-reply" | "data" | "config"
+        )
+    {
+        doc = doc.children.remove(0);
+    }
+    Ok(doc)
+}
+
+fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
+    let err = |e: &El, m: String| ParseError::at(device, Some(e.line), m);
+    let need = |e: &El, path: &[&str]| -> Result<String, ParseError> {
+        e.text_at(path)
+            .map(str::to_string)
+            .ok_or_else(|| err(e, format!("<{}> lacks {}", e.name, path.join("/"))))
+    };
+    let port = |e: &El, s: &str| PortName::new(s).map_err(|x| err(e, x.to_string()));
+    let ip = |e: &El, s: &str| {
+        s.parse::<Ipv4Addr>()
+            .map_err(|_| err(e, format!("{s:?} is not an IPv4 address")))
+    };
+    let mut items = BTreeSet::new();
+    if let Some(h) = root.text_at(&["system", "config", "hostname"]) {
+        let e = root.path(&["system", "config", "hostname"]).unwrap_or(root);
+        items.insert(Item::Hostname {
+            name: Hostname::new(h).map_err(|x| err(e, x.to_string()))?,
+        });
+    }
+    // Addresses first: VRF bindings and redirect next hops refer to them.
+    let mut addrs: BTreeMap<PortName, Vec<Ipv4Net>> = BTreeMap::new();
+    for i in root.all("interfaces").flat_map(|x| x.all("interface")) {
+        let p = port(i, &need(i, &["name"])?)?;
+        if let Some(d) = i.text_at(&["config", "description"]) {
+            if let Ok(text) = Description::new(d) {
+                items.insert(Item::Description {
+                    port: p.clone(),
+                    text,
+                });
+            }
+        }
+        for s in i
+            .child("subinterfaces")
+            .iter()
+            .flat_map(|x| x.all("subinterface"))
+        {
+            for a in s
+                .path(&["ipv4", "addresses"])
+                .iter()
+                .flat_map(|x| x.all("address"))
+            {
+                let addr = ip(a, &need(a, &["ip"])?)?;
+                let len = need(a, &["config", "prefix-length"])?;
+                let len = len
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|l| *l <= 32)
+                    .ok_or_else(|| err(a, format!("bad prefix length {len:?}")))?;
+                addrs
+                    .entry(p.clone())
+                    .or_default()
+                    .push(Ipv4Net::new(addr, len));
+            }
+        }
+    }
+    let mut vrf_of: BTreeMap<PortName, VrfName> = BTreeMap::new();
+    let mut policies: BTreeMap<String, (&El, Vec<Ipv4Net>, Option<Ipv4Addr>)> = BTreeMap::new();
+    let mut bindings: Vec<&El> = Vec::new();
+    let mut hops: Vec<(Ipv4Net, PortName)> = Vec::new();
+    for (p, nets) in &addrs {
+        for n in nets {
+            hops.push((*n, p.clone()));
+        }
+    }
+    for ni in root
+        .all("network-instances")
+        .flat_map(|x| x.all("network-instance"))
+    {
+        let name = need(ni, &["name"])?;
+        if name.starts_with("Vrf-") {
+            let vrf = VrfName::new(name.as_str()).map_err(|x| err(ni, x.to_string()))?;
+            items.insert(Item::Vrf { name: vrf.clone() });
+            for i in ni
+                .child("interfaces")
+                .iter()
+                .flat_map(|x| x.all("interface"))
+            {
+                vrf_of.insert(port(i, &need(i, &["id"])?)?, vrf.clone());
+            }
+            let protos = ni.path(&["protocols"]);
+            let statics = protos
+                .iter()
+                .flat_map(|x| x.all("protocol"))
+                .filter_map(|p| p.child("static-routes"))
+                .flat_map(|s| s.all("static"));
+            for st in statics {
+                let pfx = need(st, &["prefix"])?;
+                let prefix: Ipv4Net = pfx.parse().map_err(|m| err(st, m))?;
+                let nhs: Vec<&El> = st
+                    .child("next-hops")
+                    .iter()
+                    .flat_map(|x| x.all("next-hop"))
+                    .collect();
+                if nhs.is_empty() {
+                    return Err(err(st, format!("static route {pfx} has no next hop")));
+                }
+                for nh in nhs {
+                    let nexthop = ip(nh, &need(nh, &["config", "next-hop"])?)?;
+                    items.insert(Item::Route {
+                        vrf: vrf.clone(),
+                        prefix,
+                        nexthop,
+                    });
+                }
+            }
+        } else if let Some(pf) = ni.child("policy-forwarding") {
+            for pol in pf.child("policies").iter().flat_map(|x| x.all("policy")) {
+                let id = need(pol, &["policy-id"])?;
+                if parse_policy_name(&id).is_none() {
+                    continue;
+                }
+                let mut dest = Vec::new();
+                let mut hop: Option<Ipv4Addr> = None;
+                for r in pol.child("rules").iter().flat_map(|x| x.all("rule")) {
+                    let d = need(r, &["ipv4", "config", "destination-address"])?;
+                    dest.push(d.parse::<Ipv4Net>().map_err(|m| err(r, m))?);
+                    let h = ip(r, &need(r, &["action", "config", "next-hop"])?)?;
+                    if hop.is_some_and(|x| x != h) {
+                        return Err(err(
+                            r,
+                            format!("rules of policy {id} use different next hops"),
+                        ));
+                    }
+                    hop = Some(h);
+                }
+                dest.sort();
+                dest.dedup();
+                policies.insert(id, (pol, dest, hop));
+            }
+            bindings.extend(pf.all("interfaces").flat_map(|x| x.all("interface")));
+        }
+    }
+    // Bindings after every policy is known: a reply may split them across
+    // several `default` instance elements.
+    for i in bindings {
+        let Some(id) = i.text_at(&["config", "apply-forwarding-policy"]) else {
+            continue;
+        };
+        let Some((job, index)) = parse_policy_name(id) else {
+            continue;
+        };
+        let p = port(i, &need(i, &["interface-id"])?)?;
+        let (pol, destinations, hop) = policies
+            .get(id)
+            .ok_or_else(|| err(i, format!("policy {id} is not defined")))?;
+        let hop = hop.ok_or_else(|| err(pol, format!("policy {id} has no rules")))?;
+        let uplink = hops
+            .iter()
+            .find(|(n, _)| n.contains(hop) && n.addr != hop)
+            .map(|(_, p)| p.clone())
+            .ok_or_else(|| {
+                err(
+                    pol,
+                    format!("next hop {hop} of policy {id} is on no addressed port"),
+                )
+            })?;
+        items.insert(Item::Redirect {
+            job,
+            index,
+            port: p,
+            uplink,
+            destinations: destinations.clone(),
+        });
+    }
+    for (p, nets) in addrs {
+        for net in nets {
+            items.insert(Item::Address {
+                port: p.clone(),
+                vrf: vrf_of.get(&p).cloned(),
+                net,
+            });
+        }
+    }
+    Ok(items)
+}

@@ -1,0 +1,98 @@
+//! The addressing plan: every address vclos configures, derived from the
+//! topology's indices alone so that rules and routes are concrete and the
+//! same on every run.
+//!
+//! * GPU side: leaf `l` (0-based index in the topology) owns the /24
+//!   `10.128.0.0 + 256*l`. Its server-facing port `i` (0-based) is a routed
+//!   /31 inside it: the leaf takes the even address `.2i` (the GPU's
+//!   gateway), the GPU NIC the odd one `.2i+1`. Hence at most 128
+//!   server-facing ports per leaf and 32768 leaves (10.128.0.0/9).
+//! * Fabric side: uplink `u` of leaf `l` owns the /31 at
+//!   `10.0.0.0 + 2*(256*l + u)` (10.0.0.0/9, at most 256 uplinks per leaf).
+//!   The leaf takes the even address; whatever the uplink is connected to
+//!   (a spine port, or through an OCS another leaf's uplink) takes the odd
+//!   one. A link's addresses thus follow the leaf uplink, which never moves,
+//!   not the far end, which an OCS may rewire.
+
+use std::net::Ipv4Addr;
+
+use super::{IntentError, Ipv4Net};
+use crate::topology::{LeafId, Topology};
+
+const GPU_BASE: u32 = 0x0A80_0000; // 10.128.0.0
+const LINK_BASE: u32 = 0x0A00_0000; // 10.0.0.0
+pub const MAX_LEAVES: usize = 32768;
+pub const MAX_SERVER_PORTS: usize = 128;
+pub const MAX_UPLINKS: usize = 256;
+
+/// Check that the topology fits the plan (once, before deriving addresses).
+pub fn check(topo: &Topology) -> Result<(), IntentError> {
+    if topo.leaves.len() > MAX_LEAVES {
+        return Err(IntentError::Addressing(format!(
+            "{} leaves; the addressing plan holds {MAX_LEAVES}",
+            topo.leaves.len()
+        )));
+    }
+    for leaf in &topo.leaves {
+        if leaf.server_ports.len() > MAX_SERVER_PORTS || leaf.uplinks.len() > MAX_UPLINKS {
+            return Err(IntentError::Addressing(format!(
+                "leaf {} has {} server ports and {} uplinks; the addressing plan holds {MAX_SERVER_PORTS} and {MAX_UPLINKS}",
+                leaf.name,
+                leaf.server_ports.len(),
+                leaf.uplinks.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The /24 holding every GPU NIC of `leaf`.
+pub fn leaf_gpu_prefix(leaf: LeafId) -> Ipv4Net {
+    Ipv4Net::new(Ipv4Addr::from(GPU_BASE + 256 * leaf.0), 24)
+}
+
+/// The leaf's address on server-facing port `i` (the GPU's gateway), /31.
+pub fn server_port_gateway(leaf: LeafId, i: usize) -> Ipv4Net {
+    Ipv4Net::new(Ipv4Addr::from(GPU_BASE + 256 * leaf.0 + 2 * i as u32), 31)
+}
+
+/// The GPU NIC's address behind server-facing port `i`.
+pub fn gpu_address(leaf: LeafId, i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(GPU_BASE + 256 * leaf.0 + 2 * i as u32 + 1)
+}
+
+/// The leaf's (even) address on uplink `u`, /31.
+pub fn uplink_address(leaf: LeafId, u: usize) -> Ipv4Net {
+    Ipv4Net::new(
+        Ipv4Addr::from(LINK_BASE + 2 * (256 * leaf.0 + u as u32)),
+        31,
+    )
+}
+
+/// The far end's (odd) address on the link of leaf uplink `u`, /31.
+pub fn uplink_peer_address(leaf: LeafId, u: usize) -> Ipv4Net {
+    let a = uplink_address(leaf, u);
+    Ipv4Net::new(a.other_end(), 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_is_concrete() {
+        assert_eq!(leaf_gpu_prefix(LeafId(1)).to_string(), "10.128.1.0/24");
+        assert_eq!(
+            server_port_gateway(LeafId(1), 3).to_string(),
+            "10.128.1.6/31"
+        );
+        assert_eq!(gpu_address(LeafId(1), 3).to_string(), "10.128.1.7");
+        assert_eq!(uplink_address(LeafId(1), 2).to_string(), "10.0.2.4/31");
+        assert_eq!(uplink_peer_address(LeafId(1), 2).to_string(), "10.0.2.5/31");
+        assert!(leaf_gpu_prefix(LeafId(1)).contains(gpu_address(LeafId(1), 127)));
+        assert_eq!(
+            leaf_gpu_prefix(LeafId(32767)).to_string(),
+            "10.255.255.0/24"
+        );
+    }
+}

@@ -1,0 +1,518 @@
+//! Deriving intent: baseline from the topology, plus each held decision.
+//!
+//! Everything here is a pure function of `(&Topology, &[Decision])`. A
+//! decision is resolved name by name against the topology first; any name
+//! that does not resolve, or a link the cabling cannot provide, is an error
+//! naming the job and the offending value, before any item is produced.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tracing::debug;
+
+use super::addressing as addr;
+use super::name::{policy_name, vrf_name};
+use super::{Description, DeviceIntent, Hostname, IntentError, Item, PortName, VrfName};
+use crate::decision::Decision;
+use crate::names::JobId;
+use crate::topology::{DeviceId, LeafId, Member, OcsId, PortRef, Topology};
+
+/// The intent of every managed device, indexed like [`Topology::devices`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricIntent {
+    pub devices: Vec<DeviceIntent>,
+}
+
+impl FabricIntent {
+    pub fn device(&self, name: &str) -> Option<&DeviceIntent> {
+        self.devices.iter().find(|d| d.device == name)
+    }
+}
+
+/// The configuration of an idle fabric (no jobs).
+pub fn baseline(topo: &Topology) -> Result<FabricIntent, IntentError> {
+    build(topo, &[])
+}
+
+/// A job's own items per device (OCS cross-connects included as patches),
+/// before they are merged with the baseline and the other jobs.
+pub fn job_items(
+    topo: &Topology,
+    d: &Decision,
+) -> Result<BTreeMap<DeviceId, BTreeSet<Item>>, IntentError> {
+    Ok(resolve(topo, d)?.items)
+}
+
+/// Intent of every device with `decisions` held.
+pub fn build(topo: &Topology, decisions: &[Decision]) -> Result<FabricIntent, IntentError> {
+    addr::check(topo)?;
+    let mut devices: Vec<BTreeSet<Item>> = vec![BTreeSet::new(); topo.devices.len()];
+    let mut base_addr: HashMap<(DeviceId, PortName), Item> = HashMap::new();
+    baseline_items(topo, &mut devices, &mut base_addr)?;
+
+    // Job items, with per-port ownership to catch overlapping decisions.
+    let mut owner: HashMap<(DeviceId, String), JobId> = HashMap::new();
+    let mut cross: Vec<(OcsId, u16, u16, JobId)> = Vec::new();
+    let mut hops: Vec<(JobId, OcsId, u16, u16)> = Vec::new();
+    let mut sorted: Vec<&Decision> = decisions.iter().collect();
+    sorted.sort_by(|a, b| a.job.cmp(&b.job));
+    for w in sorted.windows(2) {
+        if w[0].job == w[1].job {
+            return Err(IntentError::Decision {
+                job: w[0].job.clone(),
+                message: "two decisions for the same job".into(),
+            });
+        }
+    }
+    for d in sorted {
+        let r = resolve(topo, d)?;
+        for (dev, items) in r.items {
+            for item in items {
+                let key = match &item {
+                    Item::Address { port, .. } => Some(format!("address of {port}")),
+                    Item::Redirect { port, .. } => Some(format!("source route of {port}")),
+                    _ => None,
+                };
+                if let Some(key) = key {
+                    if let Some(prev) = owner.insert((dev, key.clone()), d.job.clone()) {
+                        if prev != d.job {
+                            return Err(IntentError::Conflict {
+                                a: prev,
+                                b: d.job.clone(),
+                                what: format!("{} on {}", key, topo.device(dev).name),
+                            });
+                        }
+                    }
+                    // A job's address on a port displaces the baseline one.
+                    if let Item::Address { port, .. } = &item {
+                        if let Some(b) = base_addr.remove(&(dev, port.clone())) {
+                            devices[dev.index()].remove(&b);
+                        }
+                    }
+                }
+                if !matches!(item, Item::Patch { .. }) {
+                    devices[dev.index()].insert(item);
+                }
+            }
+        }
+        cross.extend(
+            r.cross
+                .into_iter()
+                .map(|(o, a, b)| (o, a, b, d.job.clone())),
+        );
+        hops.extend(r.hops.into_iter().map(|(o, a, b)| (d.job.clone(), o, a, b)));
+    }
+    ocs_tables(topo, &cross, &hops, &mut devices)?;
+    check_route_distinguishers(topo, &devices)?;
+
+    Ok(FabricIntent {
+        devices: topo
+            .devices
+            .iter()
+            .zip(devices)
+            .map(|(dev, items)| DeviceIntent {
+                device: dev.name.clone(),
+                role: dev.role,
+                dialect: dev.mgmt.dialect,
+                items,
+            })
+            .collect(),
+    })
+}
+
+fn port(name: &str) -> Result<PortName, IntentError> {
+    PortName::new(name).map_err(|e| IntentError::Topology(e.to_string()))
+}
+
+fn describe(text: String) -> Result<Description, IntentError> {
+    Description::new(text).map_err(|e| IntentError::Topology(e.to_string()))
+}
+
+fn baseline_items(
+    topo: &Topology,
+    devices: &mut [BTreeSet<Item>],
+    base_addr: &mut HashMap<(DeviceId, PortName), Item>,
+) -> Result<(), IntentError> {
+    let mut add_port = |dev: DeviceId,
+                        name: &str,
+                        peer: Option<String>,
+                        net: Option<super::Ipv4Net>|
+     -> Result<(), IntentError> {
+        let p = port(name)?;
+        let items = &mut devices[dev.index()];
+        if let Some(peer) = peer {
+            items.insert(Item::Description {
+                port: p.clone(),
+                text: describe(peer)?,
+            });
+        }
+        items.insert(Item::Routed { port: p.clone() });
+        if let Some(net) = net {
+            let a = Item::Address {
+                port: p.clone(),
+                vrf: None,
+                net,
+            };
+            items.insert(a.clone());
+            base_addr.insert((dev, p), a);
+        }
+        Ok(())
+    };
+    for (li, leaf) in topo.leaves.iter().enumerate() {
+        let l = LeafId(li as u32);
+        for (i, name) in leaf.server_ports.iter().enumerate() {
+            let peer =
+                leaf.server_port_owner[i].map(|(s, g)| format!("{} gpu{g}", topo.server(s).name));
+            add_port(
+                leaf.device,
+                name,
+                peer,
+                Some(addr::server_port_gateway(l, i)),
+            )?;
+        }
+        for (u, name) in leaf.uplinks.iter().enumerate() {
+            let peer = leaf.uplink_peer[u].map(|p| topo.port_label(p));
+            add_port(leaf.device, name, peer, Some(addr::uplink_address(l, u)))?;
+        }
+    }
+    // Spine ports facing a leaf uplink (directly or through an initial patch)
+    // take the odd address of that uplink's link.
+    let mut spine_net = HashMap::new();
+    for (a, b) in topo.initial_fabric_links() {
+        if let (PortRef::Leaf(l, u), far @ PortRef::Spine(..)) = (a, b) {
+            spine_net.insert(far, addr::uplink_peer_address(l, u as usize));
+        }
+    }
+    for (si, spine) in topo.spines.iter().enumerate() {
+        for (i, name) in spine.ports.iter().enumerate() {
+            let here = PortRef::Spine(crate::topology::SpineId(si as u32), i as u16);
+            let peer = spine.port_peer[i].map(|p| topo.port_label(p));
+            add_port(spine.device, name, peer, spine_net.get(&here).copied())?;
+        }
+    }
+    for dev in &topo.devices {
+        if dev.role != crate::topology::Role::Ocs {
+            let id = topo
+                .device_id(&dev.name)
+                .ok_or_else(|| IntentError::Topology(format!("device {} has no id", dev.name)))?;
+            let name = Hostname::new(dev.name.clone())
+                .map_err(|e| IntentError::Topology(e.to_string()))?;
+            devices[id.index()].insert(Item::Hostname { name });
+        }
+    }
+    Ok(())
+}
+
+/// A decision resolved against the topology.
+struct Resolved {
+    items: BTreeMap<DeviceId, BTreeSet<Item>>,
+    cross: Vec<(OcsId, u16, u16)>,
+    /// OCS hops of reserved links: (ocs, leaf side, far side) must be patched.
+    hops: Vec<(OcsId, u16, u16)>,
+}
+
+fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
+    let job = &d.job;
+    let bad = |message: String| IntentError::Decision {
+        job: job.clone(),
+        message,
+    };
+    let named = |source| IntentError::Name {
+        job: job.clone(),
+        source,
+    };
+    let leaf_of = |name: &str| {
+        topo.leaf_id(name)
+            .ok_or_else(|| bad(format!("unknown leaf {name:?}")))
+    };
+    let uplink_of = |l: LeafId, name: &str| {
+        topo.leaf(l)
+            .uplinks
+            .iter()
+            .position(|p| p == name)
+            .ok_or_else(|| {
+                bad(format!(
+                    "{name:?} is not an uplink of {}",
+                    topo.leaf(l).name
+                ))
+            })
+    };
+    let ocs_port = |o: OcsId, name: &str| {
+        topo.ocs_dev(o)
+            .ports
+            .iter()
+            .position(|p| p == name)
+            .map(|i| i as u16)
+            .ok_or_else(|| {
+                bad(format!(
+                    "{name:?} is not a port of {}",
+                    topo.ocs_dev(o).name
+                ))
+            })
+    };
+    let ocs_of = |name: &str| {
+        topo.ocs_id(name)
+            .ok_or_else(|| bad(format!("unknown OCS {name:?}")))
+    };
+
+    let mut items: BTreeMap<DeviceId, BTreeSet<Item>> = BTreeMap::new();
+    let mut job_leaves = BTreeSet::new();
+    for vl in &d.vclos.leaves {
+        let l = leaf_of(&vl.leaf)?;
+        for p in &vl.server_ports {
+            if !topo.leaf(l).server_ports.contains(p) {
+                return Err(bad(format!("{p:?} is not a server port of {:?}", vl.leaf)));
+            }
+        }
+        job_leaves.insert(l);
+    }
+
+    let mut cross = Vec::new();
+    for c in &d.vclos.cross_connects {
+        let o = ocs_of(&c.ocs)?;
+        let (a, b) = (ocs_port(o, &c.a)?, ocs_port(o, &c.b)?);
+        if a == b {
+            return Err(bad(format!(
+                "cross-connect {}:{}~{} joins a port to itself",
+                c.ocs, c.a, c.b
+            )));
+        }
+        cross.push((o, a.min(b), a.max(b)));
+    }
+
+    let mut hops = Vec::new();
+    let mut reserved: BTreeSet<(LeafId, usize)> = BTreeSet::new();
+    for link in &d.vclos.links {
+        let l = leaf_of(&link.leaf)?;
+        let u = uplink_of(l, &link.uplink)?;
+        reserved.insert((l, u));
+        let far = if let Some(s) = topo.spine_id(&link.peer) {
+            let i = topo
+                .spine(s)
+                .ports
+                .iter()
+                .position(|p| *p == link.peer_port)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{:?} is not a port of {:?}",
+                        link.peer_port, link.peer
+                    ))
+                })?;
+            PortRef::Spine(s, i as u16)
+        } else if let Some(l2) = topo.leaf_id(&link.peer) {
+            let i = uplink_of(l2, &link.peer_port)?;
+            reserved.insert((l2, i));
+            PortRef::Leaf(l2, i as u16)
+        } else {
+            return Err(bad(format!("unknown link peer {:?}", link.peer)));
+        };
+        let label = format!("{}:{}", link.leaf, link.uplink);
+        let cabled = topo.leaf(l).uplink_peer[u];
+        match &link.via {
+            None if cabled == Some(far) => {}
+            None => {
+                return Err(bad(format!(
+                    "{label} is not cabled to {}:{}",
+                    link.peer, link.peer_port
+                )))
+            }
+            Some(hop) => {
+                let o = ocs_of(&hop.ocs)?;
+                let (ls, fs) = (ocs_port(o, &hop.leaf_side)?, ocs_port(o, &hop.far_side)?);
+                if cabled != Some(PortRef::Ocs(o, ls))
+                    || topo.peer(PortRef::Ocs(o, fs)) != Some(far)
+                {
+                    return Err(bad(format!(
+                        "{label} does not reach {}:{} through {}:{}~{}",
+                        link.peer, link.peer_port, hop.ocs, hop.leaf_side, hop.far_side
+                    )));
+                }
+                hops.push((o, ls.min(fs), ls.max(fs)));
+            }
+        }
+        match far {
+            PortRef::Spine(s, i) => {
+                let spine = topo.spine(s);
+                let dev = topo.device(spine.device);
+                let member = (dev.members.len() > 1)
+                    .then(|| dev.members.iter().position(|m| *m == Member::Spine(s)))
+                    .flatten();
+                let vrf: VrfName = vrf_name(job, member).map_err(named)?;
+                let max = crate::dialect::max_name_len(dev.mgmt.dialect);
+                if vrf.as_str().len() > max {
+                    return Err(bad(format!(
+                        "VRF name `{vrf}` is longer than {max} characters, the limit of {} on {}",
+                        dev.mgmt.dialect, dev.name
+                    )));
+                }
+                let set = items.entry(spine.device).or_default();
+                set.insert(Item::Vrf { name: vrf.clone() });
+                set.insert(Item::Address {
+                    port: port(&spine.ports[i as usize])?,
+                    vrf: Some(vrf.clone()),
+                    net: addr::uplink_peer_address(l, u),
+                });
+                set.insert(Item::Route {
+                    vrf,
+                    prefix: addr::leaf_gpu_prefix(l),
+                    nexthop: addr::uplink_address(l, u).addr,
+                });
+            }
+            PortRef::Leaf(l2, i) => {
+                // The lower end of a leaf-leaf link owns its /31.
+                let ((ol, ou), (fl, fu)) = if (l, u) < (l2, i as usize) {
+                    ((l, u), (l2, i as usize))
+                } else {
+                    ((l2, i as usize), (l, u))
+                };
+                let far_leaf = topo.leaf(fl);
+                items
+                    .entry(far_leaf.device)
+                    .or_default()
+                    .insert(Item::Address {
+                        port: port(&far_leaf.uplinks[fu])?,
+                        vrf: None,
+                        net: addr::uplink_peer_address(ol, ou),
+                    });
+            }
+            PortRef::Ocs(..) => {}
+        }
+    }
+
+    for sr in &d.source_routes {
+        let l = leaf_of(&sr.leaf)?;
+        let leaf = topo.leaf(l);
+        let index = leaf
+            .server_ports
+            .iter()
+            .position(|p| *p == sr.server_port)
+            .ok_or_else(|| {
+                bad(format!(
+                    "{:?} is not a server port of {:?}",
+                    sr.server_port, sr.leaf
+                ))
+            })?;
+        let u = uplink_of(l, &sr.uplink)?;
+        if !reserved.contains(&(l, u)) {
+            return Err(bad(format!(
+                "source route {}:{} -> {} uses an uplink the job does not reserve",
+                sr.leaf, sr.server_port, sr.uplink
+            )));
+        }
+        if !job_leaves.contains(&l) {
+            return Err(bad(format!(
+                "source route on {}, which is not a leaf of the job",
+                sr.leaf
+            )));
+        }
+        if job_leaves.len() < 2 {
+            return Err(bad(format!(
+                "source route on {}: a job on one leaf has no traffic to redirect",
+                sr.leaf
+            )));
+        }
+        let index = u16::try_from(index + 1).map_err(|_| bad("too many server ports".into()))?;
+        policy_name(job, index).map_err(named)?;
+        let destinations = job_leaves
+            .iter()
+            .filter(|o| **o != l)
+            .map(|o| addr::leaf_gpu_prefix(*o))
+            .collect();
+        items
+            .entry(leaf.device)
+            .or_default()
+            .insert(Item::Redirect {
+                job: job.clone(),
+                index,
+                port: port(&sr.server_port)?,
+                uplink: port(&sr.uplink)?,
+                destinations,
+            });
+    }
+    for (o, a, b) in &cross {
+        let ocs = topo.ocs_dev(*o);
+        items.entry(ocs.device).or_default().insert(Item::patch(
+            port(&ocs.ports[*a as usize])?,
+            port(&ocs.ports[*b as usize])?,
+        ));
+    }
+    debug!(job = %job, devices = items.len(), "resolved decision");
+    Ok(Resolved { items, cross, hops })
+}
+
+/// Final patch tables: every job cross-connect, plus each initial patch
+/// whose ports no job cross-connect touches (module doc of `decision`).
+fn ocs_tables(
+    topo: &Topology,
+    cross: &[(OcsId, u16, u16, JobId)],
+    hops: &[(JobId, OcsId, u16, u16)],
+    devices: &mut [BTreeSet<Item>],
+) -> Result<(), IntentError> {
+    let mut used: HashMap<(OcsId, u16), &JobId> = HashMap::new();
+    for (o, a, b, job) in cross {
+        for p in [a, b] {
+            if let Some(prev) = used.insert((*o, *p), job) {
+                if prev != job {
+                    return Err(IntentError::Conflict {
+                        a: prev.clone(),
+                        b: job.clone(),
+                        what: format!(
+                            "port {} of {}",
+                            topo.ocs_dev(*o).ports[*p as usize],
+                            topo.ocs_dev(*o).name
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let mut table: BTreeSet<(OcsId, u16, u16)> =
+        cross.iter().map(|(o, a, b, _)| (*o, *a, *b)).collect();
+    for (oi, ocs) in topo.ocs.iter().enumerate() {
+        let o = OcsId(oi as u32);
+        for &(a, b) in &ocs.patches {
+            if !used.contains_key(&(o, a)) && !used.contains_key(&(o, b)) {
+                table.insert((o, a.min(b), a.max(b)));
+            }
+        }
+    }
+    for (job, o, a, b) in hops {
+        if !table.contains(&(*o, *a, *b)) {
+            let ocs = topo.ocs_dev(*o);
+            return Err(IntentError::Decision {
+                job: job.clone(),
+                message: format!(
+                    "reserved link needs {}:{}~{}, which is not patched",
+                    ocs.name, ocs.ports[*a as usize], ocs.ports[*b as usize]
+                ),
+            });
+        }
+    }
+    for (o, a, b) in table {
+        let ocs = topo.ocs_dev(o);
+        devices[ocs.device.index()].insert(Item::patch(
+            port(&ocs.ports[a as usize])?,
+            port(&ocs.ports[b as usize])?,
+        ));
+    }
+    Ok(())
+}
+
+fn check_route_distinguishers(
+    topo: &Topology,
+    devices: &[BTreeSet<Item>],
+) -> Result<(), IntentError> {
+    for (i, items) in devices.iter().enumerate() {
+        let mut seen: HashMap<u32, &VrfName> = HashMap::new();
+        for item in items {
+            if let Item::Vrf { name } = item {
+                if let Some(prev) = seen.insert(super::route_distinguisher(name), name) {
+                    return Err(IntentError::Topology(format!(
+                        "VRFs {prev} and {name} on {} hash to the same route distinguisher; rename one job",
+                        topo.devices[i].name
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}

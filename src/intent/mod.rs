@@ -1,0 +1,327 @@
+//! Device intent: what every managed device must hold, derived from the
+//! topology and the held decisions by a pure function ([`build`]).
+//!
+//! Intent is a set of typed [`Item`]s per device, vendor-neutral and ordered
+//! deterministically (a `BTreeSet`, ports in natural order), so that two
+//! intents are compared with set operations and rendered identically on
+//! every run. Dialects turn items into configuration text and back; a
+//! dialect expresses only the kinds it [claims](crate::dialect::Dialect::claims).
+//!
+//! Shape of the intent (paper Section 5.2, "source routing"; Section 6, one
+//! VRF per job per spine):
+//! * baseline, from the topology alone: host name, interface descriptions
+//!   naming the cabled peer, routed ports and their addresses
+//!   ([`addressing`]), the OCS's initial patches;
+//! * per job: on each leaf one [`Item::Redirect`] per server-facing port (its
+//!   traffic to the job's *other* leaves goes out of its uplink; leaf-local
+//!   traffic is not matched and is switched locally); on each logical spine
+//!   a VRF (a "virtual spine") binding the reserved ports with static routes
+//!   to each job leaf's GPU prefix; on each OCS its cross-connects.
+//!
+//! Releasing a job is rebuilding without its decision: its items disappear,
+//! the baseline items they displaced (an interface address, an initial OCS
+//! patch) come back, and nothing else changes.
+
+pub mod addressing;
+mod build;
+pub mod name;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use build::{baseline, build, job_items, FabricIntent};
+pub use name::{Description, Hostname, PortName, VrfName};
+
+use crate::names::{JobId, NameError};
+use crate::topology::{Dialect, Role};
+
+/// An IPv4 prefix or interface address with its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Ipv4Net {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+impl Ipv4Net {
+    pub fn new(addr: Ipv4Addr, len: u8) -> Self {
+        Ipv4Net { addr, len }
+    }
+    /// The netmask, e.g. 255.255.255.254 for /31.
+    pub fn mask(self) -> Ipv4Addr {
+        Ipv4Addr::from(mask_bits(self.len))
+    }
+    /// The ACL wildcard (inverse mask), e.g. 0.0.0.255 for /24.
+    pub fn wildcard(self) -> Ipv4Addr {
+        Ipv4Addr::from(!mask_bits(self.len))
+    }
+    pub fn contains(self, a: Ipv4Addr) -> bool {
+        u32::from(a) & mask_bits(self.len) == u32::from(self.addr) & mask_bits(self.len)
+    }
+    /// The other address of a /31 (the point-to-point peer).
+    pub fn other_end(self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) ^ 1)
+    }
+    /// Length from a dotted mask or wildcard (contiguous only).
+    pub fn len_from_mask(mask: Ipv4Addr, wildcard: bool) -> Option<u8> {
+        let m = u32::from(mask);
+        let m = if wildcard { !m } else { m };
+        let len = m.leading_ones();
+        (m.checked_shl(len).unwrap_or(0) == 0).then_some(len as u8)
+    }
+}
+
+fn mask_bits(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len.min(32)))
+    }
+}
+
+impl fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl std::str::FromStr for Ipv4Net {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not a prefix (a.b.c.d/len)"))?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let len: u8 = l
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| format!("{l:?} is not a prefix length"))?;
+        Ok(Ipv4Net::new(addr, len))
+    }
+}
+
+impl TryFrom<String> for Ipv4Net {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Ipv4Net> for String {
+    fn from(n: Ipv4Net) -> String {
+        n.to_string()
+    }
+}
+
+/// One piece of device intent. The variant order is the kind order used
+/// everywhere (rendering, diffs); fields are all validated types.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Item {
+    /// The device's host name (`sysname`).
+    Hostname { name: Hostname },
+    /// An interface description naming what the port is cabled to.
+    Description { port: PortName, text: Description },
+    /// The port is a routed (layer-3) port.
+    Routed { port: PortName },
+    /// A job's virtual spine: one VRF per job per logical spine.
+    Vrf { name: VrfName },
+    /// An interface address, in a VRF or in the global table.
+    Address {
+        port: PortName,
+        vrf: Option<VrfName>,
+        net: Ipv4Net,
+    },
+    /// A static route inside a job VRF.
+    Route {
+        vrf: VrfName,
+        prefix: Ipv4Net,
+        nexthop: Ipv4Addr,
+    },
+    /// Source routing: traffic entering `port` (the `index`-th server-facing
+    /// port of the leaf, 1-based) for `destinations` leaves by `uplink`.
+    Redirect {
+        job: JobId,
+        index: u16,
+        port: PortName,
+        uplink: PortName,
+        destinations: Vec<Ipv4Net>,
+    },
+    /// An OCS cross-connect between two ports (`a` before `b` in port order).
+    Patch { a: PortName, b: PortName },
+}
+
+/// The kinds of [`Item`], for dialect claims and summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemKind {
+    Hostname,
+    Description,
+    Routed,
+    Vrf,
+    Address,
+    Route,
+    Redirect,
+    Patch,
+}
+
+impl ItemKind {
+    pub const ALL: [ItemKind; 8] = [
+        ItemKind::Hostname,
+        ItemKind::Description,
+        ItemKind::Routed,
+        ItemKind::Vrf,
+        ItemKind::Address,
+        ItemKind::Route,
+        ItemKind::Redirect,
+        ItemKind::Patch,
+    ];
+}
+
+impl Item {
+    pub fn kind(&self) -> ItemKind {
+        match self {
+            Item::Hostname { .. } => ItemKind::Hostname,
+            Item::Description { .. } => ItemKind::Description,
+            Item::Routed { .. } => ItemKind::Routed,
+            Item::Vrf { .. } => ItemKind::Vrf,
+            Item::Address { .. } => ItemKind::Address,
+            Item::Route { .. } => ItemKind::Route,
+            Item::Redirect { .. } => ItemKind::Redirect,
+            Item::Patch { .. } => ItemKind::Patch,
+        }
+    }
+
+    /// The interface the item configures, if any.
+    pub fn port(&self) -> Option<&PortName> {
+        match self {
+            Item::Description { port, .. }
+            | Item::Routed { port }
+            | Item::Address { port, .. }
+            | Item::Redirect { port, .. } => Some(port),
+            _ => None,
+        }
+    }
+
+    /// A patch with its ends in port order.
+    pub fn patch(a: PortName, b: PortName) -> Item {
+        if b < a {
+            Item::Patch { a: b, b: a }
+        } else {
+            Item::Patch { a, b }
+        }
+    }
+}
+
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Item::Hostname { name } => write!(f, "hostname {name}"),
+            Item::Description { port, text } => write!(f, "description {port} \"{text}\""),
+            Item::Routed { port } => write!(f, "routed {port}"),
+            Item::Vrf { name } => write!(f, "vrf {name}"),
+            Item::Address { port, vrf, net } => match vrf {
+                Some(v) => write!(f, "address {port} {net} vrf {v}"),
+                None => write!(f, "address {port} {net}"),
+            },
+            Item::Route {
+                vrf,
+                prefix,
+                nexthop,
+            } => write!(f, "route vrf {vrf} {prefix} via {nexthop}"),
+            Item::Redirect {
+                job,
+                port,
+                uplink,
+                destinations,
+                ..
+            } => {
+                write!(f, "redirect job {job} {port} -> {uplink} for")?;
+                for d in destinations {
+                    write!(f, " {d}")?;
+                }
+                Ok(())
+            }
+            Item::Patch { a, b } => write!(f, "patch {a}~{b}"),
+        }
+    }
+}
+
+/// The intent of one managed device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceIntent {
+    pub device: String,
+    pub role: Role,
+    pub dialect: Dialect,
+    pub items: BTreeSet<Item>,
+}
+
+impl DeviceIntent {
+    /// The same device with other items (e.g. parsed from a running config).
+    pub fn with_items(&self, items: BTreeSet<Item>) -> DeviceIntent {
+        DeviceIntent {
+            device: self.device.clone(),
+            role: self.role,
+            dialect: self.dialect,
+            items,
+        }
+    }
+}
+
+/// Why intent could not be derived. Every variant names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IntentError {
+    #[error("job `{job}`: {message}")]
+    Decision { job: JobId, message: String },
+    #[error("job `{job}`: {source}")]
+    Name {
+        job: JobId,
+        #[source]
+        source: NameError,
+    },
+    #[error("topology: {0}")]
+    Topology(String),
+    #[error("addressing plan: {0}")]
+    Addressing(String),
+    #[error("jobs `{a}` and `{b}` both configure {what}")]
+    Conflict { a: JobId, b: JobId, what: String },
+}
+
+/// The route distinguisher number of a VRF (`65000:<n>`): a 32-bit FNV-1a
+/// hash of its name, so it depends on the VRF alone (adding or releasing
+/// another job never renumbers it). Collisions on one device are refused
+/// when intent is built.
+pub fn route_distinguisher(vrf: &VrfName) -> u32 {
+    vrf.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_arithmetic() {
+        let n: Ipv4Net = "10.0.0.4/31"
+            .parse()
+            .unwrap_or(Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 0));
+        assert_eq!(n.mask(), Ipv4Addr::new(255, 255, 255, 254));
+        assert_eq!(n.other_end(), Ipv4Addr::new(10, 0, 0, 5));
+        let w = Ipv4Net::new(Ipv4Addr::new(10, 128, 1, 0), 24).wildcard();
+        assert_eq!(w, Ipv4Addr::new(0, 0, 0, 255));
+        assert_eq!(Ipv4Net::len_from_mask(w, true), Some(24));
+        assert_eq!(
+            Ipv4Net::len_from_mask(Ipv4Addr::new(255, 0, 255, 0), false),
+            None
+        );
+        assert!("10.0.0.1/33".parse::<Ipv4Net>().is_err());
+    }
+}

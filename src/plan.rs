@@ -1,0 +1,208 @@
+//! Planning a change: what every device must do to admit or release a job,
+//! computed without touching any device.
+//!
+//! A plan compares, device by device, the running configuration (parsed
+//! from saved files, or assumed to be the intent of the held decisions) with
+//! the candidate intent (held decisions plus or minus the job), and orders
+//! the devices safely: on admission the OCS is rewired first (so the links
+//! exist), then the spines' VRFs (so traffic has somewhere to go), then the
+//! leaves' redirects (which send traffic); on release the reverse, so no
+//! leaf ever sends into a slice that is not there yet or any more.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use thiserror::Error;
+use tracing::{debug, info_span};
+
+use crate::decision::Decision;
+use crate::dialect::{dialect, ParseError};
+use crate::diff::{device_diff, DeviceDiff};
+use crate::intent::{self, FabricIntent, IntentError, Item};
+use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::{Role, Topology};
+
+/// What the plan is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Admit a job with this decision.
+    Admit(Decision),
+    /// Release a held job.
+    Release(JobId),
+}
+
+/// Why no plan could be made.
+#[derive(Debug, Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Intent(#[from] IntentError),
+    #[error("running configuration of {0}")]
+    Parse(#[from] ParseError),
+    #[error("reading {file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error("job `{0}` is already held")]
+    AlreadyHeld(JobId),
+    #[error("job `{0}` is not held")]
+    NotHeld(JobId),
+}
+
+/// One device's part of a plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicePlan {
+    /// Apply order: every device of stage n before any of stage n+1.
+    pub stage: usize,
+    /// Whether the running side came from a saved configuration file.
+    pub running_from_file: bool,
+    #[serde(flatten)]
+    pub diff: DeviceDiff,
+}
+
+/// A dry-run plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub job: JobId,
+    /// `admit` or `release`.
+    pub action: &'static str,
+    /// The admitted decision, or the released job's decision.
+    pub decision: Decision,
+    /// Devices that change, in apply order.
+    pub devices: Vec<DevicePlan>,
+}
+
+/// Apply stage of a role: OCS, spines, leaves on admission; reversed on release.
+pub fn stage(role: Role, admit: bool) -> usize {
+    let s = match role {
+        Role::Ocs => 0,
+        Role::Spine => 1,
+        Role::Leaf => 2,
+    };
+    if admit {
+        s
+    } else {
+        2 - s
+    }
+}
+
+/// Running items per device name, parsed from saved configurations.
+pub type Running = BTreeMap<String, BTreeSet<Item>>;
+
+/// Read `dir/<device>.cfg` for every device that has one, parsed in the
+/// device's dialect. Devices without a file are absent from the result.
+pub fn load_running(topo: &Topology, dir: &Path) -> Result<Running, PlanError> {
+    let mut out = Running::new();
+    for dev in &topo.devices {
+        let file = dir.join(format!("{}.cfg", dev.name));
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(PlanError::Io {
+                    file: file.display().to_string(),
+                    source,
+                })
+            }
+        };
+        let items = dialect(dev.mgmt.dialect).parse(&dev.name, &text)?;
+        out.insert(dev.name.clone(), items);
+    }
+    Ok(out)
+}
+
+/// Plan `action` on a fabric holding `held`, with `running` configurations
+/// (devices missing from it are assumed to run the intent of `held`).
+pub fn plan(
+    topo: &Arc<Topology>,
+    held: &[Decision],
+    running: &Running,
+    action: Action,
+) -> Result<Plan, PlanError> {
+    let current = intent::build(topo, held)?;
+    let (job, decision, admit, candidate) = match action {
+        Action::Admit(d) => {
+            if held.iter().any(|h| h.job == d.job) {
+                return Err(PlanError::AlreadyHeld(d.job));
+            }
+            // The fabric state is the authority on what is free: a decision
+            // it refuses (busy port, wrong cabling) never gets a plan.
+            let mut state = FabricState::from_decisions(Arc::clone(topo), held)?;
+            state.admit(&d)?;
+            let mut all = held.to_vec();
+            all.push(d.clone());
+            (d.job.clone(), d, true, intent::build(topo, &all)?)
+        }
+        Action::Release(job) => {
+            let d = held
+                .iter()
+                .find(|h| h.job == job)
+                .cloned()
+                .ok_or_else(|| PlanError::NotHeld(job.clone()))?;
+            let rest: Vec<Decision> = held.iter().filter(|h| h.job != job).cloned().collect();
+            (job, d, false, intent::build(topo, &rest)?)
+        }
+    };
+    let devices = device_plans(topo, &current, &candidate, running, admit);
+    Ok(Plan {
+        job,
+        action: if admit { "admit" } else { "release" },
+        decision,
+        devices,
+    })
+}
+
+/// Diff every device and keep those that change, in safe order.
+pub fn device_plans(
+    topo: &Topology,
+    current: &FabricIntent,
+    candidate: &FabricIntent,
+    running: &Running,
+    admit: bool,
+) -> Vec<DevicePlan> {
+    let base = intent::baseline(topo).ok();
+    let mut out = Vec::new();
+    for (cur, cand) in current.devices.iter().zip(&candidate.devices) {
+        let _span = info_span!("plan", device = %cand.device).entered();
+        let (run, from_file) = match running.get(&cand.device) {
+            Some(items) => {
+                // Only ports vclos manages are compared; the rest of a real
+                // configuration is left alone.
+                let managed: BTreeSet<_> = base
+                    .as_ref()
+                    .and_then(|b| b.device(&cand.device))
+                    .map(|b| b.items.iter().filter_map(Item::port).cloned().collect())
+                    .unwrap_or_default();
+                let items = items
+                    .iter()
+                    .filter(|i| i.port().is_none_or(|p| managed.contains(p)))
+                    .cloned()
+                    .collect();
+                (cand.with_items(items), true)
+            }
+            None => (cur.clone(), false),
+        };
+        let diff = device_diff(&run, cand);
+        if diff.is_empty() {
+            continue;
+        }
+        debug!(
+            added = diff.added.len(),
+            removed = diff.removed.len(),
+            "device changes"
+        );
+        out.push(DevicePlan {
+            stage: stage(cand.role, admit),
+            running_from_file: from_file,
+            diff,
+        });
+    }
+    out.sort_by(|a, b| (a.stage, &a.diff.device).cmp(&(b.stage, &b.diff.device)));
+    out
+}
