@@ -70,6 +70,7 @@
 //! span with `device`, `role`, `stage` and `phase` fields.
 
 mod change;
+mod factory;
 mod fanout;
 mod progress;
 mod report;
@@ -78,6 +79,7 @@ mod transaction;
 pub use change::{
     ApplyOptions, ChangeSet, ChangeSetError, DeviceChange, DriverFactory, Verify, VerifyFn,
 };
+pub use factory::TopologyDrivers;
 pub use progress::{NoProgress, Progress};
 pub use report::{
     ApplyReport, DeviceError, DeviceReport, DeviceStatus, Outcome, Phase, StageTiming,
