@@ -2,7 +2,6 @@
 //! fabric: SSH CLI (host keys verified), NETCONF and Telnet/TL1.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use vclos::controller::{DriverFactory, TopologyDrivers};
@@ -21,19 +20,7 @@ async fn fabric(var: &str, dir: &tempfile::TempDir) -> (EmulatedFabric, Arc<topo
         .unwrap();
     let kh = dir.path().join("known_hosts");
     std::fs::write(&kh, fab.known_hosts()).unwrap();
-    let targets: BTreeMap<_, _> = fab
-        .endpoints()
-        .iter()
-        .map(|(d, e)| {
-            (
-                d.clone(),
-                retarget::Target {
-                    host: e.host.clone(),
-                    port: e.port,
-                },
-            )
-        })
-        .collect();
+    let targets = fab.targets();
     let cred = retarget::CredentialRef {
         name: "emu".into(),
         username: "admin".into(),

@@ -1,6 +1,5 @@
 //! `vclos emu serve`: the emulated fabric of a topology on loopback.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,19 +73,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         arm(&fabric, f)?;
     }
     if let Some(out) = &args.write_topology {
-        let targets: BTreeMap<String, retarget::Target> = fabric
-            .endpoints()
-            .iter()
-            .map(|(d, e)| {
-                (
-                    d.clone(),
-                    retarget::Target {
-                        host: e.host.clone(),
-                        port: e.port,
-                    },
-                )
-            })
-            .collect();
+        let targets = fabric.targets();
         let cred = retarget::CredentialRef {
             name: "emulator".into(),
             username: args.user.clone(),

@@ -483,17 +483,7 @@ fn dom(device: &str, text: &str) -> Result<El, ParseError> {
             }
             // Entities arrive as their own events since quick-xml 0.38.
             Event::GeneralRef(r) => {
-                let c = match r.resolve_char_ref() {
-                    Ok(Some(c)) => c,
-                    _ => match r.xml10_content().as_ref() {
-                        "amp" => '&',
-                        "lt" => '<',
-                        "gt" => '>',
-                        "quot" => '"',
-                        "apos" => '\'',
-                        other => return Err(err(pos, format!("unknown entity &{other};"))),
-                    },
-                };
+                let c = vclos_drivers::netconf::xml::resolve_entity(&r).map_err(|m| err(pos, m))?;
                 if let Some(top) = stack.last_mut() {
                     top.text.push(c);
                 }

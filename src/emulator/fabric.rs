@@ -215,6 +215,22 @@ impl EmulatedFabric {
         &self.ocs[id.index()]
     }
 
+    /// Every endpoint as a retargeting target, for
+    /// [`retarget`](crate::topology::retarget::retarget): a topology aimed at
+    /// this fabric.
+    pub fn targets(&self) -> BTreeMap<String, crate::topology::retarget::Target> {
+        self.endpoints
+            .iter()
+            .map(|(d, e)| {
+                let t = crate::topology::retarget::Target {
+                    host: e.host.clone(),
+                    port: e.port,
+                };
+                (d.clone(), t)
+            })
+            .collect()
+    }
+
     /// An emulated switch (or chassis) by device name.
     pub fn switch(&self, device: &str) -> Option<&Switch> {
         self.switches.get(device)

@@ -140,17 +140,7 @@ impl Element {
                     }
                 }
                 Event::GeneralRef(r) => {
-                    let c = match r.resolve_char_ref() {
-                        Ok(Some(c)) => c,
-                        _ => match r.xml10_content().as_ref() {
-                            "amp" => '&',
-                            "lt" => '<',
-                            "gt" => '>',
-                            "quot" => '"',
-                            "apos" => '\'',
-                            other => return Err(err(&reader, format!("unknown entity &{other};"))),
-                        },
-                    };
+                    let c = resolve_entity(&r).map_err(|m| err(&reader, m))?;
                     if let Some(top) = stack.last_mut() {
                         top.text.push(c);
                     }
@@ -254,5 +244,21 @@ mod tests {
         ] {
             assert!(Element::parse(bad).is_err(), "{bad:?}");
         }
+    }
+}
+
+/// The character an entity or character reference stands for (quick-xml
+/// reports `&amp;`, `&#38;` and friends as separate events).
+pub fn resolve_entity(r: &quick_xml::events::BytesRef<'_>) -> Result<char, String> {
+    if let Ok(Some(c)) = r.resolve_char_ref() {
+        return Ok(c);
+    }
+    match r.xml10_content().as_ref() {
+        "amp" => Ok('&'),
+        "lt" => Ok('<'),
+        "gt" => Ok('>'),
+        "quot" => Ok('"'),
+        "apos" => Ok('\''),
+        other => Err(format!("unknown entity &{other};")),
     }
 }
