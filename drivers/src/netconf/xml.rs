@@ -203,6 +203,22 @@ fn close(stack: &mut [Element], root: &mut Option<Element>, el: Element) {
     }
 }
 
+/// The character an entity or character reference stands for (quick-xml
+/// reports `&amp;`, `&#38;` and friends as separate events).
+pub fn resolve_entity(r: &quick_xml::events::BytesRef<'_>) -> Result<char, String> {
+    if let Ok(Some(c)) = r.resolve_char_ref() {
+        return Ok(c);
+    }
+    match r.xml10_content().as_ref() {
+        "amp" => Ok('&'),
+        "lt" => Ok('<'),
+        "gt" => Ok('>'),
+        "quot" => Ok('"'),
+        "apos" => Ok('\''),
+        other => Err(format!("unknown entity &{other};")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -244,21 +260,5 @@ mod tests {
         ] {
             assert!(Element::parse(bad).is_err(), "{bad:?}");
         }
-    }
-}
-
-/// The character an entity or character reference stands for (quick-xml
-/// reports `&amp;`, `&#38;` and friends as separate events).
-pub fn resolve_entity(r: &quick_xml::events::BytesRef<'_>) -> Result<char, String> {
-    if let Ok(Some(c)) = r.resolve_char_ref() {
-        return Ok(c);
-    }
-    match r.xml10_content().as_ref() {
-        "amp" => Ok('&'),
-        "lt" => Ok('<'),
-        "gt" => Ok('>'),
-        "quot" => Ok('"'),
-        "apos" => Ok('\''),
-        other => Err(format!("unknown entity &{other};")),
     }
 }
