@@ -11,6 +11,8 @@ use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::jobs::Fabric;
 use vclos::topology::{self, retarget, Topology};
 
+pub mod hook;
+
 pub const TESTBED: &str = include_str!("../../topologies/testbed-ocs.yaml");
 pub const PASSWORD_VAR: &str = "VCLOS_TEST_LIFECYCLE_PW";
 
@@ -95,5 +97,24 @@ pub fn options() -> ApplyOptions {
     ApplyOptions {
         step_timeout: Duration::from_secs(3),
         ..ApplyOptions::default()
+    }
+}
+
+impl Emu {
+    /// Real drivers with short transport timeouts.
+    pub fn drivers(&self) -> vclos::controller::TopologyDrivers {
+        let mut d = vclos::controller::TopologyDrivers::new(self.topo.clone());
+        d.command_timeout = Duration::from_millis(400);
+        d.connect_timeout = Duration::from_secs(2);
+        d
+    }
+
+    /// A fabric on the state directory using `factory` (no reconcile).
+    pub fn fabric_with(&self, factory: Arc<dyn vclos::controller::DriverFactory>) -> Fabric {
+        let mut f = Fabric::load_with(self.topo.clone(), self.state_dir(), factory)
+            .unwrap()
+            .with_options(options());
+        f.read_timeout = Duration::from_secs(5);
+        f
     }
 }
