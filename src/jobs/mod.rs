@@ -530,7 +530,11 @@ impl Fabric {
         let set = changes::change_set(&plans, &old_intent, &self.base)?;
         let report = controller::apply(set, self.factory.as_ref(), &self.options, progress).await?;
         let outcome = if report.is_committed() {
-            store::save(&self.dir, &self.topo.name, &j.old)?;
+            // state.json normally still holds the old state; rewrite it only
+            // if the crash came after it was replaced.
+            if store::load(&self.dir, &self.topo.name)? != j.old {
+                store::save(&self.dir, &self.topo.name, &j.old)?;
+            }
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)?;
             journal::remove(&self.dir)?;
             info!(job = %j.decision.job, "recovery: devices put back; old state kept");
