@@ -14,6 +14,7 @@ pub mod dialect;
 pub mod diff;
 pub mod emulator;
 pub mod intent;
+pub mod jobs;
 pub mod names;
 pub mod placement;
 pub mod plan;

@@ -82,12 +82,14 @@ async fn load_compare_commit_rollback_discard_end_to_end() {
     d.rollback(None).await.unwrap();
     let cur = dev.running_config().render();
     assert!(cur.contains("acl number 3001") && !cur.contains("description x"));
-    // Roll back to the first commit point explicitly after another change.
+    // Undo a commit by id: running as it was before it. An older commit
+    // point is never undone behind a later commit's back.
     d.load_candidate("interface 100GE1/0/2\n", LoadMode::Merge)
         .await
         .unwrap();
-    d.commit(None).await.unwrap();
-    d.rollback(Some(&id)).await.unwrap();
+    let third = d.commit(None).await.unwrap();
+    assert!(d.rollback(Some(&id)).await.is_err());
+    d.rollback(Some(&third)).await.unwrap();
     assert_eq!(dev.running_config().render(), after);
     // Discard leaves running alone.
     d.load_candidate("interface 100GE1/0/3\n description y\n", LoadMode::Merge)

@@ -11,8 +11,10 @@
 //!   VRP releases but its behaviour could not be confirmed, and emulating it
 //!   with a client-side timer would silently stop protecting the device when
 //!   the controller dies. Use NETCONF for confirmed commits.
-//! * rollback: yes — `rollback configuration to commit-id ID` (running as it
-//!   was right after that commit) or, with no id, `rollback configuration
+//! * rollback: yes — undo commit `ID` (running as it was right *before*
+//!   it, the contract's meaning shared with the NETCONF and TL1 drivers):
+//!   `rollback configuration last 1` once `ID` is checked to be the latest
+//!   commit point (a later one is refused); with no id, `rollback configuration
 //!   last 1` (undo the last commit point).
 //! * atomic: yes — a CE commit applies the candidate as one unit.
 //!
@@ -219,6 +221,11 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn get_config(&mut self) -> Result<String, DriverError> {
+        // After a dropped connection, read through a fresh session (the
+        // controller reads running to judge a failed commit or a rollback).
+        if self.conn.is_none() {
+            self.open().await?;
+        }
         let span = info_span!("huawei_ce.get_config", device = %self.device);
         self.cmd_ok(Step::GetConfig, "display current-configuration")
             .instrument(span)
@@ -293,18 +300,33 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError> {
-        let cmd = match to {
-            Some(id) if !id.0.is_empty() && id.0.bytes().all(|b| b.is_ascii_digit()) => {
-                format!("rollback configuration to commit-id {}", id.0)
-            }
-            Some(id) => {
+        if let Some(id) = to {
+            if id.0.is_empty() || !id.0.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(self.err(
                     Step::Rollback,
                     ErrorKind::Rejected(format!("`{}` is not a CE commit id", id.0)),
-                ))
+                ));
             }
-            None => "rollback configuration last 1".to_string(),
-        };
+        }
+        if self.conn.is_none() {
+            self.open().await?;
+        }
+        if let Some(id) = to {
+            // Undo commit `id`: only while it is still the latest point, so
+            // a later commit (someone else's) is never silently undone.
+            let latest = self.latest_commit(Step::Rollback).await?;
+            if latest.as_ref() != Some(id) {
+                return Err(self.err(
+                    Step::Rollback,
+                    ErrorKind::Rejected(format!(
+                        "commit {} is no longer the latest commit point ({})",
+                        id.0,
+                        latest.map_or_else(|| "none".to_string(), |l| l.0)
+                    )),
+                ));
+            }
+        }
+        let cmd = "rollback configuration last 1".to_string();
         let span = info_span!("huawei_ce.rollback", device = %self.device);
         async {
             if self.dirty() {

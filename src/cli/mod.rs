@@ -1,10 +1,15 @@
 //! Command-line interface (clap). Each subcommand module parses its flags,
 //! calls the library and prints; none holds domain logic.
 
+mod apply;
 mod demo;
+mod device;
 mod emu;
+mod fabric;
+mod job;
 mod plan;
 mod replay;
+mod status;
 mod topology;
 mod trace;
 
@@ -43,6 +48,18 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Dry run: what admitting or releasing a job changes on each device.
     Plan(plan::PlanArgs),
+    /// Plan and apply a job change on the devices as one transaction.
+    Apply(apply::ApplyArgs),
+    /// Submit, release and list jobs.
+    #[command(subcommand)]
+    Job(job::JobCmd),
+    /// Talk to one device through its driver.
+    #[command(subcommand)]
+    Device(device::DeviceCmd),
+    /// Jobs, device reachability and drift, pending journal.
+    Status(status::StatusArgs),
+    /// Compare devices with the state's intent; `--fix` pushes the intent.
+    Reconcile(status::ReconcileArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -55,6 +72,11 @@ pub fn main() -> ExitCode {
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(args) => replay::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Apply(args) => apply::run(args),
+        Command::Job(cmd) => job::run(cmd),
+        Command::Device(cmd) => device::run(cmd),
+        Command::Status(args) => status::status(args),
+        Command::Reconcile(args) => status::reconcile(args),
     };
     match result {
         Ok(code) => code,

@@ -76,7 +76,7 @@ fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Resul
     }
 }
 
-fn read_decision(path: &PathBuf) -> Result<Decision> {
+pub(super) fn read_decision(path: &PathBuf) -> Result<Decision> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let d = if text.trim_start().starts_with('{') {
@@ -114,7 +114,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn text(plan: &Plan, color: bool) -> String {
+pub(super) fn text(plan: &Plan, color: bool) -> String {
     let mut out = format!(
         "plan: {} job {} ({} device{} change{})\n",
         plan.action,

@@ -108,12 +108,24 @@ pub fn save(dir: &Path, topology: &str, decisions: &[Decision]) -> Result<(), St
         source,
     })?;
     text.push(b'\n');
-    let tmp = dir.join(format!(".{STATE_FILE}.tmp.{}", std::process::id()));
+    write_atomic(dir, &file, &text)
+}
+
+/// Atomically replace `file` (inside `dir`) with `bytes`: temporary file in
+/// the same directory, fsync, rename, fsync of the directory. Readers see
+/// the old or the new content, never a mix, even across a crash.
+pub fn write_atomic(dir: &Path, file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&text).map_err(io(&tmp))?;
+        f.write_all(bytes).map_err(io(&tmp))?;
         f.sync_all().map_err(io(&tmp))?;
-        fs::rename(&tmp, &file).map_err(io(&file))?;
+        fs::rename(&tmp, file).map_err(io(file))?;
         // Make the rename itself durable.
         fs::File::open(dir)
             .and_then(|d| d.sync_all())

@@ -1,0 +1,110 @@
+//! `vclos job submit|release|list`: the scheduler-facing verbs.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use vclos::jobs::Applied;
+use vclos::names::JobId;
+
+use super::fabric::{runtime, Bars, FabricArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum JobCmd {
+    /// Place a job, configure its slice of the fabric, record it.
+    Submit(SubmitArgs),
+    /// Remove a job's configuration and free what it held.
+    Release(ReleaseArgs),
+    /// Held jobs (no device is contacted).
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    fabric: FabricArgs,
+    #[arg(long)]
+    id: String,
+    #[arg(long)]
+    gpus: u32,
+    /// Place and plan only; touch nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    fabric: FabricArgs,
+    #[arg(long)]
+    id: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    fabric: FabricArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: JobCmd) -> Result<ExitCode> {
+    match cmd {
+        JobCmd::Submit(a) => {
+            let id = JobId::new(a.id.as_str())?;
+            runtime()?.block_on(async {
+                let mut f = a.fabric.open().await?;
+                let plan = f.plan_submit(&id, a.gpus)?;
+                if a.dry_run {
+                    if a.json {
+                        println!("{}", serde_json::to_string_pretty(&plan)?);
+                    } else {
+                        print!("{}", super::plan::text(&plan, false));
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let report = f.apply(&plan, &Bars::new()).await?;
+                super::apply::finish(Applied { plan, report }, a.json)
+            })
+        }
+        JobCmd::Release(a) => {
+            let id = JobId::new(a.id.as_str())?;
+            runtime()?.block_on(async {
+                let mut f = a.fabric.open().await?;
+                let done = f.release(&id, &Bars::new()).await?;
+                super::apply::finish(done, a.json)
+            })
+        }
+        JobCmd::List(a) => {
+            let f = a.fabric.load()?;
+            let jobs = f.jobs();
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&jobs)?);
+            } else {
+                for d in &jobs {
+                    println!(
+                        "{:<20} {:>5} GPUs  {:?}  leaves {}  spines {}  cross-connects {}",
+                        d.job.to_string(),
+                        d.gpus.len(),
+                        d.stage,
+                        d.vclos.leaves.len(),
+                        d.vclos.spines.len(),
+                        d.vclos.cross_connects.len()
+                    );
+                }
+                println!("{} job(s)", jobs.len());
+            }
+            if let Some(j) = f.pending_journal()? {
+                eprintln!(
+                    "warning: an interrupted {:?} of job `{}` is pending recovery (any device-facing command recovers it)",
+                    j.operation, j.decision.job
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `vclos status` and `vclos reconcile`: jobs, device reachability, drift
+//! from the state's intent, a pending journal; `--fix` pushes intent.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use vclos::jobs::Drift;
+
+use super::fabric::{runtime, Bars, FabricArgs};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    fabric: FabricArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    fabric: FabricArgs,
+    /// Push the state's intent to every device that differs.
+    #[arg(long)]
+    fix: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+fn print_drift(d: &Drift) {
+    println!(
+        "  {} ({}): {} missing, {} unexpected",
+        d.device,
+        d.role,
+        d.missing.len(),
+        d.extra.len()
+    );
+    for i in &d.missing {
+        println!("    - missing: {i}");
+    }
+    for i in &d.extra {
+        println!("    + unexpected: {i}");
+    }
+}
+
+pub fn status(a: StatusArgs) -> Result<ExitCode> {
+    let f = a.fabric.load()?;
+    let s = runtime()?.block_on(f.status())?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("topology {}: {} job(s)", s.topology, s.jobs.len());
+    for d in &s.jobs {
+        println!("  {} ({} GPUs)", d.job, d.gpus.len());
+    }
+    match &s.journal {
+        Some(j) => println!(
+            "journal: an interrupted {:?} of job `{}` is pending recovery (run `vclos reconcile`)",
+            j.operation, j.decision.job
+        ),
+        None => println!("journal: none"),
+    }
+    for d in &s.devices {
+        match (&d.error, &d.drift) {
+            (Some(e), _) => println!("  {:<10} {:<5} UNREACHABLE: {e}", d.device, d.role),
+            (None, Some(x)) if !x.is_empty() => println!(
+                "  {:<10} {:<5} reachable, DRIFT: {} missing, {} unexpected",
+                d.device,
+                d.role,
+                x.missing.len(),
+                x.extra.len()
+            ),
+            _ => println!("  {:<10} {:<5} reachable, in sync", d.device, d.role),
+        }
+    }
+    let bad = s
+        .devices
+        .iter()
+        .any(|d| d.error.is_some() || d.drift.as_ref().is_some_and(|x| !x.is_empty()));
+    Ok(if bad || s.journal.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn reconcile(a: ReconcileArgs) -> Result<ExitCode> {
+    runtime()?.block_on(async {
+        let mut f = a.fabric.open().await?;
+        let r = f.reconcile(a.fix, &Bars::new()).await?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            if r.drift.is_empty() {
+                println!("every reachable device holds the state's intent");
+            } else {
+                println!(
+                    "{} device(s) differ from the state's intent:",
+                    r.drift.len()
+                );
+                r.drift.iter().for_each(print_drift);
+            }
+            for (d, e) in &r.unreachable {
+                println!("  {d}: UNREACHABLE: {e}");
+            }
+            if let Some(fix) = &r.fix {
+                print!("{fix}");
+            }
+        }
+        let ok = r.unreachable.is_empty()
+            && match &r.fix {
+                Some(fix) => fix.is_committed(),
+                None => r.drift.is_empty(),
+            };
+        Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    })
+}

@@ -1,0 +1,59 @@
+//! Why a lifecycle operation could not run. Every variant says what to do or
+//! names the device, job, file or port at fault; device-side failures of a
+//! transaction are not errors here but the [`ApplyReport`](crate::controller::ApplyReport).
+
+use thiserror::Error;
+
+use crate::controller::ChangeSetError;
+use crate::dialect::ParseError;
+use crate::intent::IntentError;
+use crate::names::JobId;
+use crate::placement::PlacementError;
+use crate::plan::PlanError;
+use crate::state::store::StoreError;
+use crate::state::StateError;
+use vclos_drivers::DriverError;
+
+#[derive(Debug, Error)]
+pub enum JobsError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    #[error(transparent)]
+    Intent(#[from] IntentError),
+    #[error("job `{job}` cannot be placed now: {why}")]
+    Blocked { job: JobId, why: &'static str },
+    #[error("change set refused: {0}")]
+    ChangeSet(#[from] ChangeSetError),
+    /// The defence-in-depth check: an OCS command would move a link the
+    /// state says a job is using. Nothing was sent.
+    #[error("refused before sending anything: {device}: `{command}` touches OCS port {port}, which job `{holder}` holds")]
+    BusyLink {
+        device: String,
+        command: String,
+        port: String,
+        holder: JobId,
+    },
+    /// A change the controller will not send (unknown device or port, a
+    /// command it cannot check). Nothing was sent.
+    #[error("refused before sending anything: {device}: {message}")]
+    Refused { device: String, message: String },
+    /// The plan was not made against the current state.
+    #[error("the plan is stale: {0}; plan again")]
+    Stale(String),
+    #[error("an interrupted operation left {0}; recover first (`vclos reconcile`, or open the fabric with recovery)")]
+    PendingJournal(String),
+    #[error("journal {file}: {message}")]
+    Journal { file: String, message: String },
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("running configuration of {0}")]
+    Parse(#[from] ParseError),
+    #[error("unknown device `{0}`")]
+    UnknownDevice(String),
+}

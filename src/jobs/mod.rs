@@ -1,0 +1,628 @@
+//! Jobs on a real (or emulated) fabric: placement, plan, transactional apply
+//! and a persistent, crash-safe state — the lifecycle a scheduler drives.
+//!
+//! A [`Fabric`] is opened with a topology and a state directory. Planning
+//! ([`Fabric::plan_submit`], [`Fabric::plan_release`],
+//! [`Fabric::plan_decision`]) is pure: placement on a copy of the state and
+//! a per-device plan; nothing is touched. [`Fabric::apply`] turns a plan
+//! into a controller [`ChangeSet`](crate::controller::ChangeSet) (each
+//! device's change commands in the form its driver loads, verified by
+//! reading running back and parsing it in the device's dialect) and runs it
+//! as one transaction.
+//!
+//! # The state changes only when the whole transaction committed
+//!
+//! Before the first device is touched, a write-ahead [`journal`] records the
+//! operation with the state before and after. On `Committed` the new
+//! state.json is written (atomically) and the journal removed; on `Aborted`
+//! or `RolledBack` (every device is as it was) the journal is removed and
+//! state.json is untouched. If the process dies in between, the journal is
+//! still there at the next [`Fabric::open`], which **recovers**: it reads
+//! every device the transaction touched and, if all of them hold the new
+//! intent, adopts the new state; otherwise it pushes the old intent back to
+//! every device that differs (a rollback transaction) and keeps the old
+//! state. Either way no reservation leaks: state and devices agree.
+//!
+//! # Refuse before sending
+//!
+//! A decision is validated by the fabric state (busy ports, cabling) before
+//! it gets a plan; then, on the exact payloads about to be sent, every OCS
+//! command is checked against the state once more ([`changes::guard_ocs`]):
+//! no `ENT-PATCH`/`DLT-PATCH` may touch a port held by another job. A plan
+//! that does not match the state (stale or forged) is refused too.
+
+pub mod changes;
+pub mod devices;
+mod error;
+pub mod journal;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tracing::{info, warn};
+
+use crate::controller::{
+    self, ApplyOptions, ApplyReport, DriverFactory, Progress, TopologyDrivers,
+};
+use crate::decision::Decision;
+use crate::intent::{self, FabricIntent};
+use crate::names::JobId;
+use crate::placement::{self, Blocked, JobRequest, OcsVclosPlacer, Placer, Policy, VclosPlacer};
+use crate::plan::{self, Action, DevicePlan, Plan, Running};
+use crate::state::{store, FabricState};
+use crate::topology::{Role, Topology};
+
+pub use devices::Drift;
+pub use error::JobsError;
+pub use journal::{Journal, Operation};
+
+/// A fabric under management: topology, committed state, device access.
+pub struct Fabric {
+    topo: Arc<Topology>,
+    dir: PathBuf,
+    state: FabricState,
+    base: Arc<FabricIntent>,
+    factory: Arc<dyn DriverFactory>,
+    policy: Policy,
+    /// How transactions are run.
+    pub options: ApplyOptions,
+    /// Bound on reading one device (recovery, reconcile, status).
+    pub read_timeout: Duration,
+}
+
+impl fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fabric")
+            .field("topology", &self.topo.name)
+            .field("dir", &self.dir)
+            .field("jobs", &self.state.job_count())
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A plan and what applying it did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub plan: Plan,
+    pub report: ApplyReport,
+}
+
+/// What recovery did with a journal left by an interrupted run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recovery {
+    pub journal: Journal,
+    pub outcome: RecoveryOutcome,
+    /// Per device: how it differed from the new intent when read.
+    pub drift: Vec<Drift>,
+    /// The rollback transaction, if one was needed.
+    pub rollback: Option<ApplyReport>,
+}
+
+/// How an interrupted operation was settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoveryOutcome {
+    /// Every device held the new intent: the operation is now committed.
+    AdoptedNew,
+    /// Devices were put back to the old intent; the operation never happened.
+    RolledBack,
+    /// The rollback transaction failed; the journal is kept for another try.
+    Failed { reason: String },
+}
+
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let j = &self.journal;
+        let op = match j.operation {
+            Operation::Admit => "admission",
+            Operation::Release => "release",
+        };
+        write!(
+            f,
+            "recovered an interrupted {op} of job `{}` ({} device(s)): ",
+            j.decision.job,
+            j.devices.len()
+        )?;
+        match &self.outcome {
+            RecoveryOutcome::AdoptedNew => {
+                write!(f, "every device held the new configuration; state updated")
+            }
+            RecoveryOutcome::RolledBack => write!(
+                f,
+                "devices put back to the previous configuration; state unchanged"
+            ),
+            RecoveryOutcome::Failed { reason } => {
+                write!(f, "FAILED ({reason}); the journal is kept, retry")
+            }
+        }
+    }
+}
+
+/// One device's reachability and drift.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceHealth {
+    pub device: String,
+    pub role: Role,
+    /// Why it could not be read (None: reachable and parsed).
+    pub error: Option<String>,
+    /// Difference from the state's intent (None when unreadable).
+    pub drift: Option<Drift>,
+}
+
+/// `vclos status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub topology: String,
+    pub jobs: Vec<Decision>,
+    /// A journal left by an interrupted run (recovery pending).
+    pub journal: Option<Journal>,
+    pub devices: Vec<DeviceHealth>,
+}
+
+/// `vclos reconcile`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconcile {
+    /// Devices whose running configuration differs from intent.
+    pub drift: Vec<Drift>,
+    /// Devices that could not be read: (device, error).
+    pub unreachable: Vec<(String, String)>,
+    /// The transaction pushing intent, with `fix`.
+    pub fix: Option<ApplyReport>,
+}
+
+impl Fabric {
+    /// Load the state of `dir` without touching any device; drivers come
+    /// from the topology's endpoints and credential references.
+    pub fn load(topo: Arc<Topology>, dir: impl Into<PathBuf>) -> Result<Self, JobsError> {
+        let factory: Arc<dyn DriverFactory> = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));
+        Self::load_with(topo, dir, factory)
+    }
+
+    /// [`Fabric::load`] with another driver factory (tests, wrappers).
+    pub fn load_with(
+        topo: Arc<Topology>,
+        dir: impl Into<PathBuf>,
+        factory: Arc<dyn DriverFactory>,
+    ) -> Result<Self, JobsError> {
+        let dir = dir.into();
+        let held = store::load(&dir, &topo.name)?;
+        let state = FabricState::from_decisions(Arc::clone(&topo), &held)?;
+        let base = Arc::new(intent::baseline(&topo)?);
+        let policy = if topo.ocs.is_empty() {
+            Policy::Vclos
+        } else {
+            Policy::OcsVclos
+        };
+        Ok(Fabric {
+            topo,
+            dir,
+            state,
+            base,
+            factory,
+            policy,
+            options: ApplyOptions::default(),
+            read_timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// Load, then settle any operation a previous run left half done.
+    pub async fn open(
+        topo: Arc<Topology>,
+        dir: impl Into<PathBuf>,
+    ) -> Result<(Self, Option<Recovery>), JobsError> {
+        let mut f = Self::load(topo, dir)?;
+        let r = f.recover(&controller::NoProgress).await?;
+        Ok((f, r))
+    }
+
+    /// [`Fabric::open`] with another driver factory.
+    pub async fn open_with(
+        topo: Arc<Topology>,
+        dir: impl Into<PathBuf>,
+        factory: Arc<dyn DriverFactory>,
+    ) -> Result<(Self, Option<Recovery>), JobsError> {
+        let mut f = Self::load_with(topo, dir, factory)?;
+        let r = f.recover(&controller::NoProgress).await?;
+        Ok((f, r))
+    }
+
+    /// Place with `policy` (vclos or ocs-vclos; the default follows the topology).
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn with_options(mut self, options: ApplyOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The committed state.
+    pub fn state(&self) -> &FabricState {
+        &self.state
+    }
+
+    /// Held jobs' decisions, in admission order.
+    pub fn jobs(&self) -> Vec<Decision> {
+        self.state.decisions().into_iter().cloned().collect()
+    }
+
+    /// The intent of the committed state.
+    pub fn intent(&self) -> Result<FabricIntent, JobsError> {
+        Ok(intent::build(&self.topo, &self.jobs())?)
+    }
+
+    /// A journal left by an interrupted run, if any.
+    pub fn pending_journal(&self) -> Result<Option<Journal>, JobsError> {
+        journal::read(&self.dir)
+    }
+
+    /// Place a job of `gpus` GPUs and plan its admission. Touches nothing.
+    pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
+        let st = self.state.clone();
+        let mut placer: Box<dyn Placer> = match self.policy {
+            Policy::Vclos => Box::new(VclosPlacer::with_state(st)),
+            Policy::OcsVclos if !self.topo.ocs.is_empty() => {
+                Box::new(OcsVclosPlacer::with_state(st))
+            }
+            policy => return Err(JobsError::Placement(match policy {
+                Policy::OcsVclos => placement::PlacementError::NoOcs {
+                    policy,
+                    topology: self.topo.name.clone(),
+                },
+                _ => placement::PlacementError::Engine {
+                    policy: policy.name(),
+                    reason:
+                        "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
+                            .into(),
+                },
+            })),
+        };
+        let req = JobRequest {
+            id: job.clone(),
+            gpus,
+        };
+        match placer.place(&req)? {
+            placement::Outcome::Placed(d) => self.plan_decision(d),
+            placement::Outcome::Blocked(b) => Err(JobsError::Blocked {
+                job: job.clone(),
+                why: match b {
+                    Blocked::Gpu => "not enough free GPUs / idle servers",
+                    Blocked::Network => "no isolated network slice is free",
+                },
+            }),
+        }
+    }
+
+    /// Plan admitting a decision (placed, or hand-written). Touches nothing.
+    pub fn plan_decision(&self, decision: Decision) -> Result<Plan, JobsError> {
+        Ok(plan::plan(
+            &self.topo,
+            &self.jobs(),
+            &Running::new(),
+            Action::Admit(decision),
+        )?)
+    }
+
+    /// Plan releasing a held job. Touches nothing.
+    pub fn plan_release(&self, job: &JobId) -> Result<Plan, JobsError> {
+        Ok(plan::plan(
+            &self.topo,
+            &self.jobs(),
+            &Running::new(),
+            Action::Release(job.clone()),
+        )?)
+    }
+
+    /// Apply a plan as one transaction. `Err` means nothing was sent to any
+    /// device; otherwise the report says what happened, and the state (in
+    /// memory and state.json) changed only if it is `Committed`.
+    pub async fn apply(
+        &mut self,
+        plan: &Plan,
+        progress: &dyn Progress,
+    ) -> Result<ApplyReport, JobsError> {
+        if journal::read(&self.dir)?.is_some() {
+            return Err(JobsError::PendingJournal(
+                journal::journal_path(&self.dir).display().to_string(),
+            ));
+        }
+        let held = self.jobs();
+        if store::load(&self.dir, &self.topo.name)? != held {
+            return Err(JobsError::Stale(format!(
+                "{} changed since this fabric was loaded",
+                store::state_path(&self.dir).display()
+            )));
+        }
+        let mut next = self.state.clone();
+        let (op, admit, releasing) = match plan.action {
+            "admit" => {
+                next.admit(&plan.decision)?;
+                (Operation::Admit, true, None)
+            }
+            "release" => {
+                if self.state.decision(&plan.job) != Some(&plan.decision) {
+                    return Err(JobsError::Stale(format!(
+                        "job `{}` is not held with this decision",
+                        plan.job
+                    )));
+                }
+                next.release(&plan.job)?;
+                (Operation::Release, false, Some(&plan.job))
+            }
+            other => return Err(JobsError::Stale(format!("unknown plan action `{other}`"))),
+        };
+        let new: Vec<Decision> = next.decisions().into_iter().cloned().collect();
+        let candidate = intent::build(&self.topo, &new)?;
+        let set = changes::change_set(&plan.devices, &candidate, &self.base)?;
+        set.validate()?;
+        changes::guard_ocs(&self.topo, &self.state, &set, releasing)?;
+        let fresh = plan::device_plans(
+            &self.topo,
+            &intent::build(&self.topo, &held)?,
+            &candidate,
+            &Running::new(),
+            admit,
+        );
+        if !same_changes(&fresh, &plan.devices) {
+            return Err(JobsError::Stale(
+                "its device changes are not those the current state gives".into(),
+            ));
+        }
+        let devices = set.changes.iter().map(|c| c.device.clone()).collect();
+        let j = Journal::new(
+            &self.topo.name,
+            op,
+            plan.decision.clone(),
+            held,
+            new.clone(),
+            devices,
+        );
+        journal::create(&self.dir, &j)?;
+        let report =
+            match controller::apply(set, self.factory.as_ref(), &self.options, progress).await {
+                Ok(r) => r,
+                Err(e) => {
+                    journal::remove(&self.dir)?;
+                    return Err(e.into());
+                }
+            };
+        if report.is_committed() {
+            store::save(&self.dir, &self.topo.name, &new)?;
+            self.state = next;
+            journal::remove(&self.dir)?;
+            info!(job = %plan.job, action = plan.action, "committed; state saved");
+        } else if report.is_unchanged() {
+            journal::remove(&self.dir)?;
+        } else {
+            // Some device could not be put back: keep the journal so the
+            // next open (or `vclos reconcile`) settles it from the devices.
+            warn!(job = %plan.job, "rollback failed; journal kept for recovery");
+        }
+        Ok(report)
+    }
+
+    /// Place, plan and apply a job.
+    pub async fn submit(
+        &mut self,
+        job: &JobId,
+        gpus: u32,
+        progress: &dyn Progress,
+    ) -> Result<Applied, JobsError> {
+        let plan = self.plan_submit(job, gpus)?;
+        let report = self.apply(&plan, progress).await?;
+        Ok(Applied { plan, report })
+    }
+
+    /// Plan and apply a job's release.
+    pub async fn release(
+        &mut self,
+        job: &JobId,
+        progress: &dyn Progress,
+    ) -> Result<Applied, JobsError> {
+        let plan = self.plan_release(job)?;
+        let report = self.apply(&plan, progress).await?;
+        Ok(Applied { plan, report })
+    }
+
+    /// A device's running configuration, through its driver.
+    pub async fn device_config(&self, device: &str) -> Result<String, JobsError> {
+        if self.topo.device_id(device).is_none() {
+            return Err(JobsError::UnknownDevice(device.to_string()));
+        }
+        Ok(devices::get_config(&self.factory, device, self.read_timeout).await?)
+    }
+
+    /// Read `names`, parsing each; unreadable devices are returned apart.
+    async fn read(&self, names: &[String]) -> (Running, Vec<(String, String)>) {
+        let mut running = Running::new();
+        let mut bad = Vec::new();
+        for (d, r) in devices::read_all(&self.factory, names, self.read_timeout).await {
+            let parsed = r.map_err(JobsError::from).and_then(|text| {
+                let id = self
+                    .topo
+                    .device_id(&d)
+                    .ok_or_else(|| JobsError::UnknownDevice(d.clone()))?;
+                Ok(crate::dialect::dialect(self.topo.device(id).mgmt.dialect).parse(&d, &text)?)
+            });
+            match parsed {
+                Ok(items) => {
+                    running.insert(d, items);
+                }
+                Err(e) => bad.push((d, e.to_string())),
+            }
+        }
+        (running, bad)
+    }
+
+    fn all_devices(&self) -> Vec<String> {
+        self.topo.devices.iter().map(|d| d.name.clone()).collect()
+    }
+
+    fn drifts(&self, intent: &FabricIntent, running: &Running) -> Vec<Drift> {
+        running
+            .iter()
+            .filter_map(|(d, items)| {
+                let have = changes::managed(&self.base, d, items.clone());
+                devices::drift(intent, d, &have)
+            })
+            .collect()
+    }
+
+    /// Settle a journal left by an interrupted run (see the module doc).
+    /// `Ok(None)`: there was none. An unreachable device is an error and
+    /// keeps the journal.
+    pub async fn recover(
+        &mut self,
+        progress: &dyn Progress,
+    ) -> Result<Option<Recovery>, JobsError> {
+        let Some(j) = journal::read(&self.dir)? else {
+            return Ok(None);
+        };
+        let file = journal::journal_path(&self.dir).display().to_string();
+        if j.topology != self.topo.name {
+            return Err(JobsError::Journal {
+                file,
+                message: format!("written for topology `{}`", j.topology),
+            });
+        }
+        let (running, bad) = self.read(&j.devices).await;
+        if let Some((d, e)) = bad.first() {
+            return Err(JobsError::Journal {
+                file,
+                message: format!("cannot recover: {d} cannot be read: {e}"),
+            });
+        }
+        let new_intent = intent::build(&self.topo, &j.new)?;
+        let drift = self.drifts(&new_intent, &running);
+        if drift.iter().all(Drift::is_empty) {
+            store::save(&self.dir, &self.topo.name, &j.new)?;
+            self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.new)?;
+            journal::remove(&self.dir)?;
+            info!(job = %j.decision.job, "recovery: devices hold the new state; adopted");
+            return Ok(Some(Recovery {
+                journal: j,
+                outcome: RecoveryOutcome::AdoptedNew,
+                drift,
+                rollback: None,
+            }));
+        }
+        // Put back what differs from the old intent, undoing in the reverse
+        // order of the interrupted operation.
+        let old_intent = intent::build(&self.topo, &j.old)?;
+        let undo_admit = j.operation == Operation::Admit;
+        let plans = plan::device_plans(&self.topo, &old_intent, &old_intent, &running, !undo_admit);
+        let set = changes::change_set(&plans, &old_intent, &self.base)?;
+        let report = controller::apply(set, self.factory.as_ref(), &self.options, progress).await?;
+        let outcome = if report.is_committed() {
+            // state.json normally still holds the old state; rewrite it only
+            // if the crash came after it was replaced.
+            if store::load(&self.dir, &self.topo.name)? != j.old {
+                store::save(&self.dir, &self.topo.name, &j.old)?;
+            }
+            self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)?;
+            journal::remove(&self.dir)?;
+            info!(job = %j.decision.job, "recovery: devices put back; old state kept");
+            RecoveryOutcome::RolledBack
+        } else {
+            RecoveryOutcome::Failed {
+                reason: match &report.outcome {
+                    controller::Outcome::Aborted { cause }
+                    | controller::Outcome::RolledBack { cause }
+                    | controller::Outcome::RollbackFailed { cause, .. } => cause.clone(),
+                    controller::Outcome::Committed => String::new(),
+                },
+            }
+        };
+        Ok(Some(Recovery {
+            journal: j,
+            outcome,
+            drift,
+            rollback: Some(report),
+        }))
+    }
+
+    /// Compare every device with the state's intent; with `fix`, push the
+    /// intent to the devices that differ (the state never changes here).
+    pub async fn reconcile(
+        &mut self,
+        fix: bool,
+        progress: &dyn Progress,
+    ) -> Result<Reconcile, JobsError> {
+        let intent = self.intent()?;
+        let (running, unreachable) = self.read(&self.all_devices()).await;
+        let drift: Vec<Drift> = self
+            .drifts(&intent, &running)
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .collect();
+        let fix = if fix && !drift.is_empty() {
+            let plans = plan::device_plans(&self.topo, &intent, &intent, &running, true);
+            let set = changes::change_set(&plans, &intent, &self.base)?;
+            Some(controller::apply(set, self.factory.as_ref(), &self.options, progress).await?)
+        } else {
+            None
+        };
+        Ok(Reconcile {
+            drift,
+            unreachable,
+            fix,
+        })
+    }
+
+    /// Jobs, pending journal, and every device's reachability and drift.
+    pub async fn status(&self) -> Result<Status, JobsError> {
+        let intent = self.intent()?;
+        let (running, bad) = self.read(&self.all_devices()).await;
+        let bad: BTreeMap<String, String> = bad.into_iter().collect();
+        let devices = self
+            .topo
+            .devices
+            .iter()
+            .map(|d| DeviceHealth {
+                device: d.name.clone(),
+                role: d.role,
+                error: bad.get(&d.name).cloned(),
+                drift: running.get(&d.name).and_then(|items| {
+                    devices::drift(
+                        &intent,
+                        &d.name,
+                        &changes::managed(&self.base, &d.name, items.clone()),
+                    )
+                }),
+            })
+            .collect();
+        Ok(Status {
+            topology: self.topo.name.clone(),
+            jobs: self.jobs(),
+            journal: journal::read(&self.dir)?,
+            devices,
+        })
+    }
+}
+
+/// Whether two plans change the same devices with the same commands in the
+/// same stages.
+fn same_changes(a: &[DevicePlan], b: &[DevicePlan]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.stage == y.stage
+                && x.diff.device == y.diff.device
+                && x.diff.commands == y.diff.commands
+        })
+}

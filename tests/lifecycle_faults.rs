@@ -1,0 +1,155 @@
+//! Faults injected at every step of admission and release: whatever fails,
+//! every device ends exactly as it was (full running configurations compared
+//! before and after), state.json is byte-identical and no journal is left.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hook::{At, Hooked, Then};
+use vclos::controller::{DriverFactory, NoProgress, Outcome};
+use vclos::emulator::faults::Faults;
+use vclos::jobs::Fabric;
+use vclos::names::JobId;
+use vclos::placement::Policy;
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+enum Step {
+    Admit,
+    Release,
+}
+
+/// Run `job` (admit, or admit cleanly then release) under `factory` and
+/// assert nothing changed.
+async fn fails_cleanly(
+    emu: &common::Emu,
+    policy: Policy,
+    gpus: u32,
+    step: Step,
+    arm: impl FnOnce(&common::Emu) -> Arc<dyn DriverFactory>,
+) -> vclos::controller::ApplyReport {
+    let mut f = emu.fabric().await.with_policy(policy);
+    if let Step::Release = step {
+        let r = f.submit(&id("j1"), gpus, &NoProgress).await.unwrap();
+        assert!(r.report.is_committed(), "{}", r.report);
+    }
+    let before = emu.configs(&f).await;
+    let state = emu.state_bytes();
+    let factory = arm(emu);
+    let mut g: Fabric = emu.fabric_with(factory).with_policy(policy);
+    let report = match step {
+        Step::Admit => g.submit(&id("j1"), gpus, &NoProgress).await.unwrap().report,
+        Step::Release => g.release(&id("j1"), &NoProgress).await.unwrap().report,
+    };
+    assert!(!report.is_committed(), "{report}");
+    assert!(report.is_unchanged(), "{report}");
+    for d in &emu.topo.devices {
+        emu.fab.faults(&d.name).unwrap().clear();
+    }
+    assert_eq!(emu.configs(&f).await, before, "{report}");
+    assert_eq!(emu.state_bytes(), state);
+    assert!(g.pending_journal().unwrap().is_none());
+    assert_eq!(g.jobs(), f.jobs());
+    report
+}
+
+fn faults(emu: &common::Emu, d: &str) -> Arc<Faults> {
+    emu.fab.faults(d).unwrap().clone()
+}
+
+/// Arm `arm` on `device` exactly when its commit starts; clear after.
+fn at_commit(
+    emu: &common::Emu,
+    device: &str,
+    arm: impl Fn(&Faults) + Send + Sync + 'static,
+) -> Arc<dyn DriverFactory> {
+    let f = faults(emu, device);
+    let g = f.clone();
+    Hooked::new(
+        emu.drivers(),
+        device,
+        At::Commit,
+        Then::Around {
+            before: Arc::new(move || arm(&f)),
+            after: Arc::new(move || g.clear()),
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaf_connection_drop_mid_commit_after_the_ocs_rewired() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
+        at_commit(e, "leaf2", |f| f.drop_next())
+    })
+    .await;
+    assert!(matches!(r.outcome, Outcome::RolledBack { .. }), "{r}");
+    // The OCS had committed (stage 0) and was put back.
+    assert_eq!(
+        r.device("ocs1").unwrap().status,
+        vclos::controller::DeviceStatus::RolledBack,
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocs_deny_on_commit() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
+        at_commit(e, "ocs1", |f| f.refuse_commits(true))
+    })
+    .await;
+    assert!(r.device("ocs1").unwrap().error.is_some(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spine_timeout_by_delayed_replies() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
+        at_commit(e, "spine1", |f| f.delay_replies(Duration::from_millis(900)))
+    })
+    .await;
+    let e = r.device("spine1").unwrap().error.clone().unwrap();
+    assert!(e.message.contains("timed out"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spine_refuses_its_commit() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
+        at_commit(e, "spine2", |f| f.refuse_commits(true))
+    })
+    .await;
+    assert!(matches!(r.outcome, Outcome::RolledBack { .. }), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaf_fails_after_n_commands_on_release() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Release, |e| {
+        at_commit(e, "leaf1", |f| f.fail_after(Some(1)))
+    })
+    .await;
+    assert!(r.device("leaf1").unwrap().error.is_some(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocs_deny_on_release_puts_the_leaves_back() {
+    let emu = common::emu(Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Release, |e| {
+        at_commit(e, "ocs1", |f| f.refuse_commits(true))
+    })
+    .await;
+    // Release order: leaves first (committed, then rolled back), OCS last.
+    assert_eq!(r.device("ocs1").unwrap().stage, 2, "{r}");
+    assert_eq!(
+        r.device("leaf1").unwrap().status,
+        vclos::controller::DeviceStatus::RolledBack,
+        "{r}"
+    );
+}
