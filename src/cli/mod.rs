@@ -7,6 +7,7 @@ mod plan;
 mod replay;
 mod topology;
 mod trace;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Dry run: what admitting or releasing a job changes on each device.
     Plan(plan::PlanArgs),
+    /// Verify every held job against the devices' running configurations.
+    Verify(verify::VerifyArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -55,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(args) => replay::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(code) => code,
