@@ -22,6 +22,7 @@ mod configs;
 pub mod fetch;
 mod from_config;
 mod patterns;
+pub mod sample;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -346,6 +347,8 @@ pub fn verify(topo: &Topology, fwd: &ForwardingState, jobs: &[JobView]) -> Vec<R
     reports
 }
 
+#[cfg(test)]
+mod config_tests;
 #[cfg(test)]
 mod tests;
 
