@@ -3,12 +3,12 @@
 //! before and after), state.json is byte-identical and no journal is left.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+mod emu_common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::hook::{At, Hooked, Then};
+use emu_common::hook::{At, Hooked, Then};
 use vclos::controller::{DriverFactory, NoProgress, Outcome};
 use vclos::emulator::faults::Faults;
 use vclos::jobs::Fabric;
@@ -27,11 +27,11 @@ enum Step {
 /// Run `job` (admit, or admit cleanly then release) under `factory` and
 /// assert nothing changed.
 async fn fails_cleanly(
-    emu: &common::Emu,
+    emu: &emu_common::Emu,
     policy: Policy,
     gpus: u32,
     step: Step,
-    arm: impl FnOnce(&common::Emu) -> Arc<dyn DriverFactory>,
+    arm: impl FnOnce(&emu_common::Emu) -> Arc<dyn DriverFactory>,
 ) -> vclos::controller::ApplyReport {
     let mut f = emu.fabric().await.with_policy(policy);
     if let Step::Release = step {
@@ -58,13 +58,13 @@ async fn fails_cleanly(
     report
 }
 
-fn faults(emu: &common::Emu, d: &str) -> Arc<Faults> {
+fn faults(emu: &emu_common::Emu, d: &str) -> Arc<Faults> {
     emu.fab.faults(d).unwrap().clone()
 }
 
 /// Arm `arm` on `device` exactly when its commit starts; clear after.
 fn at_commit(
-    emu: &common::Emu,
+    emu: &emu_common::Emu,
     device: &str,
     arm: impl Fn(&Faults) + Send + Sync + 'static,
 ) -> Arc<dyn DriverFactory> {
@@ -83,7 +83,7 @@ fn at_commit(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaf_connection_drop_mid_commit_after_the_ocs_rewired() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
         at_commit(e, "leaf2", |f| f.drop_next())
     })
@@ -99,7 +99,7 @@ async fn leaf_connection_drop_mid_commit_after_the_ocs_rewired() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocs_deny_on_commit() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
         at_commit(e, "ocs1", |f| f.refuse_commits(true))
     })
@@ -109,7 +109,7 @@ async fn ocs_deny_on_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spine_timeout_by_delayed_replies() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
         at_commit(e, "spine1", |f| f.delay_replies(Duration::from_millis(900)))
     })
@@ -120,7 +120,7 @@ async fn spine_timeout_by_delayed_replies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spine_refuses_its_commit() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
         at_commit(e, "spine2", |f| f.refuse_commits(true))
     })
@@ -130,7 +130,7 @@ async fn spine_refuses_its_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaf_fails_after_n_commands_on_release() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Release, |e| {
         at_commit(e, "leaf1", |f| f.fail_after(Some(1)))
     })
@@ -140,7 +140,7 @@ async fn leaf_fails_after_n_commands_on_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocs_deny_on_release_puts_the_leaves_back() {
-    let emu = common::emu(Duration::ZERO).await;
+    let emu = emu_common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Release, |e| {
         at_commit(e, "ocs1", |f| f.refuse_commits(true))
     })

@@ -12,6 +12,7 @@ mod replay;
 mod status;
 mod topology;
 mod trace;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -60,6 +61,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Compare devices with the state's intent; `--fix` pushes the intent.
     Reconcile(status::ReconcileArgs),
+    /// Verify every held job against the devices' running configurations.
+    Verify(verify::VerifyArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -77,6 +80,7 @@ pub fn main() -> ExitCode {
         Command::Device(cmd) => device::run(cmd),
         Command::Status(args) => status::status(args),
         Command::Reconcile(args) => status::reconcile(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(code) => code,

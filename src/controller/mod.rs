@@ -71,7 +71,7 @@
 
 mod change;
 mod factory;
-mod fanout;
+pub(crate) mod fanout;
 mod progress;
 mod report;
 mod transaction;

@@ -111,6 +111,12 @@ impl SwitchDevice {
         self.state().config.clone()
     }
 
+    /// Changes whenever running changes (every commit point is recorded,
+    /// rollbacks included), so readers can cache what they derive from it.
+    pub fn running_version(&self) -> u64 {
+        self.state().next_id
+    }
+
     /// The commit history, oldest first.
     pub fn commits(&self) -> Vec<CommitRecord> {
         self.state().commits.clone()

@@ -9,9 +9,11 @@
 //! It keeps the models (so tests and verification read device state directly),
 //! one [`Faults`] per device (so tests and `emu serve --fault` can arm them)
 //! and a [`StaticBusy`] for test traffic, which together with the switches'
-//! own configuration decides which OCS links are busy.
+//! own running configuration ([`SteeredBusy`]) decides which OCS links are
+//! busy. Switches start from the topology's baseline intent rendered in their
+//! dialect, so a fresh fabric looks like a lab after day-0 provisioning.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,10 +29,14 @@ use super::faults::Faults;
 use super::netconf::NetconfDevice;
 use super::ocs::OcsModel;
 use super::ssh::{self, Service, SshServer};
+use super::steering::SteeredBusy;
 use super::tl1::{self, Tl1Options, Tl1Server};
 use super::vrp::VrpConfig;
 use super::Login;
+use crate::dialect::{self, Dialect as _, ParseError};
+use crate::intent::{self, IntentError, Item, PortName};
 use crate::topology::{Dialect, OcsId, Protocol, Role, Topology};
+use crate::verification::{forwarding_from_configs, ForwardingState, VerifyError};
 
 /// How to serve a fabric.
 #[derive(Debug, Clone)]
@@ -80,6 +86,10 @@ pub enum EmuError {
     },
     #[error("unknown device `{0}`")]
     UnknownDevice(String),
+    #[error("baseline configuration: {0}")]
+    Baseline(#[source] IntentError),
+    #[error("{device}: the rendered baseline configuration does not load: {message}")]
+    BaselineConfig { device: String, message: String },
 }
 
 /// An emulated switch's state, whichever protocol serves it.
@@ -87,6 +97,34 @@ pub enum EmuError {
 pub enum Switch {
     Cli(Arc<SwitchDevice>),
     Netconf(Arc<NetconfDevice>),
+}
+
+impl Switch {
+    /// Changes whenever the running configuration changes.
+    pub fn running_version(&self) -> u64 {
+        match self {
+            Switch::Cli(d) => d.running_version(),
+            Switch::Netconf(d) => d.running_version(),
+        }
+    }
+
+    /// The running configuration as the device prints it (`display
+    /// current-configuration`, or the `<data>` of a NETCONF `get-config`).
+    pub fn running_text(&self) -> String {
+        match self {
+            Switch::Cli(d) => d.running_config().render(),
+            Switch::Netconf(d) => d.running().to_xml(),
+        }
+    }
+
+    /// The running configuration parsed by `dialect`.
+    pub fn items(&self, dialect: Dialect) -> Result<BTreeSet<Item>, ParseError> {
+        let name = match self {
+            Switch::Cli(d) => d.name(),
+            Switch::Netconf(d) => d.name(),
+        };
+        dialect::dialect(dialect).parse(name, &self.running_text())
+    }
 }
 
 /// A running emulated fabric. Dropping it stops every endpoint.
@@ -104,15 +142,53 @@ pub struct EmulatedFabric {
 }
 
 impl EmulatedFabric {
-    /// Build every device of `topology` and start its endpoint.
+    /// Build every device of `topology` and start its endpoint. Every
+    /// switch starts from the topology's baseline configuration (rendered in
+    /// its dialect), as a lab fabric does after day-0 provisioning.
     pub async fn start(topology: Arc<Topology>, opts: FabricOptions) -> Result<Self, EmuError> {
-        let traffic = Arc::new(StaticBusy::new());
-        let busy: Arc<dyn BusyOracle> = Arc::new(AnyBusy(vec![traffic.clone()]));
+        let baseline = intent::baseline(&topology).map_err(EmuError::Baseline)?;
         let faults: BTreeMap<String, Arc<Faults>> = topology
             .devices
             .iter()
             .map(|d| (d.name.clone(), Arc::new(Faults::new())))
             .collect();
+        // Switch models first: the OCS's busy oracle reads their configs.
+        let mut switches = BTreeMap::new();
+        for (d, want) in topology.devices.iter().zip(&baseline.devices) {
+            if d.role == Role::Ocs {
+                continue;
+            }
+            let f = faults[&d.name].clone();
+            let text = dialect::dialect(d.mgmt.dialect).render(&want.items);
+            let bad = |message: String| EmuError::BaselineConfig {
+                device: d.name.clone(),
+                message,
+            };
+            let switch = match (d.mgmt.protocol, d.mgmt.dialect) {
+                (Protocol::SshCli, Dialect::HuaweiCe) => {
+                    let initial = VrpConfig::parse(&text)
+                        .map_err(|(line, e)| bad(format!("line {line}: {e}")))?;
+                    Switch::Cli(SwitchDevice::new(&d.name, initial, f))
+                }
+                (Protocol::Netconf, Dialect::Openconfig) => {
+                    let initial = Element::parse(&text).map_err(|e| bad(e.to_string()))?;
+                    Switch::Netconf(NetconfDevice::new(&d.name, initial, f))
+                }
+                (protocol, dialect) => {
+                    return Err(EmuError::Unsupported {
+                        device: d.name.clone(),
+                        dialect,
+                        protocol,
+                    })
+                }
+            };
+            switches.insert(d.name.clone(), switch);
+        }
+        let traffic = Arc::new(StaticBusy::new());
+        let steered = Arc::new(SteeredBusy::new(topology.clone(), |name| {
+            switches.get(name).cloned()
+        }));
+        let busy: Arc<dyn BusyOracle> = Arc::new(AnyBusy(vec![traffic.clone(), steered]));
         let mut ocs = Vec::new();
         let mut servers = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -146,46 +222,34 @@ impl EmulatedFabric {
             ocs.push(model);
             servers.push(server);
         }
-        let mut switches = BTreeMap::new();
         let mut ssh_servers = Vec::new();
         let mut known_hosts = String::new();
-        for d in topology.devices.iter().filter(|d| d.role != Role::Ocs) {
-            let f = faults[&d.name].clone();
-            let (switch, service) = match (d.mgmt.protocol, d.mgmt.dialect) {
-                (Protocol::SshCli, Dialect::HuaweiCe) => {
-                    let dev = SwitchDevice::new(&d.name, VrpConfig::new(&d.name), f);
-                    (Switch::Cli(dev.clone()), Service::Cli(dev))
-                }
-                (Protocol::Netconf, Dialect::Openconfig) => {
-                    let dev = NetconfDevice::new(&d.name, Element::new("data"), f);
-                    (Switch::Netconf(dev.clone()), Service::Netconf(dev))
-                }
-                (protocol, dialect) => {
-                    return Err(EmuError::Unsupported {
-                        device: d.name.clone(),
-                        dialect,
-                        protocol,
-                    })
-                }
+        for (name, switch) in &switches {
+            let service = match switch {
+                Switch::Cli(dev) => Service::Cli(dev.clone()),
+                Switch::Netconf(dev) => Service::Netconf(dev.clone()),
             };
             let bind = SocketAddr::new(opts.listen, 0).to_string();
             let server = ssh::serve_on(&bind, service, opts.login.clone())
                 .await
                 .map_err(|e| EmuError::Ssh {
-                    device: d.name.clone(),
+                    device: name.clone(),
                     message: e.to_string(),
                 })?;
             known_hosts.push_str(&server.known_hosts_line());
             known_hosts.push('\n');
+            let protocol = match switch {
+                Switch::Cli(_) => Protocol::SshCli,
+                Switch::Netconf(_) => Protocol::Netconf,
+            };
             endpoints.insert(
-                d.name.clone(),
+                name.clone(),
                 Endpoint {
-                    protocol: d.mgmt.protocol,
+                    protocol,
                     host: server.local_addr().ip().to_string(),
                     port: server.local_addr().port(),
                 },
             );
-            switches.insert(d.name.clone(), switch);
             ssh_servers.push(server);
         }
         Ok(EmulatedFabric {
@@ -246,6 +310,34 @@ impl EmulatedFabric {
         self.faults
             .get(device)
             .ok_or_else(|| EmuError::UnknownDevice(device.to_string()))
+    }
+
+    /// Every device's running configuration as its real driver's
+    /// `get_config` returns it (switches: their CLI/NETCONF text; OCS: the
+    /// `RTRV-PATCH` data lines), for [`crate::verification::verify_fabric`].
+    pub fn running_configs(&self) -> BTreeMap<String, String> {
+        let mut out: BTreeMap<String, String> = self
+            .switches
+            .iter()
+            .map(|(name, s)| (name.clone(), s.running_text()))
+            .collect();
+        for m in &self.ocs {
+            let patches = m
+                .patches()
+                .into_iter()
+                .filter_map(|(a, b)| {
+                    let port = |p| PortName::new(m.port_name(p)).ok();
+                    Some(Item::patch(port(a)?, port(b)?))
+                })
+                .collect();
+            out.insert(m.name().to_string(), dialect::tl1::Tl1.render(&patches));
+        }
+        out
+    }
+
+    /// The forwarding state the devices' running configurations define.
+    pub fn forwarding_state(&self) -> Result<ForwardingState, VerifyError> {
+        forwarding_from_configs(&self.topology, &self.running_configs())
     }
 
     /// Test traffic: ports marked here count as busy for the idle-only rule.

@@ -13,6 +13,7 @@ pub mod faults;
 pub mod netconf;
 pub mod ocs;
 pub mod ssh;
+pub mod steering;
 pub mod tl1;
 pub mod vrp;
 

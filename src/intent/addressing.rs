@@ -51,6 +51,13 @@ pub fn leaf_gpu_prefix(leaf: LeafId) -> Ipv4Net {
     Ipv4Net::new(Ipv4Addr::from(GPU_BASE + 256 * leaf.0), 24)
 }
 
+/// The leaf whose GPU prefix is exactly `p` (the inverse of
+/// [`leaf_gpu_prefix`]); the caller checks the leaf exists in its topology.
+pub fn leaf_of_gpu_prefix(p: Ipv4Net) -> Option<LeafId> {
+    let off = u32::from(p.addr).checked_sub(GPU_BASE)?;
+    (p.len == 24 && off % 256 == 0 && off / 256 < MAX_LEAVES as u32).then_some(LeafId(off / 256))
+}
+
 /// The leaf's address on server-facing port `i` (the GPU's gateway), /31.
 pub fn server_port_gateway(leaf: LeafId, i: usize) -> Ipv4Net {
     Ipv4Net::new(Ipv4Addr::from(GPU_BASE + 256 * leaf.0 + 2 * i as u32), 31)
@@ -90,6 +97,16 @@ mod tests {
         assert_eq!(uplink_address(LeafId(1), 2).to_string(), "10.0.2.4/31");
         assert_eq!(uplink_peer_address(LeafId(1), 2).to_string(), "10.0.2.5/31");
         assert!(leaf_gpu_prefix(LeafId(1)).contains(gpu_address(LeafId(1), 127)));
+        for l in [0, 1, 300, 32767] {
+            assert_eq!(
+                leaf_of_gpu_prefix(leaf_gpu_prefix(LeafId(l))),
+                Some(LeafId(l))
+            );
+        }
+        let odd = |s: &str| leaf_of_gpu_prefix(s.parse().unwrap_or(leaf_gpu_prefix(LeafId(0))));
+        assert_eq!(odd("10.128.1.0/25"), None);
+        assert_eq!(odd("10.128.1.4/24"), None);
+        assert_eq!(odd("10.0.1.0/24"), None);
         assert_eq!(
             leaf_gpu_prefix(LeafId(32767)).to_string(),
             "10.255.255.0/24"

@@ -13,8 +13,16 @@
 //! This deliberately does not read the scheduler's view: the state comes from
 //! the devices (parsed running configs, or the emulator's models), so a
 //! controller or rendering bug shows up here.
+//!
+//! Layers: [`fetch`] reads running configs through the real drivers;
+//! `configs` parses them by dialect ([`verify_fabric`]); `from_config` maps
+//! parsed items to a [`ForwardingState`]; [`verify`] walks it.
 
+mod configs;
+pub mod fetch;
+mod from_config;
 mod patterns;
+pub mod sample;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -22,6 +30,11 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub use configs::{
+    forwarding_from_configs, parse_configs, verify_fabric, verify_state, VerifyError,
+    DEVICES_REPORT,
+};
+pub use from_config::forwarding_state;
 pub use patterns::{Pattern, ALL_PATTERNS};
 pub use state::{ForwardingState, Vrf};
 
@@ -156,9 +169,20 @@ fn walk(
     }
     let leaf = &topo.leaf(src.leaf).name;
     let sport = &topo.leaf(src.leaf).server_ports[src.port as usize];
+    if let Some(why) = fwd.broken_redirect(src.leaf, src.port) {
+        return Err(format!("{leaf}:{sport}: {why}"));
+    }
     let Some(uplink) = fwd.redirect(src.leaf, src.port) else {
         return Err(format!("{leaf}:{sport} has no redirect"));
     };
+    if let Some(scope) = fwd.redirect_scope(src.leaf, src.port) {
+        if !scope.contains(&dst.leaf) {
+            return Err(format!(
+                "{leaf}:{sport} redirects no traffic for leaf {}",
+                topo.leaf(dst.leaf).name
+            ));
+        }
+    }
     let out = PortRef::Leaf(src.leaf, uplink);
     path.push(out);
     match fwd.far_end(topo, out)? {
@@ -212,13 +236,20 @@ fn spine_hop(
             ));
         }
     }
+    if let Some(why) = vrf.unresolved.get(&leaf) {
+        return Err(format!("VRF {} on {}: {why}", vrf.name, topo.spine(s).name));
+    }
     let egress = *vrf.routes.get(&leaf).ok_or_else(|| {
-        format!(
+        let mut m = format!(
             "VRF {} on {} has no route to leaf {}",
             vrf.name,
             topo.spine(s).name,
             topo.leaf(leaf).name
-        )
+        );
+        if !vrf.strays.is_empty() {
+            m.push_str(&format!(" (it holds {})", vrf.strays.join("; ")));
+        }
+        m
     })?;
     if !vrf.ports.contains(&egress) {
         return Err(format!(
@@ -316,6 +347,8 @@ pub fn verify(topo: &Topology, fwd: &ForwardingState, jobs: &[JobView]) -> Vec<R
     reports
 }
 
+#[cfg(test)]
+mod config_tests;
 #[cfg(test)]
 mod tests;
 

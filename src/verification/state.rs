@@ -17,12 +17,27 @@ pub struct Vrf {
     pub ports: BTreeSet<u16>,
     /// Destination leaf -> egress spine port.
     pub routes: BTreeMap<LeafId, u16>,
+    /// Destination leaf -> why its route has no usable egress on this
+    /// logical spine (next hop on no port, on another logical spine, two
+    /// routes). A flow to that leaf fails with this reason.
+    pub unresolved: BTreeMap<LeafId, String>,
+    /// Routes to prefixes that are no leaf's GPU prefix, described with the
+    /// device; named when a flow finds no route.
+    pub strays: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct ForwardingState {
     /// (leaf, server-facing port) -> uplink index.
     redirects: HashMap<(LeafId, u16), u16>,
+    /// Redirects that match only traffic to these leaves (an ACL's
+    /// destinations); absent = all destinations.
+    scopes: HashMap<(LeafId, u16), BTreeSet<LeafId>>,
+    /// Server ports whose source route cannot be followed, and why.
+    broken: HashMap<(LeafId, u16), String>,
+    /// Device-level findings that concern no single flow (configuration on
+    /// ports the topology does not know, prefixes of no leaf).
+    problems: Vec<String>,
     vrfs: BTreeMap<SpineId, Vec<Vrf>>,
     /// Per OCS: port -> patched partner.
     patches: BTreeMap<OcsId, HashMap<u16, u16>>,
@@ -46,8 +61,52 @@ impl ForwardingState {
         self.redirects.insert((leaf, server_port), uplink);
     }
 
+    /// A redirect matching only traffic toward `destinations`.
+    pub fn set_scoped_redirect(
+        &mut self,
+        leaf: LeafId,
+        server_port: u16,
+        uplink: u16,
+        destinations: BTreeSet<LeafId>,
+    ) {
+        self.redirects.insert((leaf, server_port), uplink);
+        self.scopes.insert((leaf, server_port), destinations);
+    }
+
+    /// A source route that exists but cannot be followed (`why` says how).
+    pub fn set_broken_redirect(&mut self, leaf: LeafId, server_port: u16, why: String) {
+        self.clear_redirect(leaf, server_port);
+        self.broken.insert((leaf, server_port), why);
+    }
+
     pub fn clear_redirect(&mut self, leaf: LeafId, server_port: u16) {
         self.redirects.remove(&(leaf, server_port));
+        self.scopes.remove(&(leaf, server_port));
+        self.broken.remove(&(leaf, server_port));
+    }
+
+    /// The leaves a redirect matches, if it is scoped.
+    pub fn redirect_scope(&self, leaf: LeafId, server_port: u16) -> Option<&BTreeSet<LeafId>> {
+        self.scopes.get(&(leaf, server_port))
+    }
+
+    /// Why the source route of a server port cannot be followed, if so.
+    pub fn broken_redirect(&self, leaf: LeafId, server_port: u16) -> Option<&str> {
+        self.broken.get(&(leaf, server_port)).map(String::as_str)
+    }
+
+    pub fn add_problem(&mut self, problem: String) {
+        self.problems.push(problem);
+    }
+
+    /// Device-level findings (see the field doc).
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    /// The VRFs of a logical spine.
+    pub fn vrfs(&self, spine: SpineId) -> &[Vrf] {
+        self.vrfs.get(&spine).map_or(&[], Vec::as_slice)
     }
 
     pub fn add_vrf(&mut self, spine: SpineId, vrf: Vrf) {

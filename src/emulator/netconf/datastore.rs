@@ -46,6 +46,9 @@ pub struct State {
     pub lock_candidate: Option<u64>,
     pub pending: Option<Pending>,
     generation: u64,
+    /// Bumped whenever running changes (commit, revert), so readers can
+    /// cache what they derive from it.
+    pub running_version: u64,
 }
 
 impl State {
@@ -69,6 +72,7 @@ impl State {
             Some(p) => {
                 self.running = p.backup.clone();
                 self.candidate = p.backup;
+                self.running_version += 1;
                 true
             }
             None => false,
@@ -103,6 +107,7 @@ impl NetconfDevice {
                 lock_candidate: None,
                 pending: None,
                 generation: 0,
+                running_version: 0,
             }),
             faults,
             next_session: AtomicU64::new(1),
@@ -126,6 +131,11 @@ impl NetconfDevice {
     /// A snapshot of running.
     pub fn running(&self) -> Element {
         self.state().running.clone()
+    }
+
+    /// Changes whenever running changes.
+    pub fn running_version(&self) -> u64 {
+        self.state().running_version
     }
 
     pub(super) fn new_session_id(&self) -> u64 {

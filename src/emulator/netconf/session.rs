@@ -382,6 +382,7 @@ impl NetconfSession {
             st.pending = None;
         }
         st.running = st.candidate.clone();
+        st.running_version += 1;
         Ok("<ok/>".into())
     }
 }

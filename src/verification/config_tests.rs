@@ -1,0 +1,316 @@
+//! The forwarding state read from device configurations: rendered intent
+//! parsed back verifies clean, and configuration faults a real device could
+//! hold are reported with the device and port.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+use crate::decision::Decision;
+use crate::dialect::dialect;
+use crate::intent::{self, Item, PortName};
+use crate::topology::{self, Topology};
+
+fn testbed() -> Topology {
+    topology::from_str(
+        "testbed-ocs.yaml",
+        include_str!("../../topologies/testbed-ocs.yaml"),
+    )
+    .unwrap()
+}
+
+fn jobs(t: &Topology) -> Vec<Decision> {
+    let a = ["spine1-1", "spine1-2", "spine1-3", "spine1-4"];
+    let b = ["spine1-5", "spine1-6", "spine1-7", "spine1-8"];
+    vec![
+        sample::vclos_decision(t, "a", &["srv1", "srv5"], &a).unwrap(),
+        sample::vclos_decision(t, "b", &["srv2", "srv6"], &b).unwrap(),
+    ]
+}
+
+/// Every device's configuration text, rendered from the intent of `held`.
+fn configs(t: &Topology, held: &[Decision]) -> BTreeMap<String, String> {
+    intent::build(t, held)
+        .unwrap()
+        .devices
+        .iter()
+        .map(|d| (d.device.clone(), dialect(d.dialect).render(&d.items)))
+        .collect()
+}
+
+fn items(t: &Topology, held: &[Decision]) -> BTreeMap<String, BTreeSet<Item>> {
+    parse_configs(t, &configs(t, held)).unwrap()
+}
+
+fn violations(t: &Topology, held: &[Decision], items: &BTreeMap<String, BTreeSet<Item>>) -> String {
+    let fwd = forwarding_state(t, items);
+    verify_state(t, held, &fwd)
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.violations.iter().map(move |v| format!("{}: {v}", r.job)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Replace the items of `device` matching `pick` by what `edit` makes of them.
+fn edit(
+    items: &mut BTreeMap<String, BTreeSet<Item>>,
+    device: &str,
+    pick: impl Fn(&Item) -> bool,
+    edit: impl Fn(&Item) -> Option<Item>,
+) {
+    let set = items.get_mut(device).unwrap();
+    let old: Vec<Item> = set.iter().filter(|i| pick(i)).cloned().collect();
+    assert!(!old.is_empty(), "nothing to edit on {device}");
+    for i in old {
+        set.remove(&i);
+        if let Some(n) = edit(&i) {
+            set.insert(n);
+        }
+    }
+}
+
+fn port(s: &str) -> PortName {
+    PortName::new(s).unwrap()
+}
+
+#[test]
+fn rendered_intent_parsed_back_verifies_clean() {
+    let t = testbed();
+    let held = jobs(&t);
+    let reports = verify_fabric(&t, &held, &configs(&t, &held)).unwrap();
+    assert_eq!(reports.len(), 2, "no device-level findings: {reports:?}");
+    for r in &reports {
+        assert!(r.ok(), "{}: {:?}", r.job, r.violations);
+        assert_eq!(r.flows, 8 * 7);
+    }
+    // The baseline alone holds no source route: the jobs are unreachable.
+    let v = violations(&t, &held, &items(&t, &[]));
+    assert!(
+        v.contains("a: srv1/gpu0 -> srv5/gpu0 unreachable: leaf1:100GE1/0/1 has no redirect"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_missing_or_unknown_device_config_is_an_error() {
+    let t = testbed();
+    let mut c = configs(&t, &[]);
+    c.remove("spine2");
+    assert_eq!(
+        forwarding_from_configs(&t, &c).unwrap_err().to_string(),
+        "spine2: no running configuration was read"
+    );
+    let mut c = configs(&t, &[]);
+    c.insert("leaf9".into(), String::new());
+    assert_eq!(
+        forwarding_from_configs(&t, &c).unwrap_err(),
+        VerifyError::UnknownDevice("leaf9".into())
+    );
+    let mut c = configs(&t, &[]);
+    c.insert("ocs1".into(), "   \"1,1\"\n".into());
+    let e = forwarding_from_configs(&t, &c).unwrap_err().to_string();
+    assert!(
+        e.contains("ocs1: line 1:") && e.contains("joins a port to itself"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_route_out_of_another_logical_spine_is_caught() {
+    let t = testbed();
+    let held = jobs(&t);
+    let mut it = items(&t, &held);
+    // Job a's route to leaf2 on spine1-1 now points at the next hop of
+    // spine1-5's leaf2 port: a chassis port of another logical spine.
+    let nh_other = intent::addressing::uplink_address(t.leaf_id("leaf2").unwrap(), 4).addr;
+    edit(
+        &mut it,
+        "spine1",
+        |i| matches!(i, Item::Route { vrf, prefix, .. } if vrf.as_str() == "Vrf-a-1" && prefix.to_string() == "10.128.1.0/24"),
+        |i| match i {
+            Item::Route { vrf, prefix, .. } => Some(Item::Route {
+                vrf: vrf.clone(),
+                prefix: *prefix,
+                nexthop: nh_other,
+            }),
+            _ => None,
+        },
+    );
+    let v = violations(&t, &held, &it);
+    assert!(
+        v.contains("leaves by spine1-5:100GE1/0/10, on another logical spine than spine1-1"),
+        "{v}"
+    );
+}
+
+#[test]
+fn routes_to_no_leaf_and_next_hops_on_no_port_are_named() {
+    let t = testbed();
+    let held = jobs(&t);
+    let mut it = items(&t, &held);
+    edit(
+        &mut it,
+        "spine1",
+        |i| matches!(i, Item::Route { vrf, prefix, .. } if vrf.as_str() == "Vrf-b-5" && prefix.to_string() == "10.128.1.0/24"),
+        |i| match i {
+            Item::Route { vrf, nexthop, .. } => Some(Item::Route {
+                vrf: vrf.clone(),
+                prefix: "10.128.9.0/24".parse().unwrap(),
+                nexthop: *nexthop,
+            }),
+            _ => None,
+        },
+    );
+    edit(
+        &mut it,
+        "spine1",
+        |i| matches!(i, Item::Route { vrf, prefix, .. } if vrf.as_str() == "Vrf-a-1" && prefix.to_string() == "10.128.0.0/24"),
+        |i| match i {
+            Item::Route { vrf, prefix, .. } => Some(Item::Route {
+                vrf: vrf.clone(),
+                prefix: *prefix,
+                nexthop: "10.9.9.9".parse().unwrap(),
+            }),
+            _ => None,
+        },
+    );
+    let v = violations(&t, &held, &it);
+    assert!(
+        v.contains("b: srv2/gpu0 -> srv6/gpu0 unreachable: VRF ")
+            && v.contains("has no route to leaf leaf2 (it holds route 10.128.9.0/24 via 10.0.2.8 on spine1, which is no leaf's GPU prefix)"),
+        "{v}"
+    );
+    assert!(
+        v.contains("route 10.128.0.0/24: next hop 10.9.9.9 is on no port of spine1"),
+        "{v}"
+    );
+}
+
+#[test]
+fn redirect_faults_are_caught_on_the_leaf_port() {
+    let t = testbed();
+    let held = jobs(&t);
+    let mut it = items(&t, &held);
+    // Port 1: redirected to a server-facing port instead of an uplink.
+    edit(
+        &mut it,
+        "leaf1",
+        |i| matches!(i, Item::Redirect { port, .. } if port.as_str() == "100GE1/0/1"),
+        |i| match i.clone() {
+            Item::Redirect {
+                job,
+                index,
+                port,
+                destinations,
+                ..
+            } => Some(Item::Redirect {
+                job,
+                index,
+                port,
+                uplink: self::port("100GE1/0/9"),
+                destinations,
+            }),
+            _ => None,
+        },
+    );
+    // Port 2: its ACL no longer lists leaf2's prefix but a prefix of no leaf.
+    edit(
+        &mut it,
+        "leaf1",
+        |i| matches!(i, Item::Redirect { port, .. } if port.as_str() == "100GE1/0/2"),
+        |i| match i.clone() {
+            Item::Redirect {
+                job,
+                index,
+                port,
+                uplink,
+                ..
+            } => Some(Item::Redirect {
+                job,
+                index,
+                port,
+                uplink,
+                destinations: vec!["10.129.0.0/24".parse().unwrap()],
+            }),
+            _ => None,
+        },
+    );
+    let v = violations(&t, &held, &it);
+    assert!(
+        v.contains("srv1/gpu0 -> srv5/gpu0 unreachable: leaf1:100GE1/0/1: source route of job a -> 100GE1/0/9: 100GE1/0/9 is not an uplink of leaf1"),
+        "{v}"
+    );
+    assert!(
+        v.contains("srv1/gpu1 -> srv5/gpu0 unreachable: leaf1:100GE1/0/2 redirects no traffic for leaf leaf2"),
+        "{v}"
+    );
+    assert!(
+        v.contains("(devices): leaf1:100GE1/0/2: source route of job a -> 100GE1/0/18 matches 10.129.0.0/24, which is no leaf's GPU prefix"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_port_rebound_to_another_jobs_vrf_is_caught() {
+    let t = testbed();
+    let held = jobs(&t);
+    let mut it = items(&t, &held);
+    // spine1-5's port toward leaf2 (job b's) is moved into job a's VRF of
+    // spine1-1, as `ip binding vpn-instance` on the device would do.
+    let a_vrf = it["spine1"]
+        .iter()
+        .find_map(|i| match i {
+            Item::Vrf { name } if name.as_str() == "Vrf-a-1" => Some(name.clone()),
+            _ => None,
+        })
+        .unwrap();
+    edit(
+        &mut it,
+        "spine1",
+        |i| matches!(i, Item::Address { port, .. } if port.as_str() == "100GE1/0/10"),
+        |i| match i.clone() {
+            Item::Address { port, net, .. } => Some(Item::Address {
+                port,
+                vrf: Some(a_vrf.clone()),
+                net,
+            }),
+            _ => None,
+        },
+    );
+    let v = violations(&t, &held, &it);
+    assert!(
+        v.contains("b: srv2/gpu0 -> srv6/gpu0 unreachable: VRF ")
+            && v.contains(
+                "routes leaf leaf2 out of spine1-5:100GE1/0/10, which is not bound to it"
+            ),
+        "{v}"
+    );
+    assert!(!v.contains("a: "), "job a is untouched: {v}");
+}
+
+#[test]
+fn ocs_and_unknown_ports_are_device_findings() {
+    let t = testbed();
+    let held = jobs(&t);
+    let mut it = items(&t, &held);
+    it.get_mut("ocs1")
+        .unwrap()
+        .insert(Item::patch(port("70"), port("71")));
+    it.insert("ghost".into(), BTreeSet::new());
+    let fwd = forwarding_state(&t, &it);
+    assert_eq!(
+        fwd.problems(),
+        [
+            "ocs1: patch 70~71 names a port the topology does not have",
+            "ghost: not a device of the topology"
+        ]
+    );
+    // Without its patch table, every leaf uplink is dark.
+    it.insert("ocs1".into(), BTreeSet::new());
+    let v = violations(&t, &held, &it);
+    assert!(
+        v.contains("a: srv1/gpu0 -> srv5/gpu0 unreachable: ocs1:1 is dark (unpatched)"),
+        "{v}"
+    );
+}

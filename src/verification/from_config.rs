@@ -1,0 +1,246 @@
+//! The forwarding state as the devices' own configurations define it.
+//!
+//! Input is what each device holds, as [`Item`]s parsed from its running
+//! configuration by its dialect; output is a [`ForwardingState`] in fabric
+//! terms (typed ports), which [`super::verify`] then walks. The mapping is
+//! the data plane's, not the scheduler's:
+//! * a leaf `Redirect` pins a server port to an uplink, for the leaves whose
+//!   GPU prefixes its ACL lists (the addressing plan maps a prefix to a leaf);
+//! * a spine port is in the VRF its `Address` binds it to; a VRF `Route`'s
+//!   prefix names the destination leaf, and its next hop the egress port:
+//!   the port of the (physical) device whose /31 holds it, bound or not —
+//!   the verifier reports an egress outside the VRF. On a chassis, a port
+//!   name resolves to its logical spine; a route out of another logical
+//!   spine is recorded as unresolved, with the reason;
+//! * an OCS's patch table is its `Patch` items.
+//!
+//! Nothing here fails: what cannot be mapped (a port the topology does not
+//! know, a prefix of no leaf) is kept as a reason the verifier reports, so
+//! a broken device shows up as a violation naming it, never as a crash.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+
+use super::{ForwardingState, Vrf};
+use crate::intent::{addressing, Ipv4Net, Item, VrfName};
+use crate::topology::{Device, LeafId, Member, OcsId, PortRef, SpineId, Topology};
+
+/// Build the forwarding state from every device's items (device name ->
+/// items). A device without an entry holds nothing (no redirects, no VRFs,
+/// an OCS with every port dark); an entry for a device the topology does
+/// not have is a problem.
+pub fn forwarding_state(
+    topo: &Topology,
+    configs: &BTreeMap<String, BTreeSet<Item>>,
+) -> ForwardingState {
+    let mut fwd = ForwardingState::new();
+    let empty = BTreeSet::new();
+    for dev in &topo.devices {
+        let items = configs.get(&dev.name).unwrap_or(&empty);
+        let mut spines = Vec::new();
+        for m in &dev.members {
+            match *m {
+                Member::Leaf(l) => leaf(topo, l, items, &mut fwd),
+                Member::Spine(s) => spines.push(s),
+                Member::Ocs(o) => ocs(topo, o, items, &mut fwd),
+            }
+        }
+        if !spines.is_empty() {
+            spine_device(topo, dev, &spines, items, &mut fwd);
+        }
+    }
+    for name in configs.keys() {
+        if topo.device_id(name).is_none() {
+            fwd.add_problem(format!("{name}: not a device of the topology"));
+        }
+    }
+    fwd
+}
+
+/// The leaf a prefix routes to, if it is a leaf's GPU prefix.
+fn leaf_of(topo: &Topology, p: Ipv4Net) -> Option<LeafId> {
+    addressing::leaf_of_gpu_prefix(p).filter(|l| l.index() < topo.leaves.len())
+}
+
+fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
+    let leaf = topo.leaf(l);
+    let mut seen: HashMap<u16, String> = HashMap::new();
+    for item in items {
+        let Item::Redirect {
+            job,
+            port,
+            uplink,
+            destinations,
+            ..
+        } = item
+        else {
+            continue;
+        };
+        let what = format!("source route of job {job} -> {uplink}");
+        let Some(sp) = leaf.server_ports.iter().position(|p| p == port.as_str()) else {
+            fwd.add_problem(format!(
+                "{}:{port}: {what} is on a port that is not server-facing",
+                leaf.name
+            ));
+            continue;
+        };
+        let sp = sp as u16;
+        if let Some(prev) = seen.insert(sp, what.clone()) {
+            fwd.set_broken_redirect(l, sp, format!("two source routes ({prev}; {what})"));
+            continue;
+        }
+        let mut scope = BTreeSet::new();
+        for d in destinations {
+            match leaf_of(topo, *d) {
+                Some(dl) => {
+                    scope.insert(dl);
+                }
+                None => fwd.add_problem(format!(
+                    "{}:{port}: {what} matches {d}, which is no leaf's GPU prefix",
+                    leaf.name
+                )),
+            }
+        }
+        match leaf.uplinks.iter().position(|u| u == uplink.as_str()) {
+            Some(u) => fwd.set_scoped_redirect(l, sp, u as u16, scope),
+            None => fwd.set_broken_redirect(
+                l,
+                sp,
+                format!("{what}: {uplink} is not an uplink of {}", leaf.name),
+            ),
+        }
+    }
+}
+
+fn ocs(topo: &Topology, o: OcsId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
+    let dev = topo.ocs_dev(o);
+    let index = |name: &str| dev.ports.iter().position(|p| p == name).map(|i| i as u16);
+    let mut pairs = Vec::new();
+    for item in items {
+        if let Item::Patch { a, b } = item {
+            match (index(a.as_str()), index(b.as_str())) {
+                (Some(x), Some(y)) => pairs.push((x, y)),
+                _ => fwd.add_problem(format!(
+                    "{}: patch {a}~{b} names a port the topology does not have",
+                    dev.name
+                )),
+            }
+        }
+    }
+    fwd.set_patches(o, pairs);
+}
+
+/// Where a VRF route leaves: a (logical spine, port) or why it cannot.
+type Egress = Result<(SpineId, u16), String>;
+
+fn spine_device(
+    topo: &Topology,
+    dev: &Device,
+    spines: &[SpineId],
+    items: &BTreeSet<Item>,
+    fwd: &mut ForwardingState,
+) {
+    let mut port_of: HashMap<&str, (SpineId, u16)> = HashMap::new();
+    for &s in spines {
+        for (i, p) in topo.spine(s).ports.iter().enumerate() {
+            port_of.insert(p.as_str(), (s, i as u16));
+        }
+    }
+    let label = |(s, i): (SpineId, u16)| topo.port_label(PortRef::Spine(s, i));
+    // Every address of the device (a next hop may resolve to any of them).
+    let mut nets: Vec<(&str, Ipv4Net)> = Vec::new();
+    let mut bound: BTreeMap<&VrfName, BTreeMap<SpineId, BTreeSet<u16>>> = BTreeMap::new();
+    for item in items {
+        if let Item::Address { port, vrf, net } = item {
+            nets.push((port.as_str(), *net));
+            if let Some(v) = vrf {
+                match port_of.get(port.as_str()) {
+                    Some(&(s, i)) => {
+                        bound.entry(v).or_default().entry(s).or_default().insert(i);
+                    }
+                    None => fwd.add_problem(format!(
+                        "{}:{port}: bound to VRF {v}, but not a spine port of the topology",
+                        dev.name
+                    )),
+                }
+            }
+        }
+    }
+    let egress = |nh: Ipv4Addr| -> Egress {
+        let (port, _) = nets
+            .iter()
+            .find(|(_, n)| n.contains(nh) && n.addr != nh)
+            .ok_or_else(|| format!("next hop {nh} is on no port of {}", dev.name))?;
+        port_of
+            .get(port)
+            .copied()
+            .ok_or_else(|| format!("next hop {nh} is on {}:{port}, not a spine port", dev.name))
+    };
+    let mut routes: BTreeMap<&VrfName, Vec<(LeafId, Ipv4Net, Ipv4Addr, Egress)>> = BTreeMap::new();
+    let mut strays: BTreeMap<&VrfName, Vec<String>> = BTreeMap::new();
+    for item in items {
+        if let Item::Route {
+            vrf,
+            prefix,
+            nexthop,
+        } = item
+        {
+            match leaf_of(topo, *prefix) {
+                Some(l) => {
+                    routes
+                        .entry(vrf)
+                        .or_default()
+                        .push((l, *prefix, *nexthop, egress(*nexthop)))
+                }
+                None => strays.entry(vrf).or_default().push(format!(
+                    "route {prefix} via {nexthop} on {}, which is no leaf's GPU prefix",
+                    dev.name
+                )),
+            }
+        }
+    }
+    // A VRF exists on each logical spine where it binds a port: only there
+    // can traffic enter it.
+    for (vrf_name, per_spine) in &bound {
+        for (&s, ports) in per_spine {
+            let mut vrf = Vrf {
+                name: vrf_name.to_string(),
+                ports: ports.clone(),
+                strays: strays.get(vrf_name).cloned().unwrap_or_default(),
+                ..Vrf::default()
+            };
+            let mut via: BTreeMap<LeafId, Vec<String>> = BTreeMap::new();
+            for (l, prefix, nh, out) in routes.get(vrf_name).into_iter().flatten() {
+                via.entry(*l)
+                    .or_default()
+                    .push(format!("{prefix} via {nh}"));
+                match out {
+                    Ok((s2, i)) if *s2 == s => {
+                        vrf.routes.insert(*l, *i);
+                    }
+                    Ok(other) => {
+                        vrf.unresolved.insert(
+                            *l,
+                            format!(
+                                "route {prefix} via {nh} leaves by {}, on another logical spine than {}",
+                                label(*other),
+                                topo.spine(s).name
+                            ),
+                        );
+                    }
+                    Err(why) => {
+                        vrf.unresolved.insert(*l, format!("route {prefix}: {why}"));
+                    }
+                }
+            }
+            for (l, v) in via.into_iter().filter(|(_, v)| v.len() > 1) {
+                // Equal-cost routes spread a flow over links the job did not
+                // pin: not the source-routed, contention-free forwarding.
+                vrf.routes.remove(&l);
+                vrf.unresolved
+                    .insert(l, format!("several routes to one leaf ({})", v.join(", ")));
+            }
+            fwd.add_vrf(s, vrf);
+        }
+    }
+}
