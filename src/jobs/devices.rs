@@ -38,13 +38,11 @@ pub async fn get_config(
     tokio::time::timeout(timeout, work)
         .instrument(tracing::info_span!("read", device = %name))
         .await
-        .unwrap_or_else(|_| {
-            Err(DriverError {
-                device: name,
-                step: Step::GetConfig,
-                kind: ErrorKind::Timeout(timeout),
-            })
-        })
+        .unwrap_or(Err(DriverError {
+            device: name,
+            step: Step::GetConfig,
+            kind: ErrorKind::Timeout(timeout),
+        }))
 }
 
 /// Running configurations of `devices`, concurrently, in the given order.
