@@ -38,6 +38,12 @@ impl Flow {
         id
     }
 
+    /// Delete edge `e` (and its residual twin); flow already through it stays counted.
+    pub fn remove_edge(&mut self, e: usize) {
+        self.cap[e] = 0;
+        self.cap[e ^ 1] = 0;
+    }
+
     /// Units flowing through edge `e`.
     pub fn flow_on(&self, e: usize) -> u32 {
         self.cap[e ^ 1]
