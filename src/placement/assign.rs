@@ -150,8 +150,7 @@ mod tests {
         fn split(
             left: u32,
             o: usize,
-            i: usize,
-            j: usize,
+            (i, j): (usize, usize),
             need: &[Vec<u32>],
             lc: &mut [Vec<u32>],
             sc: &mut [Vec<u32>],
@@ -165,7 +164,7 @@ mod tests {
             for y in 0..=max {
                 lc[i][o] -= y;
                 sc[j][o] -= y;
-                let ok = split(left - y, o + 1, i, j, need, lc, sc, at);
+                let ok = split(left - y, o + 1, (i, j), need, lc, sc, at);
                 lc[i][o] += y;
                 sc[j][o] += y;
                 if ok {
@@ -174,7 +173,7 @@ mod tests {
             }
             false
         }
-        split(need[i][j], 0, i, j, need, lc, sc, at)
+        split(need[i][j], 0, (i, j), need, lc, sc, at)
     }
 
     #[test]

@@ -56,9 +56,13 @@ impl Flow {
 
     /// Augment from `s` to `t` until no path is left; returns the total flow.
     pub fn run(&mut self, s: usize, t: usize) -> u32 {
+        // One allocation per run, not per augmenting path.
+        let mut prev = vec![usize::MAX; self.adj.len()];
+        let mut q = VecDeque::with_capacity(self.adj.len());
         loop {
-            let mut prev = vec![usize::MAX; self.adj.len()];
-            let mut q = VecDeque::from([s]);
+            prev.fill(usize::MAX);
+            q.clear();
+            q.push_back(s);
             prev[s] = usize::MAX - 1;
             while let Some(u) = q.pop_front() {
                 if u == t {

@@ -16,15 +16,18 @@
 //!    spine-side ports bound the links) solved by max-flow ([`super::flow`]),
 //!    so an earlier leaf is re-routed through another OCS when that makes
 //!    room for the next.
-//! 3. **Several spines** (Stage 3, A.3): `l` leaves x `s` ports, tried in
-//!    [`super::shapes`] order; a spine may carry several of the `s` virtual
-//!    spine slots (then it has that many parallel links to every chosen
-//!    leaf). Spines are filled greedily, fewest free ports first, each with
-//!    the largest per-leaf link count a max-flow admits. This stage is a
-//!    HEURISTIC (the exact problem is a planar 3-index transportation
-//!    problem, NP-hard in general): it tries the first few candidate leaf
-//!    sets only, and may miss a slice an exact ILP would find; what it
-//!    returns is always valid.
+//! 3. **Several spines** (Stage 3, A.3): `l` virtual leaves x `s` ports,
+//!    tried in [`super::shapes`] order. For each shape the links as patched
+//!    now are tried first with vClos's exact search (no rewiring), so every
+//!    vClos placement is also an OCS-vClos placement. Then rewiring: a leaf
+//!    may host several virtual leaves of the job (eq. 7-8: the OCS gives it
+//!    parallel links, one per virtual leaf), and a spine may carry several
+//!    virtual-spine slots. Leaves come fewest idle servers first (a few
+//!    candidate windows); slots per spine are tried in three orders (packed
+//!    onto the spines with fewest free ports, one per spine, roomiest first);
+//!    which OCS carries each link is decided by [`super::assign`]. This
+//!    stage is a HEURISTIC (the exact problem is NP-hard in general): it may
+//!    miss a slice an exact ILP would find; what it returns is always valid.
 //!
 //! Only idle OCS ports are ever rewired: every port counted as usable is
 //! unheld (the fabric state also refuses anything else). When a usable
