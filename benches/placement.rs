@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cpu_time::ThreadTime;
 use criterion::{criterion_group, criterion_main, Criterion};
 use vclos::names::JobId;
 use vclos::placement::{placer, JobRequest, Outcome, Placer, Policy};
@@ -103,8 +104,10 @@ fn filled(policy: Policy, topo: Arc<Topology>, rng: &mut Rng) -> (Box<dyn Placer
     (p, f64::from(used) / f64::from(total))
 }
 
-fn probe(p: &mut Box<dyn Placer + Send>, rng: &mut Rng, id: &JobId) -> (Duration, bool) {
+/// One probe: wall time and thread CPU time of `place`, whether it placed.
+fn probe(p: &mut Box<dyn Placer + Send>, rng: &mut Rng, id: &JobId) -> (Duration, Duration, bool) {
     let n = PROBES[rng.below(PROBES.len() as u64) as usize];
+    let c0 = ThreadTime::now();
     let t0 = Instant::now();
     let out = p
         .place(&JobRequest {
@@ -113,11 +116,12 @@ fn probe(p: &mut Box<dyn Placer + Send>, rng: &mut Rng, id: &JobId) -> (Duration
         })
         .expect("place");
     let dt = t0.elapsed();
+    let cpu = c0.elapsed();
     let placed = matches!(out, Outcome::Placed(_));
     if placed {
         p.release(id).expect("release");
     }
-    (dt, placed)
+    (dt, cpu, placed)
 }
 
 fn bench(c: &mut Criterion) {
@@ -134,20 +138,27 @@ fn bench(c: &mut Criterion) {
         let (mut p, occ) = filled(policy, fabric(fab), &mut rng);
         let id = job(usize::MAX / 2);
         let mut times: Vec<Duration> = Vec::new();
+        let mut cpu: Vec<Duration> = Vec::new();
         let mut placed = 0;
         for _ in 0..2000 {
-            let (dt, ok) = probe(&mut p, &mut rng, &id);
+            let (dt, c, ok) = probe(&mut p, &mut rng, &id);
             times.push(dt);
+            cpu.push(c);
             placed += usize::from(ok);
         }
         times.sort();
-        let pct = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+        cpu.sort();
+        let pct = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
         println!(
-            "{policy} on {fab} GPUs at {:.0}% GPU use: place p50 {:?} p99 {:?} max {:?} ({placed}/2000 probes placed)",
+            "{policy} on {fab} GPUs at {:.0}% GPU use ({placed}/2000 probes placed): \
+             wall p50 {:?} p99 {:?} max {:?}; thread CPU p50 {:?} p99 {:?} max {:?}",
             occ * 100.0,
-            pct(0.5),
-            pct(0.99),
-            times[times.len() - 1]
+            pct(&times, 0.5),
+            pct(&times, 0.99),
+            times[times.len() - 1],
+            pct(&cpu, 0.5),
+            pct(&cpu, 0.99),
+            cpu[cpu.len() - 1],
         );
         g.bench_function(format!("{policy}/{fab}"), |b| {
             b.iter(|| black_box(probe(&mut p, &mut rng, &id)))

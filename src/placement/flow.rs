@@ -38,6 +38,12 @@ impl Flow {
         id
     }
 
+    /// Delete edge `e` (and its residual twin); flow already through it stays counted.
+    pub fn remove_edge(&mut self, e: usize) {
+        self.cap[e] = 0;
+        self.cap[e ^ 1] = 0;
+    }
+
     /// Units flowing through edge `e`.
     pub fn flow_on(&self, e: usize) -> u32 {
         self.cap[e ^ 1]
@@ -50,9 +56,13 @@ impl Flow {
 
     /// Augment from `s` to `t` until no path is left; returns the total flow.
     pub fn run(&mut self, s: usize, t: usize) -> u32 {
+        // One allocation per run, not per augmenting path.
+        let mut prev = vec![usize::MAX; self.adj.len()];
+        let mut q = VecDeque::with_capacity(self.adj.len());
         loop {
-            let mut prev = vec![usize::MAX; self.adj.len()];
-            let mut q = VecDeque::from([s]);
+            prev.fill(usize::MAX);
+            q.clear();
+            q.push_back(s);
             prev[s] = usize::MAX - 1;
             while let Some(u) = q.pop_front() {
                 if u == t {

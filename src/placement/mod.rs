@@ -6,6 +6,7 @@
 //! paper's algorithms) and the baselines `best` and `sr`; the trace replay
 //! drives any of them through this one trait.
 
+mod assign;
 mod baseline;
 mod biclique;
 mod flow;

@@ -16,15 +16,18 @@
 //!    spine-side ports bound the links) solved by max-flow ([`super::flow`]),
 //!    so an earlier leaf is re-routed through another OCS when that makes
 //!    room for the next.
-//! 3. **Several spines** (Stage 3, A.3): `l` leaves x `s` ports, tried in
-//!    [`super::shapes`] order; a spine may carry several of the `s` virtual
-//!    spine slots (then it has that many parallel links to every chosen
-//!    leaf). Spines are filled greedily, fewest free ports first, each with
-//!    the largest per-leaf link count a max-flow admits. This stage is a
-//!    HEURISTIC (the exact problem is a planar 3-index transportation
-//!    problem, NP-hard in general): it tries the first few candidate leaf
-//!    sets only, and may miss a slice an exact ILP would find; what it
-//!    returns is always valid.
+//! 3. **Several spines** (Stage 3, A.3): `l` virtual leaves x `s` ports,
+//!    tried in [`super::shapes`] order. For each shape the links as patched
+//!    now are tried first with vClos's exact search (no rewiring), so every
+//!    vClos placement is also an OCS-vClos placement. Then rewiring: a leaf
+//!    may host several virtual leaves of the job (eq. 7-8: the OCS gives it
+//!    parallel links, one per virtual leaf), and a spine may carry several
+//!    virtual-spine slots. Leaves come fewest idle servers first (a few
+//!    candidate windows); slots per spine are tried in three orders (packed
+//!    onto the spines with fewest free ports, one per spine, roomiest first);
+//!    which OCS carries each link is decided by [`super::assign`]. This
+//!    stage is a HEURISTIC (the exact problem is NP-hard in general): it may
+//!    miss a slice an exact ILP would find; what it returns is always valid.
 //!
 //! Only idle OCS ports are ever rewired: every port counted as usable is
 //! unheld (the fabric state also refuses anything else). When a usable
@@ -38,12 +41,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::assign::assign;
 use super::flow::Flow;
 use super::plan::{LinkPick, Plan};
-use super::view::{ocs_id, OcsView};
+use super::view::{ocs_id, LinkView, OcsView};
 use super::{
-    commit, local, place_local, precheck, shapes, Blocked, JobRequest, Outcome, PlacementError,
-    Placer,
+    commit, local, place_local, precheck, shapes, vclos, Blocked, JobRequest, Outcome,
+    PlacementError, Placer,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -53,8 +57,6 @@ use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
 /// A leaf in a one-spine plan: servers taken, (OCS, flow edge) pairs and
 /// the direct-cable flow edge.
 type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
-/// A spine in a Stage 3 plan: per chosen leaf, links per OCS and direct.
-type Fill = (SpineId, Vec<(Vec<u32>, u32)>);
 
 /// Candidate leaf sets tried per Stage 3 shape.
 const STAGE3_TRIES: usize = 4;
@@ -380,7 +382,11 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
     None
 }
 
-/// Stage 3: `l` leaves x `s` ports over several spines, with rewiring.
+/// Stage 3: `l` virtual leaves x `s` ports over several spines. For each
+/// shape the uniform links as patched now are tried first (vClos's exact
+/// search, no rewiring: every vClos slice is an OCS-vClos slice), then
+/// rewiring, where a leaf may host several virtual leaves (A.3, eq. 7-8):
+/// the OCS can give it parallel links to a spine, one per virtual leaf.
 fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
     let topo = st.topology();
     let t = u32::from(topo.gpus_per_server);
@@ -390,20 +396,44 @@ fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
         .map(|l| l.uplinks.len())
         .max()
         .unwrap_or(0) as u32;
-    for (l, s) in shapes(k, t, topo.leaves.len() as u32, max_up) {
-        let per_leaf = s / t;
-        let mut cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
+    let links = LinkView::new(st);
+    for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
+        if let Some(plan) =
+            vclos::find_slice(st, &links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
+        {
+            return Some(plan);
+        }
+        let per_vleaf = s / t;
+        // (leaf, virtual leaves it can host), fewest idle servers first.
+        let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
             .map(LeafId)
-            .filter(|&n| st.idle_servers(n) >= per_leaf && view.leaf_usable(n) >= s as usize)
+            .map(|n| {
+                let by_servers = st.idle_servers(n) / per_vleaf;
+                let by_ports = (view.leaf_usable(n) / s as usize) as u32;
+                (n, by_servers.min(by_ports))
+            })
+            .filter(|&(_, a)| a > 0)
             .collect();
-        cand.sort_by_key(|&n| (st.idle_servers(n), n));
-        let l = l as usize;
-        if cand.len() < l {
+        cand.sort_by_key(|&(n, _)| (st.idle_servers(n), n));
+        if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
             continue;
         }
-        for start in 0..=(cand.len() - l).min(STAGE3_TRIES - 1) {
-            let set = &cand[start..start + l];
-            if let Some(plan) = fill_spines(st, view, set, s as usize, per_leaf) {
+        // Windows of the candidate list, each taking `l` virtual leaves.
+        for start in 0..cand.len().min(STAGE3_TRIES) {
+            let mut set = Vec::new();
+            let mut left = l;
+            for &(n, a) in &cand[start..] {
+                if left == 0 {
+                    break;
+                }
+                let take = a.min(left);
+                set.push((n, take));
+                left -= take;
+            }
+            if left > 0 {
+                break;
+            }
+            if let Some(plan) = fill_spines(st, view, &set, s as usize, per_vleaf) {
                 return Some(plan);
             }
         }
@@ -411,107 +441,158 @@ fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
     None
 }
 
-/// Give each leaf of `set` exactly `s` links, spine by spine.
+/// Slots per spine for `set` (leaf, virtual leaves): candidate vectors
+/// (fewest free ports first, as many slots per spine as fit; one slot per
+/// spine; roomiest spines first), each bounded by what every leaf reaches.
+fn slot_plans(
+    st: &FabricState,
+    view: &OcsView,
+    set: &[(LeafId, u32)],
+    s: usize,
+    direct: &HashMap<(LeafId, SpineId), u32>,
+) -> Vec<Vec<(SpineId, u32)>> {
+    let l: u32 = set.iter().map(|&(_, a)| a).sum();
+    let mut room: Vec<SpineId> = Vec::new();
+    let mut tmax: Vec<u32> = Vec::new();
+    for m in spine_order(st, view, l as usize) {
+        let per_slot = set
+            .iter()
+            .map(|&(n, a)| {
+                let reach = (0..view.k)
+                    .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
+                    .sum::<usize>() as u32
+                    + direct.get(&(n, m)).copied().unwrap_or(0);
+                reach / a
+            })
+            .min()
+            .unwrap_or(0);
+        let cap = view.spine_usable(m) as u32 / l;
+        if cap.min(per_slot) > 0 {
+            room.push(m);
+            tmax.push(cap.min(per_slot));
+        }
+    }
+    let fill = |order: &mut dyn Iterator<Item = usize>, per: u32| {
+        let mut left = s as u32;
+        let mut v = Vec::new();
+        for i in order {
+            if left == 0 {
+                break;
+            }
+            let take = tmax[i].min(per).min(left);
+            v.push((room[i], take));
+            left -= take;
+        }
+        (left == 0).then_some(v)
+    };
+    let mut out: Vec<Vec<(SpineId, u32)>> = Vec::new();
+    let candidates = [
+        fill(&mut (0..room.len()), u32::MAX),
+        fill(&mut (0..room.len()), 1),
+        fill(&mut (0..room.len()).rev(), u32::MAX),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Give each virtual leaf of `set` (leaf, count) exactly `s` links over
+/// several spines: `count * t_m` links from the leaf to each spine `m`
+/// carrying `t_m` slots.
 fn fill_spines(
     st: &FabricState,
     view: &OcsView,
-    set: &[LeafId],
+    set: &[(LeafId, u32)],
     s: usize,
-    per_leaf: u32,
+    per_vleaf: u32,
 ) -> Option<Plan> {
     let topo = st.topology();
-    let l = set.len();
-    // Residual usable counts.
-    let mut lres: Vec<Vec<u32>> = set
+    let mut direct: HashMap<(LeafId, SpineId), u32> = HashMap::new();
+    for &(n, _, m, _) in &view.direct {
+        *direct.entry((n, m)).or_default() += 1;
+    }
+    let leaf_cap: Vec<Vec<u32>> = set
         .iter()
-        .map(|&n| {
+        .map(|&(n, _)| {
             (0..view.k)
                 .map(|o| view.leaf_on(n, o).len() as u32)
                 .collect()
         })
         .collect();
-    let mut dres: HashMap<(LeafId, SpineId), u32> = HashMap::new();
-    for &(n, _, m, _) in &view.direct {
-        *dres.entry((n, m)).or_default() += 1;
-    }
-    let mut remaining = s;
-    // (spine, per-leaf count, per leaf: per OCS links, direct links)
-    let mut fills: Vec<Fill> = Vec::new();
-    for m in spine_order(st, view, l) {
-        let sres: Vec<u32> = (0..view.k)
-            .map(|o| view.spine_on(m, o).len() as u32)
+    for slots in slot_plans(st, view, set, s, &direct) {
+        // Direct cables first, the rest through the OCS layer.
+        let dx: Vec<Vec<u32>> = set
+            .iter()
+            .map(|&(n, a)| {
+                slots
+                    .iter()
+                    .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
+                    .collect()
+            })
             .collect();
-        let tmax = remaining.min(view.spine_usable(m) / l);
-        for tt in (1..=tmax).rev() {
-            let mut f = Flow::new(2 + view.k + l);
-            for (o, &c) in sres.iter().enumerate() {
-                if c > 0 {
-                    f.add_edge(2 + o, 1, c);
-                }
-            }
-            let mut edges = Vec::with_capacity(l);
-            for (i, &n) in set.iter().enumerate() {
-                let node = 2 + view.k + i;
-                f.add_edge(0, node, tt as u32);
-                let oe: Vec<(usize, usize)> = (0..view.k)
-                    .filter(|&o| lres[i][o] > 0)
-                    .map(|o| (o, f.add_edge(node, 2 + o, lres[i][o])))
-                    .collect();
-                let d = dres.get(&(n, m)).copied().unwrap_or(0);
-                let de = (d > 0).then(|| f.add_edge(node, 1, d));
-                edges.push((oe, de));
-            }
-            if f.run(0, 1) as usize != l * tt {
-                continue;
-            }
-            let mut per = Vec::with_capacity(l);
-            for (i, (oe, de)) in edges.iter().enumerate() {
-                let mut by_ocs = vec![0u32; view.k];
-                for &(o, e) in oe {
-                    by_ocs[o] = f.flow_on(e);
-                    lres[i][o] -= by_ocs[o];
-                }
-                let dx = de.map_or(0, |e| f.flow_on(e));
-                if dx > 0 {
-                    if let Some(c) = dres.get_mut(&(set[i], m)) {
-                        *c -= dx;
+        let need: Vec<Vec<u32>> = dx
+            .iter()
+            .zip(set)
+            .map(|(row, &(_, a))| {
+                row.iter()
+                    .zip(&slots)
+                    .map(|(d, (_, c))| a * c - d)
+                    .collect()
+            })
+            .collect();
+        let spine_cap: Vec<Vec<u32>> = slots
+            .iter()
+            .map(|&(m, _)| {
+                (0..view.k)
+                    .map(|o| view.spine_on(m, o).len() as u32)
+                    .collect()
+            })
+            .collect();
+        let Some(x) = assign(&need, &leaf_cap, &spine_cap) else {
+            continue;
+        };
+        let mut pools = Pools::new(st, view);
+        let mut plan = Plan::local(Stage::OcsVclos, Vec::new());
+        plan.leaves = set.iter().map(|&(n, _)| n).collect();
+        plan.spines = slots.iter().map(|&(m, _)| m).collect();
+        for (i, &(n, a)) in set.iter().enumerate() {
+            plan.gpus.extend(local::whole(
+                &first_idle(st, n, a * per_vleaf),
+                topo.gpus_per_server,
+            ));
+            // Per spine, the leaf's `a * t_m` links; virtual leaf `q` takes
+            // the `q`-th run of `t_m` of them, so that uplink `j` of every
+            // virtual leaf goes to the same (spine, slot).
+            let mut per_spine = Vec::with_capacity(slots.len());
+            for (j, &(m, _)) in slots.iter().enumerate() {
+                let mut links = Vec::new();
+                for (o, &c) in x[i][j].iter().enumerate() {
+                    if c > 0 {
+                        links.extend(pools.take(view, n, m, o, c as usize));
                     }
                 }
-                per.push((by_ocs, dx));
+                links.extend(pools.take_direct(n, m, dx[i][j] as usize));
+                if links.len() != (a * slots[j].1) as usize {
+                    return None;
+                }
+                per_spine.push(links);
             }
-            fills.push((m, per));
-            remaining -= tt;
-            break;
-        }
-        if remaining == 0 {
-            break;
-        }
-    }
-    if remaining > 0 {
-        return None;
-    }
-    let mut pools = Pools::new(st, view);
-    let mut plan = Plan::local(Stage::OcsVclos, Vec::new());
-    plan.leaves = set.to_vec();
-    plan.spines = fills.iter().map(|(m, _)| *m).collect();
-    for (i, &n) in set.iter().enumerate() {
-        plan.gpus.extend(local::whole(
-            &first_idle(st, n, per_leaf),
-            topo.gpus_per_server,
-        ));
-        let mut links = Vec::with_capacity(s);
-        for (m, per) in &fills {
-            let (by_ocs, dx) = &per[i];
-            for (o, &x) in by_ocs.iter().enumerate() {
-                if x > 0 {
-                    links.extend(pools.take(view, n, *m, o, x as usize));
+            let mut ups = Vec::with_capacity(a as usize * s);
+            for q in 0..a as usize {
+                for (j, links) in per_spine.iter().enumerate() {
+                    let c = slots[j].1 as usize;
+                    for k in &links[q * c..(q + 1) * c] {
+                        ups.push(k.uplink);
+                        plan.links.push(*k);
+                    }
                 }
             }
-            links.extend(pools.take_direct(n, *m, *dx as usize));
+            plan.route_in_order(topo, n, &ups);
         }
-        let ups: Vec<u16> = links.iter().map(|k| k.uplink).collect();
-        plan.links.extend(links);
-        plan.route_in_order(topo, n, &ups);
+        return Some(plan);
     }
-    Some(plan)
+    None
 }

@@ -249,13 +249,125 @@ fn ocs_one_spine_two_leaf_and_several_spines() {
         (Stage::OcsTwoLeaf, 2, 4)
     );
     check_shape(&d);
-    // 6 servers: neither fits; several spines (3 leaves x 4 links).
+    // 6 servers: neither fits; several spines (3 leaves x 4 links). The
+    // uniform patches already form that slice: used as is, no rewiring.
     let mut p = OcsVclosPlacer::new(t);
     let d = placed(p.place(&req("c", 12)).unwrap());
-    assert_eq!(d.stage, Stage::OcsVclos);
+    assert_eq!(d.stage, Stage::Vclos);
     assert_eq!(d.vclos.leaves.len(), 3);
     assert_eq!(d.vclos.links.len(), 12);
+    assert!(d.vclos.cross_connects.is_empty());
     check_shape(&d);
+}
+
+#[test]
+fn ocs_stage3_hosts_several_virtual_leaves_on_one_leaf() {
+    // 4 leaves x 2 servers (T = 2), 4 spines, 2 OCS. Leaves 3 and 4 are
+    // busy, leaf 2 has one idle server: 3 idle servers on 2 leaves. A job
+    // of 3 servers needs 3 virtual leaves of 1 server (s = 2): vClos (one
+    // virtual leaf per leaf) is blocked; OCS-vClos gives leaf 1 two
+    // virtual leaves with parallel links to each spine slot.
+    let t = topo(4, 4, 2, 2);
+    let mut st = FabricState::new(t.clone());
+    let mut busy = vec![t.leaf(LeafId(1)).servers[0]];
+    busy.extend(t.leaf(LeafId(2)).servers.iter().copied());
+    busy.extend(t.leaf(LeafId(3)).servers.iter().copied());
+    for (i, s) in busy.into_iter().enumerate() {
+        st.admit(&blocker(&st, &format!("x{i}"), s, &[])).unwrap();
+    }
+    let mut v = VclosPlacer::with_state(st.clone());
+    assert_eq!(
+        v.place(&req("j", 6)).unwrap(),
+        Outcome::Blocked(Blocked::Network)
+    );
+    let mut o = OcsVclosPlacer::with_state(st);
+    let d = placed(o.place(&req("j", 6)).unwrap());
+    assert_eq!(d.stage, Stage::OcsVclos);
+    assert_eq!(d.gpus.len(), 6);
+    assert_eq!(d.vclos.links.len(), 6);
+    check_shape(&d);
+    // Leaf 1 carries two virtual leaves: 4 routes, and for every spine it
+    // has exactly twice the links leaf 2 has (one per virtual leaf).
+    let per = |leaf: &str, spine: &str| {
+        d.vclos
+            .links
+            .iter()
+            .filter(|k| k.leaf == leaf && k.peer == spine)
+            .count()
+    };
+    for sp in &d.vclos.spines {
+        assert_eq!(per("leaf1", sp), 2 * per("leaf2", sp), "{d:#?}");
+    }
+}
+
+/// States reached by random arrivals and departures under `policy`.
+fn random_walk(policy: Policy, seed: u64, mut visit: impl FnMut(&FabricState, &JobRequest)) {
+    let t = topo(8, 8, 2, 2);
+    let mut p = super::placer(policy, t).unwrap();
+    let mut rng = Rng(seed);
+    let mut running: Vec<JobId> = Vec::new();
+    for step in 0..300 {
+        if !running.is_empty() && rng.below(3) == 0 {
+            let j = running.swap_remove(rng.below(running.len() as u64) as usize);
+            p.release(&j).unwrap();
+            continue;
+        }
+        let gpus = [1, 2, 3, 4, 6, 8, 10, 12, 16, 24][rng.below(10) as usize];
+        let job = req(&format!("w{step}"), gpus);
+        visit(p.fabric().unwrap(), &job);
+        if let Outcome::Placed(_) = p.place(&job).unwrap() {
+            running.push(job.id);
+        }
+    }
+}
+
+#[test]
+fn ocs_vclos_places_whatever_vclos_places() {
+    // On every reachable state (under either policy), a job vClos can
+    // place, OCS-vClos can place too: the OCS can keep the uniform patches.
+    let mut checked = 0;
+    for (policy, seed) in [
+        (Policy::Vclos, 7),
+        (Policy::OcsVclos, 11),
+        (Policy::OcsVclos, 13),
+    ] {
+        random_walk(policy, seed, |st, job| {
+            let mut v = VclosPlacer::with_state(st.clone());
+            if let Outcome::Placed(vd) = v.place(job).unwrap() {
+                let mut o = OcsVclosPlacer::with_state(st.clone());
+                let od = placed(o.place(job).unwrap());
+                check_shape(&od);
+                if vd.touches_network() {
+                    checked += 1;
+                }
+            }
+        });
+    }
+    assert!(checked > 30, "only {checked} network placements checked");
+}
+
+#[test]
+fn ocs_vclos_never_splits_a_job_that_fits_one_leaf() {
+    let mut local_cases = 0;
+    random_walk(Policy::OcsVclos, 5, |st, job| {
+        let per = u32::from(st.topology().gpus_per_server);
+        let k = local::servers_needed(job.gpus, per);
+        let fits_leaf = k > 0 && local::stage1(st, k).is_some();
+        let fits_server = k == 0 && local::stage0(st, job.gpus).is_some();
+        if fits_leaf || fits_server {
+            local_cases += 1;
+            let mut o = OcsVclosPlacer::with_state(st.clone());
+            let d = placed(o.place(job).unwrap());
+            assert!(!d.touches_network(), "{d:#?}");
+            let want = if fits_leaf {
+                Stage::Leaf
+            } else {
+                Stage::Server
+            };
+            assert_eq!(d.stage, want);
+        }
+    });
+    assert!(local_cases > 50);
 }
 
 #[test]

@@ -107,19 +107,23 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
             .server
             .get(&g.server)
             .ok_or_else(|| cx.unknown("server", &g.server))?;
-        let label = format!("gpu{}", g.gpu);
+        // The label is built only for an error (this loop runs per GPU).
+        let label = || format!("gpu{}", g.gpu);
         if g.gpu >= topo.gpus_per_server {
             return Err(cx.invalid(
                 &g.server,
-                &label,
+                &label(),
                 format!("servers have {} GPUs (0-based)", topo.gpus_per_server),
             ));
         }
         if !gpu_set.insert((sid, g.gpu)) {
-            return Err(cx.invalid(&g.server, &label, "GPU listed twice"));
+            return Err(cx.invalid(&g.server, &label(), "GPU listed twice"));
         }
-        if let Some(e) = cx.busy(&g.server, &label, occ.gpu[lay.gpu(sid, g.gpu)]) {
-            return Err(e);
+        let slot = occ.gpu[lay.gpu(sid, g.gpu)];
+        if slot != FREE {
+            if let Some(e) = cx.busy(&g.server, &label(), slot) {
+                return Err(e);
+            }
         }
         res.gpus.push((sid, g.gpu));
     }
