@@ -3,6 +3,7 @@
 //! compared with the state's intent after every step.
 #![allow(clippy::unwrap_used)]
 
+#[path = "lifecycle_common/mod.rs"]
 mod common;
 
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! of it.
 #![allow(clippy::unwrap_used)]
 
+#[path = "lifecycle_common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! before and after), state.json is byte-identical and no journal is left.
 #![allow(clippy::unwrap_used)]
 
+#[path = "lifecycle_common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -1,120 +1,164 @@
-//! The emulated testbed-ocs fabric with a topology aimed at it, shared by
-//! the lifecycle integration tests.
+//! Shared test helpers: random consistent item sets, golden files.
 #![allow(clippy::unwrap_used, dead_code)]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
-use vclos::controller::{ApplyOptions, NoProgress};
-use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
-use vclos::jobs::Fabric;
-use vclos::topology::{self, retarget, Topology};
+use proptest::prelude::*;
+use vclos::intent::{Description, Hostname, Ipv4Net, Item, PortName, VrfName};
+use vclos::names::JobId;
 
-pub mod hook;
-
-pub const TESTBED: &str = include_str!("../../topologies/testbed-ocs.yaml");
-pub const PASSWORD_VAR: &str = "VCLOS_TEST_LIFECYCLE_PW";
-
-/// A running emulated fabric and a topology aimed at it.
-pub struct Emu {
-    pub fab: EmulatedFabric,
-    pub topo: Arc<Topology>,
-    pub dir: tempfile::TempDir,
+pub fn net(a: u32, len: u8) -> Ipv4Net {
+    Ipv4Net::new(Ipv4Addr::from(a), len)
 }
 
-pub async fn emu(switch_delay: Duration) -> Emu {
-    std::env::set_var(PASSWORD_VAR, "admin");
-    let dir = tempfile::tempdir().unwrap();
-    let base = Arc::new(topology::from_str("testbed-ocs.yaml", TESTBED).unwrap());
-    let opts = FabricOptions {
-        switch_delay,
-        ..FabricOptions::default()
+prop_compose! {
+    pub fn word()(s in "[A-Za-z][A-Za-z0-9_-]{0,8}") -> String { s }
+}
+
+prop_compose! {
+    pub fn description()(s in "[A-Za-z0-9_.:/-]{1,8}( [A-Za-z0-9_.:/-]{1,8}){0,3}") -> Description {
+        Description::new(s).unwrap()
+    }
+}
+
+/// Compare `actual` with the golden file `tests/golden/<rel>`; rewrite it
+/// instead when `VCLOS_UPDATE_GOLDEN=1`.
+pub fn golden(rel: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(rel);
+    if std::env::var("VCLOS_UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with VCLOS_UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let diff = similar::TextDiff::from_lines(expected.as_str(), actual)
+            .unified_diff()
+            .header("golden", "actual")
+            .to_string();
+        panic!(
+            "{} differs (VCLOS_UPDATE_GOLDEN=1 to accept):\n{diff}",
+            path.display()
+        );
+    }
+}
+
+/// A consistent random item set: per port at most one description,
+/// address and redirect; redirect uplinks addressed with a /31; policy
+/// names unique. Numeric ports also get OCS patches.
+pub fn item_set(numeric_ports: bool) -> impl Strategy<Value = BTreeSet<Item>> {
+    let port_names = if numeric_ports {
+        prop::collection::btree_set(1u32..500, 2..12)
+            .prop_map(|s| s.into_iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .boxed()
+    } else {
+        prop::collection::btree_set("[A-Za-z][A-Za-z0-9]{0,5}(/[0-9]{1,2}){0,2}", 2..12)
+            .prop_map(|s| s.into_iter().collect::<Vec<_>>())
+            .boxed()
     };
-    let fab = EmulatedFabric::start(base, opts).await.unwrap();
-    let kh = dir.path().join("known_hosts");
-    std::fs::write(&kh, fab.known_hosts()).unwrap();
-    let targets: BTreeMap<_, _> = fab
-        .endpoints()
-        .iter()
-        .map(|(d, e)| {
+    let vrfs = prop::collection::btree_set("Vrf-[a-z0-9]{1,8}", 0..4);
+    (
+        port_names,
+        vrfs,
+        prop::option::of("[a-z][a-z0-9-]{0,10}"),
+        prop::collection::vec(
             (
-                d.clone(),
-                retarget::Target {
-                    host: e.host.clone(),
-                    port: e.port,
-                },
-            )
+                any::<bool>(),
+                prop::option::of(description()),
+                any::<u8>(),
+                any::<bool>(),
+                0usize..4,
+                prop::collection::btree_set(0u32..64, 1..4),
+                word(),
+            ),
+            12,
+        ),
+        prop::collection::btree_map((0usize..4, 0u32..64), any::<u32>(), 0..6),
+    )
+        .prop_map(move |(ports, vrfs, host, per_port, routes)| {
+            let ports: Vec<PortName> = ports
+                .into_iter()
+                .map(|p| PortName::new(p).unwrap())
+                .collect();
+            let vrfs: Vec<VrfName> = vrfs.into_iter().map(|v| VrfName::new(v).unwrap()).collect();
+            let mut items = BTreeSet::new();
+            if let Some(h) = host {
+                items.insert(Item::Hostname {
+                    name: Hostname::new(h).unwrap(),
+                });
+            }
+            for v in &vrfs {
+                items.insert(Item::Vrf { name: v.clone() });
+            }
+            // The first port is the uplink every redirect uses.
+            let uplink = ports[0].clone();
+            items.insert(Item::Address {
+                port: uplink.clone(),
+                vrf: None,
+                net: net(0x0A00_0000, 31),
+            });
+            for (i, p) in ports.iter().enumerate().skip(1) {
+                let (routed, desc, a, in_vrf, vi, dest, job) = per_port[i % per_port.len()].clone();
+                if routed {
+                    items.insert(Item::Routed { port: p.clone() });
+                }
+                if let Some(text) = desc {
+                    items.insert(Item::Description {
+                        port: p.clone(),
+                        text,
+                    });
+                }
+                if a % 3 != 0 {
+                    let vrf = if in_vrf && !vrfs.is_empty() {
+                        Some(vrfs[vi % vrfs.len()].clone())
+                    } else {
+                        None
+                    };
+                    items.insert(Item::Address {
+                        port: p.clone(),
+                        vrf,
+                        net: net(0x0B00_0000 + 4 * i as u32, 30 + (a % 2)),
+                    });
+                }
+                if a % 2 == 0 {
+                    items.insert(Item::Redirect {
+                        job: JobId::new(job).unwrap(),
+                        index: i as u16,
+                        port: p.clone(),
+                        uplink: uplink.clone(),
+                        destinations: dest
+                            .into_iter()
+                            .map(|d| net(0x0A80_0000 + 256 * d, 24))
+                            .collect(),
+                    });
+                }
+            }
+            if !vrfs.is_empty() {
+                for ((vi, pfx), nh) in routes {
+                    // Several next hops for one prefix (ECMP) are allowed.
+                    items.insert(Item::Route {
+                        vrf: vrfs[vi % vrfs.len()].clone(),
+                        prefix: net(0x0A80_0000 + 256 * pfx, 24),
+                        nexthop: Ipv4Addr::from(nh),
+                    });
+                }
+            }
+            for pair in ports.chunks(2) {
+                if let [a, b] = pair {
+                    if numeric_ports {
+                        items.insert(Item::patch(a.clone(), b.clone()));
+                    }
+                }
+            }
+            items
         })
-        .collect();
-    let cred = retarget::CredentialRef {
-        name: "emu".into(),
-        username: "admin".into(),
-        password_env: PASSWORD_VAR.into(),
-    };
-    let text =
-        retarget::retarget("t", TESTBED, &targets, &cred, Some(kh.to_str().unwrap())).unwrap();
-    std::fs::write(dir.path().join("emu.yaml"), &text).unwrap();
-    let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
-    Emu { fab, topo, dir }
-}
-
-impl Emu {
-    pub fn state_dir(&self) -> std::path::PathBuf {
-        self.dir.path().join("state")
-    }
-
-    /// A fabric on the state directory with short timeouts, devices brought
-    /// to the (empty) state's intent first.
-    pub async fn fabric(&self) -> Fabric {
-        let mut f = Fabric::load(self.topo.clone(), self.state_dir())
-            .unwrap()
-            .with_options(options());
-        f.read_timeout = Duration::from_secs(5);
-        let r = f.reconcile(true, &NoProgress).await.unwrap();
-        if let Some(fix) = &r.fix {
-            assert!(fix.is_committed(), "{fix}");
-        }
-        f
-    }
-
-    /// Every device's full running configuration, read through its driver.
-    pub async fn configs(&self, f: &Fabric) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        for d in &self.topo.devices {
-            out.insert(d.name.clone(), f.device_config(&d.name).await.unwrap());
-        }
-        out
-    }
-
-    /// state.json bytes (empty when absent).
-    pub fn state_bytes(&self) -> Vec<u8> {
-        std::fs::read(self.state_dir().join("state.json")).unwrap_or_default()
-    }
-}
-
-pub fn options() -> ApplyOptions {
-    ApplyOptions {
-        step_timeout: Duration::from_secs(3),
-        ..ApplyOptions::default()
-    }
-}
-
-impl Emu {
-    /// Real drivers with short transport timeouts.
-    pub fn drivers(&self) -> vclos::controller::TopologyDrivers {
-        let mut d = vclos::controller::TopologyDrivers::new(self.topo.clone());
-        d.command_timeout = Duration::from_millis(400);
-        d.connect_timeout = Duration::from_secs(2);
-        d
-    }
-
-    /// A fabric on the state directory using `factory` (no reconcile).
-    pub fn fabric_with(&self, factory: Arc<dyn vclos::controller::DriverFactory>) -> Fabric {
-        let mut f = Fabric::load_with(self.topo.clone(), self.state_dir(), factory)
-            .unwrap()
-            .with_options(options());
-        f.read_timeout = Duration::from_secs(5);
-        f
-    }
 }

@@ -1,0 +1,120 @@
+//! The emulated testbed-ocs fabric with a topology aimed at it, shared by
+//! the lifecycle integration tests.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vclos::controller::{ApplyOptions, NoProgress};
+use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
+use vclos::jobs::Fabric;
+use vclos::topology::{self, retarget, Topology};
+
+pub mod hook;
+
+pub const TESTBED: &str = include_str!("../../topologies/testbed-ocs.yaml");
+pub const PASSWORD_VAR: &str = "VCLOS_TEST_LIFECYCLE_PW";
+
+/// A running emulated fabric and a topology aimed at it.
+pub struct Emu {
+    pub fab: EmulatedFabric,
+    pub topo: Arc<Topology>,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn emu(switch_delay: Duration) -> Emu {
+    std::env::set_var(PASSWORD_VAR, "admin");
+    let dir = tempfile::tempdir().unwrap();
+    let base = Arc::new(topology::from_str("testbed-ocs.yaml", TESTBED).unwrap());
+    let opts = FabricOptions {
+        switch_delay,
+        ..FabricOptions::default()
+    };
+    let fab = EmulatedFabric::start(base, opts).await.unwrap();
+    let kh = dir.path().join("known_hosts");
+    std::fs::write(&kh, fab.known_hosts()).unwrap();
+    let targets: BTreeMap<_, _> = fab
+        .endpoints()
+        .iter()
+        .map(|(d, e)| {
+            (
+                d.clone(),
+                retarget::Target {
+                    host: e.host.clone(),
+                    port: e.port,
+                },
+            )
+        })
+        .collect();
+    let cred = retarget::CredentialRef {
+        name: "emu".into(),
+        username: "admin".into(),
+        password_env: PASSWORD_VAR.into(),
+    };
+    let text =
+        retarget::retarget("t", TESTBED, &targets, &cred, Some(kh.to_str().unwrap())).unwrap();
+    std::fs::write(dir.path().join("emu.yaml"), &text).unwrap();
+    let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
+    Emu { fab, topo, dir }
+}
+
+impl Emu {
+    pub fn state_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// A fabric on the state directory with short timeouts, devices brought
+    /// to the (empty) state's intent first.
+    pub async fn fabric(&self) -> Fabric {
+        let mut f = Fabric::load(self.topo.clone(), self.state_dir())
+            .unwrap()
+            .with_options(options());
+        f.read_timeout = Duration::from_secs(5);
+        let r = f.reconcile(true, &NoProgress).await.unwrap();
+        if let Some(fix) = &r.fix {
+            assert!(fix.is_committed(), "{fix}");
+        }
+        f
+    }
+
+    /// Every device's full running configuration, read through its driver.
+    pub async fn configs(&self, f: &Fabric) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for d in &self.topo.devices {
+            out.insert(d.name.clone(), f.device_config(&d.name).await.unwrap());
+        }
+        out
+    }
+
+    /// state.json bytes (empty when absent).
+    pub fn state_bytes(&self) -> Vec<u8> {
+        std::fs::read(self.state_dir().join("state.json")).unwrap_or_default()
+    }
+}
+
+pub fn options() -> ApplyOptions {
+    ApplyOptions {
+        step_timeout: Duration::from_secs(3),
+        ..ApplyOptions::default()
+    }
+}
+
+impl Emu {
+    /// Real drivers with short transport timeouts.
+    pub fn drivers(&self) -> vclos::controller::TopologyDrivers {
+        let mut d = vclos::controller::TopologyDrivers::new(self.topo.clone());
+        d.command_timeout = Duration::from_millis(400);
+        d.connect_timeout = Duration::from_secs(2);
+        d
+    }
+
+    /// A fabric on the state directory using `factory` (no reconcile).
+    pub fn fabric_with(&self, factory: Arc<dyn vclos::controller::DriverFactory>) -> Fabric {
+        let mut f = Fabric::load_with(self.topo.clone(), self.state_dir(), factory)
+            .unwrap()
+            .with_options(options());
+        f.read_timeout = Duration::from_secs(5);
+        f
+    }
+}
