@@ -3,7 +3,8 @@
 //! compared with the state's intent after every step.
 #![allow(clippy::unwrap_used)]
 
-mod emu_common;
+#[path = "lifecycle_common/mod.rs"]
+mod common;
 
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ fn id(s: &str) -> JobId {
 }
 
 /// Every device holds exactly the state's intent, and state.json lists the jobs.
-async fn assert_in_sync(emu: &emu_common::Emu, f: &mut Fabric, jobs: &[&str]) {
+async fn assert_in_sync(emu: &common::Emu, f: &mut Fabric, jobs: &[&str]) {
     let r = f.reconcile(false, &NoProgress).await.unwrap();
     assert!(r.unreachable.is_empty(), "{:?}", r.unreachable);
     assert!(r.drift.is_empty(), "drift: {:?}", r.drift);
@@ -31,7 +32,7 @@ async fn assert_in_sync(emu: &emu_common::Emu, f: &mut Fabric, jobs: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_lifecycle_with_and_without_ocs_rewiring() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let mut f = emu.fabric().await;
     let start = emu.configs(&f).await;
 

@@ -5,12 +5,13 @@
 //! of it.
 #![allow(clippy::unwrap_used)]
 
-mod emu_common;
+#[path = "lifecycle_common/mod.rs"]
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use emu_common::hook::{At, Hooked, Then};
+use common::hook::{At, Hooked, Then};
 use tokio::sync::Notify;
 use vclos::controller::{DriverFactory, NoProgress};
 use vclos::emulator::faults::Action;
@@ -22,7 +23,7 @@ fn id(s: &str) -> JobId {
 }
 
 /// Submit a 24-GPU OCS job and "die" when `device` reaches `at`.
-async fn die_during_submit(emu: &emu_common::Emu, device: &str, at: At) {
+async fn die_during_submit(emu: &common::Emu, device: &str, at: At) {
     let reached = Arc::new(Notify::new());
     let r = reached.clone();
     let factory: Arc<dyn DriverFactory> = Hooked::new(
@@ -45,7 +46,7 @@ async fn die_during_submit(emu: &emu_common::Emu, device: &str, at: At) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_ocs_committed_recovers_to_the_old_state() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let f = emu.fabric().await;
     let before = emu.configs(&f).await;
     let state = emu.state_bytes();
@@ -66,7 +67,7 @@ async fn killed_after_the_ocs_committed_recovers_to_the_old_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_every_commit_recovers_to_the_new_state() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let _ = emu.fabric().await;
     // Close comes after every stage committed and verified.
     die_during_submit(&emu, "leaf2", At::Close).await;
@@ -89,7 +90,7 @@ async fn killed_after_every_commit_recovers_to_the_new_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_plan_moving_a_busy_link_is_refused_before_sending() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let mut f = emu.fabric().await;
     let held = f.submit(&id("a"), 24, &NoProgress).await.unwrap();
     assert!(held.report.is_committed(), "{}", held.report);

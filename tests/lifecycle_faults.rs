@@ -3,12 +3,13 @@
 //! before and after), state.json is byte-identical and no journal is left.
 #![allow(clippy::unwrap_used)]
 
-mod emu_common;
+#[path = "lifecycle_common/mod.rs"]
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use emu_common::hook::{At, Hooked, Then};
+use common::hook::{At, Hooked, Then};
 use vclos::controller::{DriverFactory, NoProgress, Outcome};
 use vclos::emulator::faults::Faults;
 use vclos::jobs::Fabric;
@@ -27,11 +28,11 @@ enum Step {
 /// Run `job` (admit, or admit cleanly then release) under `factory` and
 /// assert nothing changed.
 async fn fails_cleanly(
-    emu: &emu_common::Emu,
+    emu: &common::Emu,
     policy: Policy,
     gpus: u32,
     step: Step,
-    arm: impl FnOnce(&emu_common::Emu) -> Arc<dyn DriverFactory>,
+    arm: impl FnOnce(&common::Emu) -> Arc<dyn DriverFactory>,
 ) -> vclos::controller::ApplyReport {
     let mut f = emu.fabric().await.with_policy(policy);
     if let Step::Release = step {
@@ -58,13 +59,13 @@ async fn fails_cleanly(
     report
 }
 
-fn faults(emu: &emu_common::Emu, d: &str) -> Arc<Faults> {
+fn faults(emu: &common::Emu, d: &str) -> Arc<Faults> {
     emu.fab.faults(d).unwrap().clone()
 }
 
 /// Arm `arm` on `device` exactly when its commit starts; clear after.
 fn at_commit(
-    emu: &emu_common::Emu,
+    emu: &common::Emu,
     device: &str,
     arm: impl Fn(&Faults) + Send + Sync + 'static,
 ) -> Arc<dyn DriverFactory> {
@@ -83,7 +84,7 @@ fn at_commit(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaf_connection_drop_mid_commit_after_the_ocs_rewired() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
         at_commit(e, "leaf2", |f| f.drop_next())
     })
@@ -99,7 +100,7 @@ async fn leaf_connection_drop_mid_commit_after_the_ocs_rewired() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocs_deny_on_commit() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
         at_commit(e, "ocs1", |f| f.refuse_commits(true))
     })
@@ -109,7 +110,7 @@ async fn ocs_deny_on_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spine_timeout_by_delayed_replies() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
         at_commit(e, "spine1", |f| f.delay_replies(Duration::from_millis(900)))
     })
@@ -120,7 +121,7 @@ async fn spine_timeout_by_delayed_replies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spine_refuses_its_commit() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
         at_commit(e, "spine2", |f| f.refuse_commits(true))
     })
@@ -130,7 +131,7 @@ async fn spine_refuses_its_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaf_fails_after_n_commands_on_release() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Release, |e| {
         at_commit(e, "leaf1", |f| f.fail_after(Some(1)))
     })
@@ -140,7 +141,7 @@ async fn leaf_fails_after_n_commands_on_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocs_deny_on_release_puts_the_leaves_back() {
-    let emu = emu_common::emu(Duration::ZERO).await;
+    let emu = common::emu(Duration::ZERO).await;
     let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Release, |e| {
         at_commit(e, "ocs1", |f| f.refuse_commits(true))
     })

@@ -35,14 +35,15 @@ pub async fn get_config(
         let _ = drv.close().await;
         text
     };
+    let timed_out = DriverError {
+        device: name.clone(),
+        step: Step::GetConfig,
+        kind: ErrorKind::Timeout(timeout),
+    };
     tokio::time::timeout(timeout, work)
         .instrument(tracing::info_span!("read", device = %name))
         .await
-        .unwrap_or(Err(DriverError {
-            device: name,
-            step: Step::GetConfig,
-            kind: ErrorKind::Timeout(timeout),
-        }))
+        .unwrap_or(Err(timed_out))
 }
 
 /// Running configurations of `devices`, concurrently, in the given order.
