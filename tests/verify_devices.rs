@@ -275,7 +275,10 @@ async fn switch_configs_make_ocs_links_busy_whoever_asks() {
         Err(OcsError::Busy { .. })
     ));
     lab.edit("spine1", |s| bind(s, false)).await;
-    ocs.disconnect(32).await.unwrap();
+    tl1(&lab, "DLT-PATCH::1&33:1;")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ocs.partner(32), None);
 }
 
 /// Jobs a and b on spine1's logical spines; spine2's are free.

@@ -93,6 +93,9 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         )?;
         std::fs::write(out, yaml).with_context(|| format!("writing {}", out.display()))?;
     }
+    // Listen for signals before announcing the endpoints: whoever reads the
+    // first line may stop us straight away.
+    let stop = stop_signal()?;
     // The first stdout line is the machine-readable endpoint map.
     println!("{}", serde_json::to_string(fabric.endpoints())?);
     eprintln!(
@@ -100,7 +103,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         fabric.endpoints().len(),
         args.listen
     );
-    wait_for_signal().await?;
+    stop.await?;
     eprintln!("stopping");
     Ok(ExitCode::SUCCESS)
 }
@@ -126,16 +129,21 @@ fn arm(fabric: &EmulatedFabric, spec: &str) -> Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> Result<()> {
+/// A future that resolves on SIGINT or SIGTERM; the handlers are installed
+/// when this returns, not when it is first polled.
+fn stop_signal() -> Result<impl std::future::Future<Output = Result<()>>> {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    #[cfg(unix)]
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        #[cfg(unix)]
         tokio::select! {
-            r = tokio::signal::ctrl_c() => r?,
             _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await?;
-    Ok(())
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c().await?;
+        Ok(())
+    })
 }

@@ -84,6 +84,22 @@ fn rendered_intent_parsed_back_verifies_clean() {
         assert!(r.ok(), "{}: {:?}", r.job, r.violations);
         assert_eq!(r.flows, 8 * 7);
     }
+    // Job b released in the state but not on the devices: its leftovers.
+    let r = verify_fabric(&t, &held[..1], &configs(&t, &held)).unwrap();
+    assert_eq!(r.len(), 2);
+    assert!(r[0].ok(), "{:?}", r[0].violations);
+    assert_eq!(r[1].job, DEVICES_REPORT);
+    assert_eq!(r[1].violations.len(), 8 + 4, "{:?}", r[1].violations);
+    assert!(r[1].violations.contains(
+        &"leaf2:100GE1/0/5: source route of job b -> 100GE1/0/21: configuration of job b, which is not held".to_string()
+    ), "{:?}", r[1].violations);
+    assert!(
+        r[1].violations.contains(
+            &"spine1: VRF Vrf-b-5: configuration of job b, which is not held".to_string()
+        ),
+        "{:?}",
+        r[1].violations
+    );
     // The baseline alone holds no source route: the jobs are unreachable.
     let v = violations(&t, &held, &items(&t, &[]));
     assert!(

@@ -4,8 +4,10 @@
 //! emulator's models (`EmulatedFabric::running_configs`); either way each is
 //! parsed by its device's dialect, turned into a [`ForwardingState`]
 //! ([`super::forwarding_state`]) and every held job is verified against it.
-//! Device-level findings that concern no single job are returned as one
-//! extra report named [`DEVICES_REPORT`].
+//! Device-level findings that concern no single job — configuration the
+//! topology cannot place, and configuration of jobs that are not held
+//! (leftovers of a release) — are returned as one extra report named
+//! [`DEVICES_REPORT`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -86,11 +88,22 @@ pub fn verify_state(
         .collect::<Result<Vec<_>, _>>()
         .map_err(VerifyError::Decision)?;
     let mut reports = verify(topo, fwd, &jobs);
-    if !fwd.problems().is_empty() {
+    let held: BTreeSet<&str> = decisions.iter().map(|d| d.job.as_str()).collect();
+    let mut findings = fwd.problems().to_vec();
+    for (job, places) in fwd.configured_jobs() {
+        if !held.contains(job.as_str()) {
+            findings.extend(
+                places
+                    .iter()
+                    .map(|p| format!("{p}: configuration of job {job}, which is not held")),
+            );
+        }
+    }
+    if !findings.is_empty() {
         reports.push(Report {
             job: DEVICES_REPORT.into(),
             flows: 0,
-            violations: fwd.problems().to_vec(),
+            violations: findings,
         });
     }
     Ok(reports)

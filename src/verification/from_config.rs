@@ -14,6 +14,10 @@
 //!   spine is recorded as unresolved, with the reason;
 //! * an OCS's patch table is its `Patch` items.
 //!
+//! It also notes which jobs the devices hold configuration of (source
+//! routes, VRFs by their [`vrf_name`](crate::intent::name::vrf_name)), so
+//! leftovers of a released job are reported.
+//!
 //! Nothing here fails: what cannot be mapped (a port the topology does not
 //! know, a prefix of no leaf) is kept as a reason the verifier reports, so
 //! a broken device shows up as a violation naming it, never as a crash.
@@ -77,6 +81,7 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
             continue;
         };
         let what = format!("source route of job {job} -> {uplink}");
+        fwd.note_job_config(job.as_str(), format!("{}:{port}: {what}", leaf.name));
         let Some(sp) = leaf.server_ports.iter().position(|p| p == port.as_str()) else {
             fwd.add_problem(format!(
                 "{}:{port}: {what} is on a port that is not server-facing",
@@ -130,6 +135,17 @@ fn ocs(topo: &Topology, o: OcsId, items: &BTreeSet<Item>, fwd: &mut ForwardingSt
     fwd.set_patches(o, pairs);
 }
 
+/// The job of a VRF named by `intent::name::vrf_name`: `Vrf-<job>`, or
+/// `Vrf-<job>-<n>` on a chassis.
+fn vrf_job(name: &str, chassis: bool) -> Option<&str> {
+    let rest = name.strip_prefix("Vrf-")?;
+    if !chassis {
+        return Some(rest);
+    }
+    let (job, n) = rest.rsplit_once('-')?;
+    n.bytes().all(|b| b.is_ascii_digit()).then_some(job)
+}
+
 /// Where a VRF route leaves: a (logical spine, port) or why it cannot.
 type Egress = Result<(SpineId, u16), String>;
 
@@ -147,6 +163,13 @@ fn spine_device(
         }
     }
     let label = |(s, i): (SpineId, u16)| topo.port_label(PortRef::Spine(s, i));
+    for item in items {
+        if let Item::Vrf { name } = item {
+            if let Some(job) = vrf_job(name.as_str(), dev.members.len() > 1) {
+                fwd.note_job_config(job, format!("{}: VRF {name}", dev.name));
+            }
+        }
+    }
     // Every address of the device (a next hop may resolve to any of them).
     let mut nets: Vec<(&str, Ipv4Net)> = Vec::new();
     let mut bound: BTreeMap<&VrfName, BTreeMap<SpineId, BTreeSet<u16>>> = BTreeMap::new();

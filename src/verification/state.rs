@@ -38,6 +38,9 @@ pub struct ForwardingState {
     /// Device-level findings that concern no single flow (configuration on
     /// ports the topology does not know, prefixes of no leaf).
     problems: Vec<String>,
+    /// Job -> where the devices hold configuration of it (source routes,
+    /// VRFs), to find leftovers of jobs that are no longer held.
+    configured: BTreeMap<String, Vec<String>>,
     vrfs: BTreeMap<SpineId, Vec<Vrf>>,
     /// Per OCS: port -> patched partner.
     patches: BTreeMap<OcsId, HashMap<u16, u16>>,
@@ -97,6 +100,19 @@ impl ForwardingState {
 
     pub fn add_problem(&mut self, problem: String) {
         self.problems.push(problem);
+    }
+
+    /// Record that the devices hold configuration of `job` at `place`.
+    pub fn note_job_config(&mut self, job: &str, place: String) {
+        self.configured
+            .entry(job.to_string())
+            .or_default()
+            .push(place);
+    }
+
+    /// Job -> where its configuration is held on the devices.
+    pub fn configured_jobs(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.configured
     }
 
     /// Device-level findings (see the field doc).
