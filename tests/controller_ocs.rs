@@ -149,10 +149,11 @@ async fn change_set_commits_on_both_ocs() {
         "DLT-PATCH::1:;\nENT-PATCH::1,3:;\nENT-PATCH::7,8:;\n"
     );
     assert!(!d2.commit_confirm, "TL1 has no commit-confirm");
-    // Stage 1 waited for stage 0's switching (two changes of 50 ms each).
+    // Stage 1 waited for stage 0's switching: the disconnect is immediate,
+    // the new connection takes the 50 ms switching time.
     let stage0 = &report.stage_timings[1];
     assert_eq!(stage0.stage, Some(0));
-    assert!(stage0.duration >= Duration::from_millis(100), "{report}");
+    assert!(stage0.duration >= Duration::from_millis(50), "{report}");
 
     // Applying the same set again: ocs2's replace is now a no-op.
     let again = ChangeSet::new(vec![change_set().changes.remove(1)]);

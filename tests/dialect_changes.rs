@@ -181,19 +181,31 @@ fn tl1_apply(table: &mut BTreeMap<String, String>, commands: &[String]) -> Resul
         let parts: Vec<&str> = body.split(':').collect();
         let aid = parts.get(2).ok_or("no aid")?;
         if parts[0] == "DLT-PATCH" {
-            let (a, b) = aid.split_once('&').ok_or("bad DLT aid")?;
-            if table.get(a).map(String::as_str) != Some(b) {
-                return Err(format!("{c}: {a} is not patched to {b}"));
+            // Every listed port must be patched, to a port also listed.
+            let ports: Vec<&str> = aid.split('&').collect();
+            for p in &ports {
+                match table.get(*p) {
+                    Some(q) if ports.contains(&q.as_str()) => {}
+                    _ => return Err(format!("{c}: {p} is not patched to a listed port")),
+                }
             }
-            table.remove(a);
-            table.remove(b);
+            for p in ports {
+                table.remove(p);
+            }
         } else if parts[0] == "ENT-PATCH" {
+            // `a1&a2,b1&b2` patches a1~b1 and a2~b2.
             let (a, b) = aid.split_once(',').ok_or("bad ENT aid")?;
-            if table.contains_key(a) || table.contains_key(b) {
-                return Err(format!("{c}: port busy"));
+            let (a, b): (Vec<&str>, Vec<&str>) = (a.split('&').collect(), b.split('&').collect());
+            if a.len() != b.len() {
+                return Err(format!("{c}: lists of different lengths"));
             }
-            table.insert(a.into(), b.into());
-            table.insert(b.into(), a.into());
+            for (a, b) in a.into_iter().zip(b) {
+                if table.contains_key(a) || table.contains_key(b) {
+                    return Err(format!("{c}: port busy"));
+                }
+                table.insert(a.into(), b.into());
+                table.insert(b.into(), a.into());
+            }
         } else {
             return Err(format!("unknown verb in {c}"));
         }

@@ -71,7 +71,12 @@ fn json_plan_shape() {
     }
     assert_eq!(devices[0]["device"], "ocs1");
     assert_eq!(devices[0]["stage"], 0);
-    assert_eq!(devices[0]["commands"][0], "DLT-PATCH::5&37:1;");
+    // One batched DLT-PATCH of both ends of every old patch, then one ENT-PATCH.
+    assert_eq!(
+        devices[0]["commands"][0],
+        "DLT-PATCH::5&37&6&38&21&53&22&54:1;"
+    );
+    assert_eq!(devices[0]["commands"][1], "ENT-PATCH::5&6,21&22:2;");
     assert_eq!(devices[1]["stage"], 2);
 }
 
@@ -212,10 +217,25 @@ fn bad_input_fails_clearly() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let cmds = v["devices"][0]["commands"].as_array().unwrap();
     assert_eq!(cmds[0], "DLT-PATCH::5&37:1;");
+    // The missing baseline patch 2~34 is restored by an ENT-PATCH whose
+    // element-wise lists pair 2 with 34.
+    let pairs = |c: &str| -> Vec<(String, String)> {
+        let aid = c
+            .trim_start_matches("ENT-PATCH::")
+            .split(':')
+            .next()
+            .unwrap_or("");
+        let (a, b) = aid.split_once(',').unwrap_or(("", ""));
+        a.split('&')
+            .map(String::from)
+            .zip(b.split('&').map(String::from))
+            .collect()
+    };
     assert!(
-        cmds.contains(&Value::from("ENT-PATCH::2,34:4;"))
-            || cmds
-                .iter()
-                .any(|c| c.as_str().unwrap().starts_with("ENT-PATCH::2,34:"))
+        cmds.iter()
+            .filter_map(Value::as_str)
+            .filter(|c| c.starts_with("ENT-PATCH::"))
+            .any(|c| pairs(c).contains(&("2".into(), "34".into()))),
+        "{cmds:?}"
     );
 }

@@ -17,6 +17,9 @@ use crate::topology::Dialect as DialectId;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tl1;
 
+/// Most patches one TL1 command carries (a 4 KiB line holds far more).
+pub const PAIRS_PER_COMMAND: usize = 64;
+
 impl Dialect for Tl1 {
     fn id(&self) -> DialectId {
         DialectId::Tl1
@@ -36,22 +39,38 @@ impl Dialect for Tl1 {
         out
     }
 
+    /// All removals in `DLT-PATCH` commands, then all additions in
+    /// multi-pair `ENT-PATCH::a1&a2,b1&b2` commands: the OCS switches every
+    /// pair of one command together, so a rewiring costs one switching time,
+    /// not one per patch. Commands carry at most [`PAIRS_PER_COMMAND`] pairs
+    /// to stay far below TL1 line limits.
     fn changes(&self, running: &BTreeSet<Item>, candidate: &BTreeSet<Item>) -> Vec<String> {
+        let patches = |from: &BTreeSet<Item>, to: &BTreeSet<Item>| -> Vec<(String, String)> {
+            from.difference(to)
+                .filter_map(|i| match i {
+                    Item::Patch { a, b } => Some((a.to_string(), b.to_string())),
+                    _ => None,
+                })
+                .collect()
+        };
         let mut out = Vec::new();
         let mut ctag = 0u32;
-        let mut next = || {
+        for chunk in patches(running, candidate).chunks(PAIRS_PER_COMMAND) {
             ctag += 1;
-            ctag
-        };
-        for item in running.difference(candidate) {
-            if let Item::Patch { a, b } = item {
-                out.push(format!("DLT-PATCH::{a}&{b}:{};", next()));
-            }
+            let ports: Vec<String> = chunk
+                .iter()
+                .flat_map(|(a, b)| [a.clone(), b.clone()])
+                .collect();
+            out.push(format!("DLT-PATCH::{}:{ctag};", ports.join("&")));
         }
-        for item in candidate.difference(running) {
-            if let Item::Patch { a, b } = item {
-                out.push(format!("ENT-PATCH::{a},{b}:{};", next()));
-            }
+        for chunk in patches(candidate, running).chunks(PAIRS_PER_COMMAND) {
+            ctag += 1;
+            let (a, b): (Vec<String>, Vec<String>) = chunk.iter().cloned().unzip();
+            out.push(format!(
+                "ENT-PATCH::{},{}:{ctag};",
+                a.join("&"),
+                b.join("&")
+            ));
         }
         out
     }

@@ -7,10 +7,13 @@
 //! itself, and a port is in at most one patch.
 //!
 //! Physics the emulator enforces whoever talks to it:
-//! - A change takes the switching delay (50 ms by default, the paper's MEMS
-//!   OCS); meanwhile every affected port is dark and a new patch carries light
-//!   only once the delay has passed. Time is tokio time, so tests can
-//!   `tokio::time::pause()` and `advance()` through the dark window.
+//! - A new connection takes the switching delay (50 ms by default, the
+//!   paper's MEMS OCS): its ports are dark and it carries light only once the
+//!   delay has passed; every pair of one command switches together, as the
+//!   mirrors of a MEMS OCS move in parallel. A disconnection takes effect at
+//!   once (the light stops; there is nothing to settle), so the port is dark
+//!   and free for the next connection immediately. Time is tokio time, so
+//!   tests can `tokio::time::pause()` and `advance()` through the dark window.
 //! - A change that would move a busy link is refused (paper Section 7: only
 //!   idle links are rewired). Moving a link means disconnecting a patch one of
 //!   whose ports is busy, or (in replace mode) connecting a port whose current
@@ -267,6 +270,8 @@ impl OcsModel {
         let mut st = self.lock();
         let affected = self.validate(&st, &change, now)?;
         let done = now + self.delay;
+        // Only ports being connected settle; disconnected ports are just dark.
+        let mut settling: Vec<u16> = Vec::new();
         match change {
             Change::Connect { pairs, .. } => {
                 for &p in &affected {
@@ -275,6 +280,7 @@ impl OcsModel {
                 for (a, b) in pairs {
                     st.partner[usize::from(a)] = Some(b);
                     st.partner[usize::from(b)] = Some(a);
+                    settling.extend([a, b]);
                 }
             }
             Change::Disconnect(_) | Change::DisconnectAll => {
@@ -283,13 +289,13 @@ impl OcsModel {
                 }
             }
         }
-        for &p in &affected {
+        for &p in &settling {
             st.settles_at[usize::from(p)] = Some(done);
         }
-        if affected.is_empty() {
+        if settling.is_empty() {
             return Ok(now);
         }
-        tracing::debug!(device = %self.name, ports = affected.len(), "ocs switching");
+        tracing::debug!(device = %self.name, ports = settling.len(), "ocs switching");
         Ok(done)
     }
 

@@ -179,8 +179,7 @@ pub fn guard_ocs(
                 _ => return Err(refuse(format!("`{line}` is not a TL1 patch command"))),
             };
             let names: Vec<&str> = match verb.as_str() {
-                "ENT-PATCH" => aid.split(',').collect(),
-                "DLT-PATCH" => aid.split('&').collect(),
+                "ENT-PATCH" | "DLT-PATCH" => aid.split([',', '&']).collect(),
                 _ => return Err(refuse(format!("`{line}` is not ENT-PATCH or DLT-PATCH"))),
             };
             for n in names {
