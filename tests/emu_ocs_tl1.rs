@@ -324,10 +324,19 @@ async fn changes_reply_after_the_switching_delay() {
     let (server, model) = start(Arc::default(), delay).await;
     let mut c = Raw::connect(&server).await;
     c.login().await;
+    // A disconnection completes at once; a connection only once switched.
+    let old = model.port_name(model.partner(0).unwrap());
     let t = std::time::Instant::now();
     assert_eq!(status(&c.cmd("DLT-PATCH::1:1;").await).1, "COMPLD");
-    assert!(t.elapsed() >= delay, "replied before the switch completed");
+    assert!(t.elapsed() < delay, "a disconnect has nothing to wait for");
     assert!(model.link_state(0).unwrap() == vclos::emulator::ocs::LinkState::Unpatched);
+    let t = std::time::Instant::now();
+    assert_eq!(
+        status(&c.cmd(&format!("ENT-PATCH::1,{old}:2;")).await).1,
+        "COMPLD"
+    );
+    assert!(t.elapsed() >= delay, "replied before the switch completed");
+    assert!(model.link_state(0).unwrap().is_lit());
 }
 
 #[tokio::test]
