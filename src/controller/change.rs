@@ -230,7 +230,7 @@ pub struct ApplyOptions {
 impl Default for ApplyOptions {
     fn default() -> Self {
         Self {
-            max_parallel: 32,
+            max_parallel: 128,
             step_timeout: Duration::from_secs(120),
             confirm_timeout: Duration::from_secs(600),
         }
