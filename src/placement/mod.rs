@@ -178,6 +178,26 @@ pub(crate) fn precheck(state: &FabricState, job: &JobRequest) -> Result<(), Plac
     Ok(())
 }
 
+/// The vClos and OCS-vClos placement skeleton: shared checks, stages 0-1,
+/// then `network` (the policy's multi-leaf stages), then admission.
+pub(crate) fn place_staged(
+    state: &mut FabricState,
+    policy: &'static str,
+    job: &JobRequest,
+    network: impl FnOnce(&FabricState, u32) -> Option<plan::Plan>,
+) -> Result<Outcome, PlacementError> {
+    precheck(state, job)?;
+    let plan = match place_local(state, job) {
+        Err(b) => return Ok(Outcome::Blocked(b)),
+        Ok(Some(p)) => p,
+        Ok(None) => match network(state, job.gpus) {
+            Some(p) => p,
+            None => return Ok(Outcome::Blocked(Blocked::Network)),
+        },
+    };
+    commit(state, policy, job, &plan)
+}
+
 /// Turn a plan into a decision and admit it; a refusal is an engine bug.
 pub(crate) fn commit(
     state: &mut FabricState,

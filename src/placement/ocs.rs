@@ -45,10 +45,7 @@ use super::assign::assign;
 use super::flow::Flow;
 use super::plan::{LinkPick, Plan};
 use super::view::{ocs_id, LinkView, OcsView};
-use super::{
-    commit, local, place_local, precheck, shapes, vclos, Blocked, JobRequest, Outcome,
-    PlacementError, Placer,
-};
+use super::{local, place_staged, shapes, vclos, JobRequest, Outcome, PlacementError, Placer};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -85,16 +82,7 @@ impl Placer for OcsVclosPlacer {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        precheck(&self.state, job)?;
-        let plan = match place_local(&self.state, job) {
-            Err(b) => return Ok(Outcome::Blocked(b)),
-            Ok(Some(p)) => p,
-            Ok(None) => match network(&self.state, job.gpus) {
-                Some(p) => p,
-                None => return Ok(Outcome::Blocked(Blocked::Network)),
-            },
-        };
-        commit(&mut self.state, "ocs-vclos", job, &plan)
+        place_staged(&mut self.state, "ocs-vclos", job, network)
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {

@@ -18,10 +18,7 @@ use std::sync::Arc;
 use super::biclique::{self, Graph};
 use super::plan::{LinkPick, Plan};
 use super::view::LinkView;
-use super::{
-    commit, local, place_local, precheck, shapes, Blocked, JobRequest, Outcome, PlacementError,
-    Placer,
-};
+use super::{local, place_staged, shapes, JobRequest, Outcome, PlacementError, Placer};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -61,16 +58,10 @@ impl Placer for VclosPlacer {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        precheck(&self.state, job)?;
-        let plan = match place_local(&self.state, job) {
-            Err(b) => return Ok(Outcome::Blocked(b)),
-            Ok(Some(p)) => p,
-            Ok(None) => match stage2(&self.state, job.gpus, self.budget) {
-                Some(p) => p,
-                None => return Ok(Outcome::Blocked(Blocked::Network)),
-            },
-        };
-        commit(&mut self.state, "vclos", job, &plan)
+        let budget = self.budget;
+        place_staged(&mut self.state, "vclos", job, |st, gpus| {
+            stage2(st, gpus, budget)
+        })
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
