@@ -239,3 +239,44 @@ fn bad_input_fails_clearly() {
         "{cmds:?}"
     );
 }
+
+#[test]
+fn several_submits_plan_in_sequence() {
+    let o = vclos(&[
+        "plan",
+        "--topology",
+        TOPO,
+        "--submit",
+        "j1:24",
+        "--submit",
+        "j2:8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["jobs"], serde_json::json!(["j1", "j2"]));
+    let plans = v["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 2);
+    // The second job is placed on what the first leaves: no GPU twice.
+    let gpus = |p: &Value| -> Vec<String> {
+        p["decision"]["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| format!("{}/{}", g["server"], g["gpu"]))
+            .collect()
+    };
+    let (a, b) = (gpus(&plans[0]), gpus(&plans[1]));
+    assert!(b.iter().all(|g| !a.contains(g)), "{a:?} {b:?}");
+    // One devices array in apply order, each entry naming its job.
+    let devices = v["devices"].as_array().unwrap();
+    let stages: Vec<u64> = devices
+        .iter()
+        .map(|d| d["stage"].as_u64().unwrap())
+        .collect();
+    assert!(stages.windows(2).all(|w| w[0] <= w[1]), "{stages:?}");
+    assert!(
+        devices.iter().any(|d| d["job"] == "j2")
+            && devices.iter().all(|d| d["commands"].is_array())
+    );
+}

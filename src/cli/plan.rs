@@ -29,9 +29,10 @@ pub struct PlanArgs {
     /// Directory of saved running configurations (`DIR/<device>.cfg`).
     #[arg(long, value_name = "DIR")]
     running: Option<PathBuf>,
-    /// Place and admit a job asking for GPUS GPUs.
+    /// Place and admit a job asking for GPUS GPUs; repeat to admit several,
+    /// each placed on the state the previous ones leave.
     #[arg(long, value_name = "JOB:GPUS")]
-    submit: Option<String>,
+    submit: Vec<String>,
     /// Release a held job.
     #[arg(long, value_name = "JOB")]
     release: Option<String>,
@@ -96,11 +97,14 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         Some(dir) => plan::load_running(&topo, dir)?,
         None => plan::Running::new(),
     };
+    if args.submit.len() > 1 {
+        return submit_several(&args, &topo, held, &running);
+    }
     let action = if let Some(job) = &args.release {
         Action::Release(JobId::new(job.as_str())?)
     } else if let Some(path) = &args.decision {
         Action::Admit(read_decision(path)?)
-    } else if let Some(spec) = &args.submit {
+    } else if let Some(spec) = args.submit.first() {
         Action::Admit(place(&topo, &held, spec)?)
     } else {
         bail!("one of --submit, --release, --decision is required")
@@ -110,6 +114,54 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
         print!("{}", text(&plan, std::io::stdout().is_terminal()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Several `--submit`s: one plan per job, each from the state (and device
+/// configurations) the previous one leaves, so they apply in sequence. JSON:
+/// `{jobs, plans: [plan...], devices: [...]}` where `devices` lists every
+/// plan's devices in apply order, each with its `job`, stages numbered
+/// across the sequence.
+fn submit_several(
+    args: &PlanArgs,
+    topo: &Arc<topology::Topology>,
+    mut held: Vec<Decision>,
+    running: &plan::Running,
+) -> Result<ExitCode> {
+    let mut plans = Vec::new();
+    for (i, spec) in args.submit.iter().enumerate() {
+        let d = place(topo, &held, spec)?;
+        // Saved running configurations describe the devices before the first job only.
+        let none = plan::Running::new();
+        let p = plan::plan(
+            topo,
+            &held,
+            if i == 0 { running } else { &none },
+            Action::Admit(d.clone()),
+        )?;
+        held.push(d);
+        plans.push(p);
+    }
+    if args.json {
+        let stages = 3; // OCS, spine, leaf
+        let mut devices = Vec::new();
+        for (i, p) in plans.iter().enumerate() {
+            for d in &p.devices {
+                let mut v = serde_json::to_value(d)?;
+                v["job"] = serde_json::Value::from(p.job.as_str());
+                v["stage"] = serde_json::Value::from(i * stages + d.stage);
+                devices.push(v);
+            }
+        }
+        let jobs: Vec<&str> = plans.iter().map(|p| p.job.as_str()).collect();
+        let out = serde_json::json!({ "jobs": jobs, "plans": plans, "devices": devices });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let color = std::io::stdout().is_terminal();
+        for p in &plans {
+            print!("{}", text(p, color));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
