@@ -5,7 +5,6 @@
 //! state.json); the release that resets the fabric is not timed.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::jobs::Fabric;
 use vclos::names::JobId;
 use vclos::placement::Policy;
-use vclos::topology::{self, retarget};
+use vclos::topology;
 
 const TESTBED: &str = include_str!("../topologies/testbed-ocs.yaml");
 
@@ -33,25 +32,9 @@ fn setup(
             ..FabricOptions::default()
         };
         let fab = EmulatedFabric::start(base, opts).await.unwrap();
-        let kh = dir.path().join("kh");
-        std::fs::write(&kh, fab.known_hosts()).unwrap();
-        let targets: BTreeMap<_, _> = fab
-            .endpoints()
-            .iter()
-            .map(|(d, e)| {
-                let t = retarget::Target {
-                    host: e.host.clone(),
-                    port: e.port,
-                };
-                (d.clone(), t)
-            })
-            .collect();
-        let cred = retarget::CredentialRef {
-            name: "emu".into(),
-            username: "admin".into(),
-            password_env: "VCLOS_BENCH_PW".into(),
-        };
-        let text = retarget::retarget("t", TESTBED, &targets, &cred, kh.to_str()).unwrap();
+        let text = fab
+            .aim("t", TESTBED, &dir.path().join("kh"), "VCLOS_BENCH_PW")
+            .unwrap();
         let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
         let mut f = Fabric::load(topo, dir.path().join("state"))
             .unwrap()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use vclos::controller::{DriverFactory, TopologyDrivers};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
-use vclos::topology::{self, retarget};
+use vclos::topology;
 use vclos_drivers::ErrorKind;
 
 const TESTBED: &str = include_str!("../topologies/testbed-ocs.yaml");
@@ -18,16 +18,9 @@ async fn fabric(var: &str, dir: &tempfile::TempDir) -> (EmulatedFabric, Arc<topo
     let fab = EmulatedFabric::start(topo, FabricOptions::default())
         .await
         .unwrap();
-    let kh = dir.path().join("known_hosts");
-    std::fs::write(&kh, fab.known_hosts()).unwrap();
-    let targets = fab.targets();
-    let cred = retarget::CredentialRef {
-        name: "emu".into(),
-        username: "admin".into(),
-        password_env: var.into(),
-    };
-    let text =
-        retarget::retarget("t", TESTBED, &targets, &cred, Some(kh.to_str().unwrap())).unwrap();
+    let text = fab
+        .aim("t", TESTBED, &dir.path().join("known_hosts"), var)
+        .unwrap();
     (
         fab,
         Arc::new(topology::from_str("emu.yaml", &text).unwrap()),

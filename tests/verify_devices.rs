@@ -17,7 +17,7 @@ use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::emulator::ocs::OcsError;
 use vclos::intent::{self, addressing, Item, PortName};
 use vclos::names::JobId;
-use vclos::topology::{self, retarget, Dialect, LeafId, OcsId, Topology};
+use vclos::topology::{self, Dialect, LeafId, OcsId, Topology};
 use vclos::verification::{self, fetch, sample, Report};
 use vclos_drivers::LoadMode;
 
@@ -40,25 +40,9 @@ async fn lab(yaml: &str) -> Lab {
     let fab = EmulatedFabric::start(topo, FabricOptions::default())
         .await
         .unwrap();
-    let kh = dir.path().join("known_hosts");
-    std::fs::write(&kh, fab.known_hosts()).unwrap();
-    let targets: BTreeMap<_, _> = fab
-        .endpoints()
-        .iter()
-        .map(|(d, e)| {
-            let t = retarget::Target {
-                host: e.host.clone(),
-                port: e.port,
-            };
-            (d.clone(), t)
-        })
-        .collect();
-    let cred = retarget::CredentialRef {
-        name: "emu".into(),
-        username: "admin".into(),
-        password_env: PW.into(),
-    };
-    let yaml = retarget::retarget("t", yaml, &targets, &cred, Some(kh.to_str().unwrap())).unwrap();
+    let yaml = fab
+        .aim("t", yaml, &dir.path().join("known_hosts"), PW)
+        .unwrap();
     let topo = Arc::new(topology::from_str("emu.yaml", &yaml).unwrap());
     let drivers = Arc::new(TopologyDrivers::new(topo.clone()));
     Lab {

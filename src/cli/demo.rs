@@ -27,7 +27,7 @@ use vclos::jobs::Fabric;
 use vclos::names::JobId;
 use vclos::placement::Policy;
 use vclos::plan::Plan;
-use vclos::topology::{self, retarget, Topology};
+use vclos::topology::{self, Topology};
 use vclos::verification::{fetch::fetch_configs, verify_fabric};
 
 /// The reference topology the demo runs on, embedded so `demo` works from anywhere.
@@ -187,20 +187,7 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&work)?;
-    let kh = work.join("known_hosts");
-    std::fs::write(&kh, emu.known_hosts())?;
-    let cred = retarget::CredentialRef {
-        name: "emulator".into(),
-        username: "admin".into(),
-        password_env: PASSWORD_VAR.into(),
-    };
-    let aimed = retarget::retarget(
-        &file,
-        &text,
-        &emu.targets(),
-        &cred,
-        Some(&kh.display().to_string()),
-    )?;
+    let aimed = emu.aim(&file, &text, &work.join("known_hosts"), PASSWORD_VAR)?;
     std::fs::write(work.join("topology.yaml"), &aimed)?;
     let topo = Arc::new(topology::from_str("topology.yaml", &aimed)?);
     let state_dir = work.join("state");

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::emulator::Login;
-use vclos::topology::{self, retarget};
+use vclos::topology;
 
 #[derive(Debug, Subcommand)]
 pub enum EmuCmd {
@@ -73,24 +73,10 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         arm(&fabric, f)?;
     }
     if let Some(out) = &args.write_topology {
-        let targets = fabric.targets();
-        let cred = retarget::CredentialRef {
-            name: "emulator".into(),
-            username: args.user.clone(),
-            password_env: args.password_env.clone(),
-        };
-        // Host keys are fresh each start: write them beside the topology.
-        let kh = out.with_extension("known_hosts");
-        std::fs::write(&kh, fabric.known_hosts())
-            .with_context(|| format!("writing {}", kh.display()))?;
-        let kh_abs = std::fs::canonicalize(&kh).unwrap_or(kh);
-        let yaml = retarget::retarget(
-            &file,
-            &text,
-            &targets,
-            &cred,
-            Some(&kh_abs.display().to_string()),
-        )?;
+        // Host keys are fresh each start: write them beside the topology,
+        // referenced by an absolute path so the file works from anywhere.
+        let kh = std::path::absolute(out.with_extension("known_hosts"))?;
+        let yaml = fabric.aim(&file, &text, &kh, &args.password_env)?;
         std::fs::write(out, yaml).with_context(|| format!("writing {}", out.display()))?;
     }
     // Listen for signals before announcing the endpoints: whoever reads the

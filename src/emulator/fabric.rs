@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,7 @@ use super::vrp::VrpConfig;
 use super::Login;
 use crate::dialect::{self, Dialect as _, ParseError};
 use crate::intent::{self, IntentError, Item, PortName};
+use crate::topology::retarget::{retarget, CredentialRef, Target};
 use crate::topology::{Dialect, OcsId, Protocol, Role, Topology};
 use crate::verification::{forwarding_from_configs, ForwardingState, VerifyError};
 
@@ -86,6 +88,14 @@ pub enum EmuError {
     },
     #[error("unknown device `{0}`")]
     UnknownDevice(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
     #[error("baseline configuration: {0}")]
     Baseline(#[source] IntentError),
     #[error("{device}: the rendered baseline configuration does not load: {message}")]
@@ -137,6 +147,7 @@ pub struct EmulatedFabric {
     endpoints: BTreeMap<String, Endpoint>,
     switches: BTreeMap<String, Switch>,
     known_hosts: String,
+    username: String,
     _tl1: Vec<Tl1Server>,
     _ssh: Vec<SshServer>,
 }
@@ -260,6 +271,7 @@ impl EmulatedFabric {
             endpoints,
             switches,
             known_hosts,
+            username: opts.login.username.clone(),
             _tl1: servers,
             _ssh: ssh_servers,
         })
@@ -279,20 +291,46 @@ impl EmulatedFabric {
         &self.ocs[id.index()]
     }
 
-    /// Every endpoint as a retargeting target, for
-    /// [`retarget`](crate::topology::retarget::retarget): a topology aimed at
-    /// this fabric.
-    pub fn targets(&self) -> BTreeMap<String, crate::topology::retarget::Target> {
-        self.endpoints
+    /// Aim the topology file `text` (read from `file`) at this fabric, as
+    /// `vclos emu serve --write-topology` does: writes the fabric's SSH host
+    /// keys to `known_hosts` and returns the retargeted YAML, whose devices
+    /// use the emulator's login with the password read from `password_env`.
+    pub fn aim(
+        &self,
+        file: &str,
+        text: &str,
+        known_hosts: &Path,
+        password_env: &str,
+    ) -> Result<String, EmuError> {
+        std::fs::write(known_hosts, &self.known_hosts).map_err(|source| EmuError::Write {
+            path: known_hosts.display().to_string(),
+            source,
+        })?;
+        let targets = self
+            .endpoints
             .iter()
             .map(|(d, e)| {
-                let t = crate::topology::retarget::Target {
-                    host: e.host.clone(),
-                    port: e.port,
-                };
-                (d.clone(), t)
+                (
+                    d.clone(),
+                    Target {
+                        host: e.host.clone(),
+                        port: e.port,
+                    },
+                )
             })
-            .collect()
+            .collect();
+        let cred = CredentialRef {
+            name: "emulator".into(),
+            username: self.username.clone(),
+            password_env: password_env.into(),
+        };
+        Ok(retarget(
+            file,
+            text,
+            &targets,
+            &cred,
+            Some(&known_hosts.display().to_string()),
+        )?)
     }
 
     /// An emulated switch (or chassis) by device name.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use vclos::controller::{ApplyOptions, NoProgress};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::jobs::Fabric;
-use vclos::topology::{self, retarget, Topology};
+use vclos::topology::{self, Topology};
 
 pub mod hook;
 
@@ -32,28 +32,9 @@ pub async fn emu(switch_delay: Duration) -> Emu {
         ..FabricOptions::default()
     };
     let fab = EmulatedFabric::start(base, opts).await.unwrap();
-    let kh = dir.path().join("known_hosts");
-    std::fs::write(&kh, fab.known_hosts()).unwrap();
-    let targets: BTreeMap<_, _> = fab
-        .endpoints()
-        .iter()
-        .map(|(d, e)| {
-            (
-                d.clone(),
-                retarget::Target {
-                    host: e.host.clone(),
-                    port: e.port,
-                },
-            )
-        })
-        .collect();
-    let cred = retarget::CredentialRef {
-        name: "emu".into(),
-        username: "admin".into(),
-        password_env: PASSWORD_VAR.into(),
-    };
-    let text =
-        retarget::retarget("t", TESTBED, &targets, &cred, Some(kh.to_str().unwrap())).unwrap();
+    let text = fab
+        .aim("t", TESTBED, &dir.path().join("known_hosts"), PASSWORD_VAR)
+        .unwrap();
     std::fs::write(dir.path().join("emu.yaml"), &text).unwrap();
     let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
     Emu { fab, topo, dir }
