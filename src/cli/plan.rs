@@ -53,13 +53,8 @@ fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
 
 /// Place `JOB:GPUS` with the fabric's policy on the held state.
 fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Result<Decision> {
-    let (job, gpus) = spec
-        .split_once(':')
-        .with_context(|| format!("--submit {spec:?}: expected JOB:GPUS"))?;
-    let id = JobId::new(job)?;
-    let gpus: u32 = gpus
-        .parse()
-        .with_context(|| format!("--submit {spec:?}: GPUS must be a number"))?;
+    let (id, gpus) = super::apply::parse_submit(spec)?;
+    let job = id.to_string();
     let state = FabricState::from_decisions(Arc::clone(topo), held)?;
     let mut placer: Box<dyn Placer> = if topo.ocs.is_empty() {
         Box::new(VclosPlacer::with_state(state))
