@@ -122,6 +122,24 @@ async fn load_errors_clear_the_candidate_and_name_the_line() {
         "{msg}"
     );
     assert_eq!(d.compare_config().await.unwrap(), "");
+    // Loaded in batches: a long candidate whose error sits in the second
+    // batch is named by its own line, and nothing of it stays behind.
+    let mut long = String::new();
+    for p in 1..=40 {
+        long.push_str(&format!("interface 100GE1/0/{p}\n description d{p}\n"));
+    }
+    long.push_str(" frobnicate\ninterface 100GE1/0/41\n description d41\n");
+    let e = d.load_candidate(&long, LoadMode::Merge).await.unwrap_err();
+    assert!(e.to_string().contains("line 81 `frobnicate`"), "{e}");
+    assert_eq!(d.compare_config().await.unwrap(), "");
+    long.truncate(long.find(" frobnicate").unwrap());
+    d.load_candidate(&long, LoadMode::Merge).await.unwrap();
+    let diff = d.compare_config().await.unwrap();
+    assert!(
+        diff.contains("+ description d1\n") && diff.contains("+ description d40\n"),
+        "{diff}"
+    );
+    d.discard().await.unwrap();
     // Lines that would leave the candidate are refused before sending.
     let e = d
         .load_candidate("commit\n", LoadMode::Merge)
@@ -207,4 +225,38 @@ async fn faults_surface_as_driver_errors_naming_device_and_step() {
     let e = d.get_config().await.unwrap_err();
     assert_eq!(e.step, Step::GetConfig);
     assert_eq!(e.kind, ErrorKind::Timeout(Duration::from_millis(300)));
+}
+
+#[tokio::test]
+async fn reuse_returns_to_user_view_and_refuses_uncommitted_edits() {
+    let (dev, srv) = start().await;
+    let kh = known_hosts(&[srv.known_hosts_line()]);
+    let mut d = HuaweiCeDriver::new(
+        "LEAF1",
+        opts(&srv, HostKeyCheck::KnownHosts(kh.path().into()), "admin"),
+    );
+    let e = d.reuse().await.unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Disconnected(_)), "{e}");
+    assert_eq!(dev.faults().logins(), 0, "reuse never connects");
+    d.open().await.unwrap();
+    d.reuse().await.unwrap();
+    // A committed change leaves the shell in system view; reuse leaves it
+    // where a fresh session starts, and the next transaction works as one.
+    d.load_candidate(INTENT, LoadMode::Merge).await.unwrap();
+    d.commit(None).await.unwrap();
+    d.reuse().await.unwrap();
+    d.load_candidate("interface 100GE1/0/2\n description y\n", LoadMode::Merge)
+        .await
+        .unwrap();
+    // Uncommitted edits: not reusable, and reuse does not touch them.
+    let e = d.reuse().await.unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Rejected(_)), "{e}");
+    assert!(d.compare_config().await.unwrap().contains("description y"));
+    d.commit(None).await.unwrap();
+    assert!(dev.running_config().render().contains("description y"));
+    assert_eq!(dev.faults().logins(), 1, "one login for everything");
+    // The device closes its sessions: reuse says so.
+    dev.faults().disconnect_all();
+    let e = d.reuse().await.unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Disconnected(_)), "{e}");
 }

@@ -310,3 +310,36 @@ async fn slow_replies_hit_the_command_timeout() {
         "reconnects after a timeout"
     );
 }
+
+#[tokio::test]
+async fn reuse_checks_the_session_and_forgets_earlier_checkpoints() {
+    let rig = rig().await;
+    let mut d = driver(&rig, PASSWORD, Duration::from_secs(5));
+    let e = d.reuse().await.unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Disconnected(_)), "{e}");
+    assert_eq!(rig.faults.logins(), 0, "reuse never connects");
+    d.open().await.unwrap();
+    d.load_candidate("DLT-PATCH::1:;\nENT-PATCH::1,3:;\n", LoadMode::Merge)
+        .await
+        .unwrap();
+    d.commit(None).await.unwrap();
+    d.reuse().await.unwrap();
+    // The next transaction's rollback(None) cannot undo the last one's commit.
+    let e = d.rollback(None).await.unwrap_err();
+    assert_eq!(e.step, Step::Rollback);
+    assert!(matches!(e.kind, ErrorKind::Rejected(_)), "{e}");
+    assert_eq!(rig.model.patches(), vec![(0, 2), (1, 5)]);
+    // Nor commit a candidate loaded before it.
+    d.load_candidate("DLT-PATCH::2:;\n", LoadMode::Merge)
+        .await
+        .unwrap();
+    d.reuse().await.unwrap();
+    assert_eq!(d.compare_config().await.unwrap(), "");
+    assert_eq!(rig.faults.logins(), 1, "one login for everything");
+    // The OCS closes its sessions: reuse says so; the next call reconnects.
+    rig.faults.disconnect_all();
+    let e = d.reuse().await.unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Disconnected(_)), "{e}");
+    assert_eq!(d.get_config().await.unwrap(), "\"1,3\"\n\"2,6\"\n");
+    assert_eq!(rig.faults.logins(), 2);
+}

@@ -17,10 +17,22 @@
 //!   commit point (a later one is refused); with no id, `rollback configuration
 //!   last 1` (undo the last commit point).
 //! * atomic: yes — a CE commit applies the candidate as one unit.
+//! * session reuse: yes — [`Driver::reuse`] returns to user view (one round
+//!   trip); a session with uncommitted edits is not reused.
 //!
 //! Safety: a loaded line is refused *before* anything is sent if it would
 //! leave the candidate (`commit`, `return`, `rollback`, `save`, ...), and any
 //! `Error:` line while loading clears the candidate before failing.
+//!
+//! Loading types the lines in batches of [`PIPELINE`], one write each, and
+//! reads the replies back per line ([`crate::pipeline`]): a batch costs one
+//! round trip instead of one per line. The lines after a failing one in its
+//! batch have run too (in whatever view the failure left), but only in the
+//! candidate, which is then cleared; running is never touched. A line the
+//! device answered with a question (`[Y/N]`) would take the next line as its
+//! answer: the replies then no longer line up and the batch times out, and
+//! the controller's read-back after commit catches any line that did not
+//! take effect.
 
 use std::time::Duration;
 
@@ -29,6 +41,10 @@ use tracing::{debug, info_span, Instrument};
 
 use crate::ssh::{self, Shell, SshOptions, SshSession};
 use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, Step};
+
+/// Configuration lines sent per write when loading a candidate (one round
+/// trip each batch instead of each line; see [`crate::pipeline`]).
+const PIPELINE: usize = 64;
 
 /// Commands that must never appear in loaded configuration text.
 const FORBIDDEN: &[&str] = &[
@@ -156,16 +172,36 @@ impl HuaweiCeDriver {
             }
         }
         self.system_view(step).await?;
-        for (i, l) in lines.iter().enumerate() {
-            let out = self.cmd(step, l).await?;
-            if let Some(e) = error_line(&out) {
-                let msg = format!("line {} `{l}`: {e}", i + 1);
-                // Leave nothing half-loaded behind.
+        for (c, chunk) in lines.chunks(PIPELINE).enumerate() {
+            let outs = self.batch(step, chunk).await?;
+            let failed = outs.iter().enumerate().find_map(|(i, out)| {
+                error_line(out)
+                    .map(|e| format!("line {} `{}`: {e}", c * PIPELINE + i + 1, chunk[i]))
+            });
+            if let Some(msg) = failed {
+                // Leave nothing half-loaded behind (the lines typed after
+                // the failing one included).
                 let _ = self.cmd(step, "clear configuration candidate").await;
                 return Err(self.err(step, ErrorKind::Rejected(msg)));
             }
         }
         Ok(())
+    }
+
+    /// Run several command lines in one write; transport failures drop the
+    /// connection.
+    async fn batch(&mut self, step: Step, cmds: &[&str]) -> Result<Vec<String>, DriverError> {
+        let Some((_, shell)) = self.conn.as_mut() else {
+            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
+        };
+        debug!(lines = cmds.len(), "send batch");
+        match shell.commands(cmds).await {
+            Ok(outs) => Ok(outs),
+            Err(kind) => {
+                self.conn = None;
+                Err(self.err(step, kind))
+            }
+        }
     }
 }
 
@@ -338,5 +374,29 @@ impl Driver for HuaweiCeDriver {
         }
         .instrument(span)
         .await
+    }
+
+    /// A reused session goes back to user view, where a fresh session
+    /// starts: `return` (or an empty line if already there) is the one
+    /// round trip. Uncommitted edits make it unusable.
+    async fn reuse(&mut self) -> Result<(), DriverError> {
+        let step = Step::Open;
+        if self.conn.is_none() {
+            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
+        }
+        if self.dirty() {
+            return Err(self.err(
+                step,
+                ErrorKind::Rejected("the candidate has uncommitted edits".into()),
+            ));
+        }
+        let span = info_span!("huawei_ce.reuse", device = %self.device);
+        let cmd = if self.in_user_view() { "" } else { "return" };
+        self.cmd_ok(step, cmd).instrument(span).await?;
+        if self.in_user_view() {
+            Ok(())
+        } else {
+            Err(self.err(step, ErrorKind::Protocol("not back in user view".into())))
+        }
     }
 }

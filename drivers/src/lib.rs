@@ -126,8 +126,27 @@ pub trait Driver: Send {
     async fn discard(&mut self) -> Result<(), DriverError>;
     /// Return running to `to`, or to the state before the last commit.
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError>;
+
+    /// Ready an open session to serve another transaction (NAPALM's
+    /// `is_alive`, plus a reset): one cheap round trip proves the device
+    /// still answers, and everything tied to the previous transaction — the
+    /// candidate, commit checkpoints, the CLI view — is forgotten, so a later
+    /// `rollback(None)` can only undo the new transaction's own commit.
+    ///
+    /// `Err` means the session must not be reused (closed by the device,
+    /// timed out, a lock or a confirmed commit still pending, uncommitted
+    /// edits); the caller drops it and opens a fresh one. The default is
+    /// `Unsupported`: a driver is reused only when it says how.
+    async fn reuse(&mut self) -> Result<(), DriverError> {
+        Err(DriverError {
+            device: self.device().to_string(),
+            step: Step::Open,
+            kind: ErrorKind::Unsupported("session reuse"),
+        })
+    }
 }
 
 pub mod huawei_ce;
 pub mod netconf;
+pub mod pipeline;
 pub mod ssh;

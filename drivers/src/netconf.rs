@@ -14,6 +14,9 @@
 //! `rollback(None)` cancels a pending confirmed commit, or restores that
 //! checkpoint with a replace; `rollback(Some(id))` accepts only the latest.
 //!
+//! A session kept across transactions is checked and reset by
+//! [`Driver::reuse`].
+//!
 //! `compare_config` is a line diff of the pretty-printed candidate and
 //! running datastores (NETCONF has no diff operation).
 
@@ -459,6 +462,32 @@ impl Driver for NetconfDriver {
         }
         .instrument(span)
         .await
+    }
+
+    /// A `get-config` with an empty subtree filter (RFC 6241 6.4.2: selects
+    /// nothing) is the round trip; the checkpoint of the last commit is
+    /// forgotten. A session still holding the lock or a confirmed commit is
+    /// not reused.
+    async fn reuse(&mut self) -> Result<(), DriverError> {
+        let step = Step::Open;
+        if self.conn.is_none() {
+            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
+        }
+        if self.locked || self.confirm_pending {
+            return Err(self.err(
+                step,
+                ErrorKind::Rejected("a lock or a confirmed commit is still pending".into()),
+            ));
+        }
+        let span = info_span!("netconf.reuse", device = %self.device);
+        self.rpc(
+            step,
+            r#"<get-config><source><running/></source><filter type="subtree"/></get-config>"#,
+        )
+        .instrument(span)
+        .await?;
+        self.checkpoint = None;
+        Ok(())
     }
 }
 

@@ -21,6 +21,7 @@ use russh::keys::{check_known_hosts_path, PublicKeyOrCertificate};
 use russh::{Channel, ChannelMsg, Disconnect};
 use tracing::{debug, warn};
 
+use crate::pipeline::split_replies;
 use crate::ErrorKind;
 
 /// A password that never prints.
@@ -304,6 +305,24 @@ pub fn is_prompt(line: &str) -> bool {
 }
 
 impl Shell {
+    /// Wait for the next data from the device and append it to the buffer.
+    async fn read_more(&mut self) -> Result<(), ErrorKind> {
+        loop {
+            match self.channel.wait().await {
+                Some(ChannelMsg::Data { data }) | Some(ChannelMsg::ExtendedData { data, .. }) => {
+                    self.buf.extend_from_slice(&data);
+                    return Ok(());
+                }
+                Some(ChannelMsg::Eof | ChannelMsg::Close) | None => {
+                    return Err(ErrorKind::Disconnected(
+                        "channel closed by the device".into(),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     /// Read until the last line is a prompt; return the text before it
     /// (CRs removed) and remember the prompt.
     pub async fn read_until_prompt(&mut self) -> Result<String, ErrorKind> {
@@ -318,18 +337,7 @@ impl Shell {
                     self.buf.clear();
                     return Ok((body, prompt));
                 }
-                match self.channel.wait().await {
-                    Some(ChannelMsg::Data { data })
-                    | Some(ChannelMsg::ExtendedData { data, .. }) => {
-                        self.buf.extend_from_slice(&data)
-                    }
-                    Some(ChannelMsg::Eof | ChannelMsg::Close) | None => {
-                        return Err(ErrorKind::Disconnected(
-                            "channel closed by the device".into(),
-                        ))
-                    }
-                    Some(_) => {}
-                }
+                self.read_more().await?;
             }
         })
         .await
@@ -358,6 +366,38 @@ impl Shell {
             _ => out,
         };
         Ok(out)
+    }
+
+    /// Send several command lines in one write and return each one's
+    /// output (see [`crate::pipeline`]); each command has the usual
+    /// timeout, so the whole batch is bounded by their sum.
+    pub async fn commands(&mut self, cmds: &[&str]) -> Result<Vec<String>, ErrorKind> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = cmds.join("\n");
+        batch.push('\n');
+        self.channel
+            .data_bytes(batch.into_bytes())
+            .await
+            .map_err(disc)?;
+        let t = self
+            .timeout
+            .saturating_mul(cmds.len().try_into().unwrap_or(u32::MAX));
+        let (outs, prompt) = tokio::time::timeout(t, async {
+            loop {
+                let text = String::from_utf8_lossy(&self.buf).replace('\r', "");
+                if let Some(done) = split_replies(&text, cmds) {
+                    self.buf.clear();
+                    return Ok(done);
+                }
+                self.read_more().await?;
+            }
+        })
+        .await
+        .map_err(|_| ErrorKind::Timeout(t))??;
+        self.last_prompt = prompt;
+        Ok(outs)
     }
 
     /// The prompt seen last.

@@ -20,6 +20,9 @@
 //!
 //! After any transport failure the connection is dropped and the next call
 //! reconnects and logs in again, so a rollback can follow a dropped commit.
+//! A session kept open across transactions logs in once; [`Driver::reuse`]
+//! checks it with `RTRV-HDR` and forgets the earlier checkpoints. The driver
+//! never asks `RTRV-NETYPE`: nothing it does depends on the model.
 //! The password is only ever written to the socket, never logged.
 
 use std::collections::BTreeSet;
@@ -411,6 +414,30 @@ impl Driver for Tl1Driver {
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError> {
         let span = tracing::info_span!("tl1", device = %self.device);
         self.do_rollback(to).instrument(span).await
+    }
+
+    /// `RTRV-HDR` (TL1's standard no-op) proves the logged-in session still
+    /// answers; the candidate and the checkpoints of earlier transactions
+    /// are forgotten, so `rollback(None)` never reaches back past this one.
+    async fn reuse(&mut self) -> Result<(), DriverError> {
+        let step = Step::Open;
+        if self.conn.is_none() {
+            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
+        }
+        let span = tracing::info_span!("tl1", device = %self.device);
+        let reply = self
+            .request(step, |c| format!("RTRV-HDR:::{c};"))
+            .instrument(span)
+            .await?;
+        if !reply.ok {
+            return Err(self.err(
+                step,
+                ErrorKind::Rejected(format!("RTRV-HDR: {} {}", reply.code, reply.text)),
+            ));
+        }
+        self.candidate = None;
+        self.checkpoints.clear();
+        Ok(())
     }
 }
 

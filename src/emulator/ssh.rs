@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info_span, Instrument};
 
 use super::cli::{CliSession, SessionAction, SwitchDevice};
+use super::faults::Faults;
 use super::netconf::{NetconfDevice, NetconfSession};
 use vclos_drivers::netconf::framing::{encode, Decoder, Framing};
 
@@ -40,6 +41,13 @@ impl Service {
         match self {
             Service::Cli(d) => d.name(),
             Service::Netconf(d) => d.name(),
+        }
+    }
+
+    fn faults(&self) -> &Arc<Faults> {
+        match self {
+            Service::Cli(d) => d.faults(),
+            Service::Netconf(d) => d.faults(),
         }
     }
 }
@@ -163,6 +171,7 @@ impl russh::server::Handler for Conn {
     async fn auth_password(&mut self, user: &str, password: &str) -> Result<Auth, Self::Error> {
         if user == self.login.username && password == self.login.password {
             self.user = user.to_string();
+            self.service.faults().count_login();
             Ok(Auth::Accept)
         } else {
             Ok(Auth::reject())
@@ -176,13 +185,27 @@ impl russh::server::Handler for Conn {
         session: &mut Session,
     ) -> Result<(), Self::Error> {
         reply.accept().await;
+        let handle = session.handle();
         let task = ChannelTask {
             service: self.service.clone(),
             user: self.user.clone(),
-            handle: session.handle(),
+            handle: handle.clone(),
         };
         let span = info_span!("emu.channel", device = %self.service.name());
-        tokio::spawn(task.run(channel).instrument(span));
+        // An injected disconnect ends the channel and the whole connection.
+        let mut gone = self.service.faults().disconnects();
+        let served = async move {
+            // Biased: once disconnected, no further request is answered.
+            tokio::select! {
+                biased;
+                Ok(()) = gone.changed() => {
+                    debug!("injected disconnect");
+                    disconnect(&handle).await;
+                }
+                () = task.run(channel) => {}
+            }
+        };
+        tokio::spawn(served.instrument(span));
         Ok(())
     }
 
@@ -279,6 +302,17 @@ impl LineEditor {
     }
 }
 
+/// End the SSH connection at once (a dropped connection, as the client sees it).
+async fn disconnect(handle: &Handle) {
+    let _ = handle
+        .disconnect(
+            Disconnect::ByApplication,
+            "connection dropped".into(),
+            "en".into(),
+        )
+        .await;
+}
+
 fn crlf(s: &str) -> String {
     s.replace('\n', "\r\n")
 }
@@ -318,14 +352,7 @@ impl ChannelTask {
     }
 
     async fn drop_connection(&self) {
-        let _ = self
-            .handle
-            .disconnect(
-                Disconnect::ByApplication,
-                "connection dropped".into(),
-                "en".into(),
-            )
-            .await;
+        disconnect(&self.handle).await;
     }
 
     async fn exec(&self, channel: Channel<Msg>, dev: Arc<SwitchDevice>, command: &str) {

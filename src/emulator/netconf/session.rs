@@ -257,8 +257,10 @@ impl NetconfSession {
         let st = self.dev.state();
         let data = st.store(s);
         let children = match filter {
-            Some(f) if !f.children.is_empty() => tree::filter(data, f),
-            _ => data.children.clone(),
+            // RFC 6241 6.4.2: an empty filter selects nothing (a keep-alive).
+            Some(f) if f.children.is_empty() => Vec::new(),
+            Some(f) => tree::filter(data, f),
+            None => data.children.clone(),
         };
         let inner: String = children.iter().map(Element::to_xml).collect();
         Ok(format!("<data>{inner}</data>"))

@@ -17,7 +17,8 @@
 //!
 //! Fault injection ([`Faults`]): at every command a session may drop the
 //! connection or DENY (`SROF`); `ENT-PATCH`/`DLT-PATCH` are the commits that
-//! `refuse_commits` DENYs; every reply can be delayed.
+//! `refuse_commits` DENYs; every reply can be delayed; `disconnect_all`
+//! closes every open session.
 
 mod command;
 pub mod session;
@@ -101,8 +102,9 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
                     accepted = listener.accept() => match accepted {
                         Ok((stream, peer)) => {
                             let session = Session::new(model.clone(), login.clone(), faults.clone());
+                            let gone = faults.disconnects();
                             let span = tracing::info_span!("tl1-session", device = %model.name(), %peer);
-                            sessions.spawn(run_session(stream, session).instrument(span));
+                            sessions.spawn(run_session(stream, session, gone).instrument(span));
                         }
                         Err(e) => tracing::warn!(error = %e, "tl1 accept failed"),
                     },
@@ -115,15 +117,29 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
     Ok(Tl1Server { addr, task })
 }
 
-/// Serve one connection until the peer leaves or a fault drops it.
-async fn run_session(mut stream: TcpStream, mut session: Session) {
+/// Serve one connection until the peer leaves or a fault drops it (at a
+/// command, or [`Faults::disconnect_all`] at any time).
+async fn run_session(
+    mut stream: TcpStream,
+    mut session: Session,
+    mut gone: tokio::sync::watch::Receiver<u64>,
+) {
     tracing::debug!("tl1 session open");
     let mut filter = IacFilter::new();
     let mut line = Vec::with_capacity(256);
     let mut overflow = false;
     let mut buf = [0u8; 4096];
     loop {
-        let n = match stream.read(&mut buf).await {
+        // Biased: once disconnected, no further command is answered.
+        let read = tokio::select! {
+            biased;
+            Ok(()) = gone.changed() => {
+                tracing::debug!("tl1 session dropped (injected disconnect)");
+                return;
+            }
+            r = stream.read(&mut buf) => r,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };

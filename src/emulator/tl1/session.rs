@@ -139,6 +139,8 @@ impl Session {
             "RTRV-PATCH" => self.rtrv_patch(&cmd.aid),
             "ENT-PATCH" => self.ent_patch(&cmd.aid).await,
             "DLT-PATCH" => self.dlt_patch(&cmd.aid).await,
+            // The standard TL1 no-op (keep-alive): answers COMPLD, no data.
+            "RTRV-HDR" => Ok(Vec::new()),
             "RTRV-NETYPE" => Ok(vec![format!(
                 "\"VCLOS\",\"EMU-OCS-{}\",\"OPTICAL CIRCUIT SWITCH\",\"{}\"",
                 self.model.port_count(),
@@ -155,6 +157,7 @@ impl Session {
         let password = password.trim_matches('"');
         let ok = cmd.aid == self.login.username && password == self.login.password;
         if ok {
+            self.faults.count_login();
             tracing::info!(device = %self.model.name(), user = %cmd.aid, "tl1 login");
             self.user = Some(cmd.aid.clone());
             Ok(Vec::new())
