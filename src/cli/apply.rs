@@ -73,6 +73,7 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
         let report = fabric.apply(&plan, &Bars::new()).await?;
+        fabric.shutdown().await;
         finish(Applied { plan, report }, args.json)
     })
 }

@@ -251,6 +251,9 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
             verified,
         });
     }
+    // The fabric kept one session per device open across the twelve
+    // transactions (verification reads through fresh ones, independently).
+    fabric.shutdown().await;
 
     let after = read_all(&topo).await?;
     let changed: Vec<&String> = before

@@ -30,7 +30,11 @@ pub fn run(cmd: DeviceCmd) -> Result<ExitCode> {
             let topo = Arc::new(vclos::topology::load(&a.topology)?);
             // No state is read: a scratch directory that is never written.
             let f = Fabric::load(topo, std::env::temp_dir().join("vclos-no-state"))?;
-            let text = runtime()?.block_on(f.device_config(&a.device))?;
+            let text = runtime()?.block_on(async {
+                let text = f.device_config(&a.device).await;
+                f.shutdown().await;
+                text
+            })?;
             print!("{text}");
             if !text.ends_with('\n') {
                 println!();

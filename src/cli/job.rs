@@ -68,6 +68,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                     return Ok(ExitCode::SUCCESS);
                 }
                 let report = f.apply(&plan, &Bars::new()).await?;
+                f.shutdown().await;
                 super::apply::finish(Applied { plan, report }, a.json)
             })
         }
@@ -76,6 +77,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             runtime()?.block_on(async {
                 let mut f = a.fabric.open().await?;
                 let done = f.release(&id, &Bars::new()).await?;
+                f.shutdown().await;
                 super::apply::finish(done, a.json)
             })
         }

@@ -46,7 +46,11 @@ fn print_drift(d: &Drift) {
 
 pub fn status(a: StatusArgs) -> Result<ExitCode> {
     let f = a.fabric.load()?;
-    let s = runtime()?.block_on(f.status())?;
+    let s = runtime()?.block_on(async {
+        let s = f.status().await;
+        f.shutdown().await;
+        s
+    })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(ExitCode::SUCCESS);
@@ -90,6 +94,7 @@ pub fn reconcile(a: ReconcileArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
         let mut f = a.fabric.open().await?;
         let r = f.reconcile(a.fix, &Bars::new()).await?;
+        f.shutdown().await;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {

@@ -197,10 +197,14 @@ pub enum ChangeSetError {
     NoParallelism,
 }
 
-/// Hands the controller a fresh, unopened driver per device per transaction.
+/// Hands the controller a driver per device per transaction: a fresh,
+/// unopened one, or an open session lent by a
+/// [`SessionPool`](super::SessionPool).
 ///
-/// Fresh matters: the controller's rollback of a failed commit relies on the
-/// driver's own checkpoint of *this* transaction (`rollback(None)`).
+/// Either way the driver must know no commit older than this transaction:
+/// the controller's rollback of a failed commit relies on the driver's own
+/// checkpoint of *this* transaction (`rollback(None)`); a pool resets a
+/// reused driver with [`Driver::reuse`](vclos_drivers::Driver::reuse).
 pub trait DriverFactory: Send + Sync {
     fn driver(&self, device: &str) -> Result<Box<dyn Driver>, DriverError>;
 }

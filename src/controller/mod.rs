@@ -63,6 +63,16 @@
 //! `apply` future has the same effect as a crash (its tasks are aborted).
 //! The caller updates its state store only on `Outcome::Committed`.
 //!
+//! # Sessions across transactions
+//!
+//! A factory may lend open sessions instead of fresh drivers: a
+//! [`SessionPool`] around the real drivers does, and the job lifecycle uses
+//! one. The transaction is the same either way: `open` is then a health
+//! check (reconnecting once if the session is stale), `close` returns the
+//! session unless a call on it failed, and each borrowed driver has
+//! forgotten earlier transactions ([`vclos_drivers::Driver::reuse`]), so
+//! `rollback(None)` still means this transaction's commit.
+//!
 //! # Progress and tracing
 //!
 //! A [`Progress`] observer is told when phases and stages start and devices
@@ -72,6 +82,7 @@
 mod change;
 mod factory;
 pub(crate) mod fanout;
+mod pool;
 mod progress;
 mod report;
 mod transaction;
@@ -80,6 +91,7 @@ pub use change::{
     ApplyOptions, ChangeSet, ChangeSetError, DeviceChange, DriverFactory, Verify, VerifyFn,
 };
 pub use factory::TopologyDrivers;
+pub use pool::{PoolOptions, PoolStats, SessionPool};
 pub use progress::{NoProgress, Progress};
 pub use report::{
     ApplyReport, DeviceError, DeviceReport, DeviceStatus, Outcome, Phase, StageTiming,

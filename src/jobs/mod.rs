@@ -48,7 +48,8 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::controller::{
-    self, ApplyOptions, ApplyReport, DriverFactory, Progress, TopologyDrivers,
+    self, ApplyOptions, ApplyReport, DriverFactory, PoolOptions, Progress, SessionPool,
+    TopologyDrivers,
 };
 use crate::decision::Decision;
 use crate::intent::{self, FabricIntent};
@@ -69,6 +70,8 @@ pub struct Fabric {
     state: FabricState,
     base: Arc<FabricIntent>,
     factory: Arc<dyn DriverFactory>,
+    /// The session pool behind `factory`, when [`Fabric::load`] made one.
+    pool: Option<Arc<SessionPool>>,
     policy: Policy,
     /// How transactions are run.
     pub options: ApplyOptions,
@@ -179,10 +182,15 @@ pub struct Reconcile {
 
 impl Fabric {
     /// Load the state of `dir` without touching any device; drivers come
-    /// from the topology's endpoints and credential references.
+    /// from the topology's endpoints and credential references, through a
+    /// [`SessionPool`] so device sessions stay open from one transaction to
+    /// the next (call [`Fabric::shutdown`] to close them).
     pub fn load(topo: Arc<Topology>, dir: impl Into<PathBuf>) -> Result<Self, JobsError> {
-        let factory: Arc<dyn DriverFactory> = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));
-        Self::load_with(topo, dir, factory)
+        let drivers = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));
+        let pool = Arc::new(SessionPool::new(drivers, PoolOptions::default()));
+        let mut f = Self::load_with(topo, dir, Arc::clone(&pool) as Arc<dyn DriverFactory>)?;
+        f.pool = Some(pool);
+        Ok(f)
     }
 
     /// [`Fabric::load`] with another driver factory (tests, wrappers).
@@ -206,6 +214,7 @@ impl Fabric {
             state,
             base,
             factory,
+            pool: None,
             policy,
             options: ApplyOptions::default(),
             read_timeout: Duration::from_secs(30),
@@ -246,6 +255,20 @@ impl Fabric {
 
     pub fn topology(&self) -> &Arc<Topology> {
         &self.topo
+    }
+
+    /// The session pool [`Fabric::load`] made (None with another factory).
+    pub fn sessions(&self) -> Option<&Arc<SessionPool>> {
+        self.pool.as_ref()
+    }
+
+    /// Close the device sessions kept open between transactions. The
+    /// fabric stays usable (later transactions open sessions and close
+    /// them). Dropping a fabric without it closes the sockets, less politely.
+    pub async fn shutdown(&self) {
+        if let Some(p) = &self.pool {
+            p.shutdown().await;
+        }
     }
 
     pub fn dir(&self) -> &Path {

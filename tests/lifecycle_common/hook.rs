@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use vclos::controller::{DriverFactory, TopologyDrivers};
+use vclos::controller::DriverFactory;
 use vclos_drivers::{Capabilities, CommitId, Driver, DriverError, LoadMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub enum Then {
 }
 
 pub struct Hooked {
-    pub inner: TopologyDrivers,
+    pub inner: Arc<dyn DriverFactory>,
     pub device: String,
     pub at: At,
     pub then: Then,
@@ -36,7 +36,12 @@ pub struct Hooked {
 }
 
 impl Hooked {
-    pub fn new(inner: TopologyDrivers, device: &str, at: At, then: Then) -> Arc<Self> {
+    pub fn new(inner: impl DriverFactory + 'static, device: &str, at: At, then: Then) -> Arc<Self> {
+        Self::around(Arc::new(inner), device, at, then)
+    }
+
+    /// [`Hooked::new`] around a shared factory (a session pool).
+    pub fn around(inner: Arc<dyn DriverFactory>, device: &str, at: At, then: Then) -> Arc<Self> {
         Arc::new(Hooked {
             inner,
             device: device.into(),
@@ -127,6 +132,9 @@ impl Driver for HookDriver {
     }
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError> {
         self.inner.rollback(to).await
+    }
+    async fn reuse(&mut self) -> Result<(), DriverError> {
+        self.inner.reuse().await
     }
 }
 

@@ -1,0 +1,167 @@
+//! Device sessions kept open across transactions, end to end on the
+//! emulated testbed-ocs over loopback SSH and Telnet/TL1 with the real
+//! drivers: reuse is asserted from the devices' own login counts.
+#![allow(clippy::unwrap_used)]
+
+#[path = "lifecycle_common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::hook::{At, Hooked, Then};
+use vclos::controller::{
+    DeviceStatus, DriverFactory, NoProgress, Outcome, PoolOptions, SessionPool,
+};
+use vclos::names::JobId;
+use vclos::placement::Policy;
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+/// Successful logins so far, per device.
+fn logins(emu: &common::Emu) -> BTreeMap<String, u64> {
+    emu.topo
+        .devices
+        .iter()
+        .map(|d| (d.name.clone(), emu.fab.faults(&d.name).unwrap().logins()))
+        .collect()
+}
+
+fn pool(emu: &common::Emu) -> Arc<SessionPool> {
+    Arc::new(SessionPool::new(
+        Arc::new(emu.drivers()),
+        PoolOptions::default(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submits_and_releases_reuse_one_session_per_device() {
+    let emu = common::emu(Duration::ZERO).await;
+    // `Fabric::load` pools by default; its reconcile read every device once.
+    let mut f = emu.fabric().await.with_policy(Policy::OcsVclos);
+    let first = logins(&emu);
+    assert!(first.values().all(|&n| n == 1), "{first:?}");
+    let mut lent = 0;
+    for j in ["a", "b"] {
+        let r = f.submit(&id(j), 24, &NoProgress).await.unwrap();
+        assert!(r.report.is_committed(), "{}", r.report);
+        lent += r.plan.devices.len();
+        let r = f.release(&id(j), &NoProgress).await.unwrap();
+        assert!(r.report.is_committed(), "{}", r.report);
+        lent += r.plan.devices.len();
+    }
+    assert!(lent >= 4, "the transactions touched devices");
+    assert_eq!(logins(&emu), first, "no device was logged in to again");
+    let pool = Arc::clone(f.sessions().unwrap());
+    let s = pool.stats();
+    let n = emu.topo.devices.len() as u64;
+    assert_eq!((s.opened, s.reused), (n, lent as u64), "{s:?}");
+    assert_eq!((s.reconnected, s.discarded), (0, 0), "{s:?}");
+    assert_eq!(pool.idle_devices().len() as u64, n);
+    // Shutdown closes them; the fabric still works, with fresh sessions.
+    f.shutdown().await;
+    assert!(pool.idle_devices().is_empty());
+    let r = f.submit(&id("c"), 24, &NoProgress).await.unwrap();
+    assert!(r.report.is_committed(), "{}", r.report);
+    assert!(pool.idle_devices().is_empty());
+    let touched = r.plan.devices.iter().map(|d| &d.diff.device);
+    let after = logins(&emu);
+    for d in touched {
+        assert_eq!(after[d], first[d] + 1, "{d}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_the_devices_dropped_are_reconnected_transparently() {
+    let emu = common::emu(Duration::ZERO).await;
+    let mut f = emu.fabric().await.with_policy(Policy::OcsVclos);
+    let r = f.submit(&id("a"), 24, &NoProgress).await.unwrap();
+    assert!(r.report.is_committed(), "{}", r.report);
+    let before = logins(&emu);
+    // Every device closes its sessions between the two transactions (a
+    // reboot, or its own idle timeout).
+    for d in &emu.topo.devices {
+        emu.fab.faults(&d.name).unwrap().disconnect_all();
+    }
+    let r = f.release(&id("a"), &NoProgress).await.unwrap();
+    assert!(r.report.is_committed(), "{}", r.report);
+    let touched: Vec<String> = r
+        .plan
+        .devices
+        .iter()
+        .map(|d| d.diff.device.clone())
+        .collect();
+    assert!(touched.contains(&"ocs1".to_string()), "{touched:?}");
+    let after = logins(&emu);
+    for (d, n) in &after {
+        let want = before[d] + u64::from(touched.contains(d));
+        assert_eq!(*n, want, "{d}: one reconnect if touched, none otherwise");
+    }
+    let s = f.sessions().unwrap().stats();
+    assert_eq!(s.reconnected as usize, touched.len(), "{s:?}");
+    // And the fabric is as the state says.
+    let rec = f.reconcile(false, &NoProgress).await.unwrap();
+    assert!(
+        rec.drift.is_empty() && rec.unreachable.is_empty(),
+        "{rec:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_broken_mid_transaction_is_not_returned_and_rollback_is_exact() {
+    let emu = common::emu(Duration::ZERO).await;
+    let f = emu.fabric().await;
+    let pool = pool(&emu);
+    // Warm the pool with a committed job that rewired the OCS.
+    let mut g = emu
+        .fabric_with(pool.clone() as Arc<dyn DriverFactory>)
+        .with_policy(Policy::OcsVclos);
+    let a = g.submit(&id("a"), 24, &NoProgress).await.unwrap();
+    assert!(a.report.is_committed(), "{}", a.report);
+    let before = emu.configs(&f).await;
+    let state = emu.state_bytes();
+    let warm = logins(&emu);
+
+    // leaf2's connection drops in the middle of its commit, after the OCS
+    // (stage 0, through its reused session) has committed.
+    let leaf2 = emu.fab.faults("leaf2").unwrap().clone();
+    let clear = leaf2.clone();
+    let hooked = Hooked::around(
+        pool.clone(),
+        "leaf2",
+        At::Commit,
+        Then::Around {
+            before: Arc::new(move || leaf2.drop_next()),
+            after: Arc::new(move || clear.clear()),
+        },
+    );
+    let mut h = emu.fabric_with(hooked).with_policy(Policy::OcsVclos);
+    let r = h.submit(&id("b"), 8, &NoProgress).await.unwrap().report;
+    assert!(matches!(r.outcome, Outcome::RolledBack { .. }), "{r}");
+    assert_eq!(
+        r.device("ocs1").unwrap().status,
+        DeviceStatus::RolledBack,
+        "{r}"
+    );
+    // Rollback on reused sessions restored exactly the configuration after
+    // job a, not the one before it, and the state is untouched.
+    assert_eq!(emu.configs(&f).await, before, "{r}");
+    assert_eq!(emu.state_bytes(), state);
+    // leaf2's session broke: it was not returned; the others were.
+    assert!(!pool.idle_devices().contains(&"leaf2".to_string()));
+    assert!(pool.idle_devices().contains(&"ocs1".to_string()));
+    assert!(pool.stats().discarded >= 1);
+
+    // The next transaction logs in to leaf2 again, and to nothing else.
+    let again = logins(&emu);
+    let b = g.submit(&id("b"), 8, &NoProgress).await.unwrap();
+    assert!(b.report.is_committed(), "{}", b.report);
+    let after = logins(&emu);
+    for (d, n) in &after {
+        let want = again[d] + u64::from(d == "leaf2");
+        assert_eq!(*n, want, "{d}: logins {warm:?} -> {again:?} -> {after:?}");
+    }
+}
