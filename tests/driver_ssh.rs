@@ -125,18 +125,18 @@ async fn load_errors_clear_the_candidate_and_name_the_line() {
     // Loaded in batches: a long candidate whose error sits in the second
     // batch is named by its own line, and nothing of it stays behind.
     let mut long = String::new();
-    for p in 1..=40 {
+    for p in 1..=130 {
         long.push_str(&format!("interface 100GE1/0/{p}\n description d{p}\n"));
     }
-    long.push_str(" frobnicate\ninterface 100GE1/0/41\n description d41\n");
+    long.push_str(" frobnicate\ninterface 100GE1/0/131\n description d131\n");
     let e = d.load_candidate(&long, LoadMode::Merge).await.unwrap_err();
-    assert!(e.to_string().contains("line 81 `frobnicate`"), "{e}");
+    assert!(e.to_string().contains("line 261 `frobnicate`"), "{e}");
     assert_eq!(d.compare_config().await.unwrap(), "");
     long.truncate(long.find(" frobnicate").unwrap());
     d.load_candidate(&long, LoadMode::Merge).await.unwrap();
     let diff = d.compare_config().await.unwrap();
     assert!(
-        diff.contains("+ description d1\n") && diff.contains("+ description d40\n"),
+        diff.contains("+ description d1\n") && diff.contains("+ description d130\n"),
         "{diff}"
     );
     d.discard().await.unwrap();

@@ -44,7 +44,7 @@ use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, St
 
 /// Configuration lines sent per write when loading a candidate (one round
 /// trip each batch instead of each line; see [`crate::pipeline`]).
-const PIPELINE: usize = 64;
+const PIPELINE: usize = 256;
 
 /// Commands that must never appear in loaded configuration text.
 const FORBIDDEN: &[&str] = &[
@@ -171,12 +171,21 @@ impl HuaweiCeDriver {
                 ));
             }
         }
-        self.system_view(step).await?;
-        for (c, chunk) in lines.chunks(PIPELINE).enumerate() {
+        // Entering system view rides in the first batch.
+        let enter = usize::from(self.in_user_view());
+        let typed: Vec<&str> = ["system-view"][..enter]
+            .iter()
+            .chain(&lines)
+            .copied()
+            .collect();
+        for (c, chunk) in typed.chunks(PIPELINE).enumerate() {
             let outs = self.batch(step, chunk).await?;
             let failed = outs.iter().enumerate().find_map(|(i, out)| {
-                error_line(out)
-                    .map(|e| format!("line {} `{}`: {e}", c * PIPELINE + i + 1, chunk[i]))
+                let e = error_line(out)?;
+                Some(match (c * PIPELINE + i).checked_sub(enter) {
+                    Some(n) => format!("line {} `{}`: {e}", n + 1, chunk[i]),
+                    None => format!("`system-view`: {e}"),
+                })
             });
             if let Some(msg) = failed {
                 // Leave nothing half-loaded behind (the lines typed after
