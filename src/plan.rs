@@ -158,6 +158,27 @@ pub fn plan(
     })
 }
 
+/// What [`device_plans`] gives with no running configurations, as
+/// `(stage, device, commands)` and without rendering text diffs: the cheap
+/// form apply uses to check a plan is still current.
+pub fn device_commands(
+    current: &FabricIntent,
+    candidate: &FabricIntent,
+    admit: bool,
+) -> Vec<(usize, String, Vec<String>)> {
+    let mut out: Vec<_> = current
+        .devices
+        .iter()
+        .zip(&candidate.devices)
+        .filter_map(|(cur, cand)| {
+            let commands = crate::diff::device_commands(cur, cand)?;
+            Some((stage(cand.role, admit), cand.device.clone(), commands))
+        })
+        .collect();
+    out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out
+}
+
 /// Diff every device and keep those that change, in safe order.
 pub fn device_plans(
     topo: &Topology,

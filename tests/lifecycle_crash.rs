@@ -139,3 +139,44 @@ async fn a_forged_plan_moving_a_busy_link_is_refused_before_sending() {
     assert_eq!(emu.state_bytes(), state);
     assert_eq!(emu.configs(&f).await, before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_whose_commands_were_altered_is_refused_before_sending() {
+    let emu = common::emu(Duration::ZERO).await;
+    let mut f = emu.fabric().await;
+    let state = emu.state_bytes();
+    let good = f.plan_submit(&id("a"), 24).unwrap();
+    let leaf = good
+        .devices
+        .iter()
+        .position(|p| p.diff.device == "leaf1")
+        .unwrap();
+    let mut extra = good.clone();
+    extra.devices[leaf]
+        .diff
+        .commands
+        .push("interface 100GE1/0/1".into());
+    let mut missing = good.clone();
+    missing.devices[leaf].diff.commands.pop();
+    let mut restaged = good.clone();
+    restaged.devices[leaf].stage = 0;
+    for (what, forged) in [("extra", extra), ("missing", missing), ("stage", restaged)] {
+        for d in &emu.topo.devices {
+            emu.fab.faults(&d.name).unwrap().drop_next();
+        }
+        let e = f.apply(&forged, &NoProgress).await.unwrap_err();
+        assert!(
+            e.to_string().contains("not those the current state gives"),
+            "{what}: {e}"
+        );
+        for d in &emu.topo.devices {
+            let canary = emu.fab.faults(&d.name).unwrap().on_command();
+            assert_eq!(canary, Action::Drop, "{what}: {} was contacted", d.name);
+        }
+        assert!(f.pending_journal().unwrap().is_none());
+        assert_eq!(emu.state_bytes(), state);
+    }
+    // The plan as made applies.
+    let r = f.apply(&good, &NoProgress).await.unwrap();
+    assert!(r.is_committed(), "{r}");
+}

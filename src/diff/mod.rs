@@ -60,6 +60,16 @@ pub fn device_diff(running: &DeviceIntent, candidate: &DeviceIntent) -> DeviceDi
     }
 }
 
+/// The commands of [`device_diff`] alone (no text diff), `None` when the
+/// device does not change: what a plan is re-checked against before apply.
+pub fn device_commands(running: &DeviceIntent, candidate: &DeviceIntent) -> Option<Vec<String>> {
+    let d = dialect(candidate.dialect);
+    let (old, new) = (&running.items, &candidate.items);
+    let mine = |i: &&Item| d.claims(i.kind());
+    let changes = new.difference(old).any(|i| mine(&i)) || old.difference(new).any(|i| mine(&i));
+    changes.then(|| d.changes(old, new))
+}
+
 /// Semantic difference of two item sets: (added, removed).
 pub fn items(old: &BTreeSet<Item>, new: &BTreeSet<Item>) -> (Vec<Item>, Vec<Item>) {
     (

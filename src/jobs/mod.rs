@@ -395,13 +395,7 @@ impl Fabric {
         let set = changes::change_set(&plan.devices, &candidate, &self.base)?;
         set.validate()?;
         changes::guard_ocs(&self.topo, &self.state, &set, releasing)?;
-        let fresh = plan::device_plans(
-            &self.topo,
-            &intent::build(&self.topo, &held)?,
-            &candidate,
-            &Running::new(),
-            admit,
-        );
+        let fresh = plan::device_commands(&intent::build(&self.topo, &held)?, &candidate, admit);
         if !same_changes(&fresh, &plan.devices) {
             return Err(JobsError::Stale(
                 "its device changes are not those the current state gives".into(),
@@ -639,13 +633,14 @@ impl Fabric {
     }
 }
 
-/// Whether two plans change the same devices with the same commands in the
-/// same stages.
-fn same_changes(a: &[DevicePlan], b: &[DevicePlan]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.stage == y.stage
-                && x.diff.device == y.diff.device
-                && x.diff.commands == y.diff.commands
-        })
+/// Whether a plan changes the devices of `fresh` with the same commands in
+/// the same stages.
+fn same_changes(fresh: &[(usize, String, Vec<String>)], plan: &[DevicePlan]) -> bool {
+    fresh.len() == plan.len()
+        && fresh
+            .iter()
+            .zip(plan)
+            .all(|((stage, device, commands), p)| {
+                *stage == p.stage && *device == p.diff.device && *commands == p.diff.commands
+            })
 }
