@@ -140,7 +140,7 @@ fn disk_writes(f: &Fabric, plan: &vclos::plan::Plan) -> Duration {
     );
     let t = Instant::now();
     journal::create(dir.path(), &j).unwrap();
-    store::save(dir.path(), &f.topology().name, &held).unwrap();
+    store::save_journaled(dir.path(), &f.topology().name, &held).unwrap();
     journal::remove(dir.path()).unwrap();
     t.elapsed()
 }

@@ -180,3 +180,51 @@ async fn a_plan_whose_commands_were_altered_is_refused_before_sending() {
     let r = f.apply(&good, &NoProgress).await.unwrap();
     assert!(r.is_committed(), "{r}");
 }
+
+/// What a power loss while state.json was being replaced can leave.
+fn tear_state(emu: &common::Emu, bytes: &[u8]) {
+    std::fs::create_dir_all(emu.state_dir()).unwrap();
+    std::fs::write(emu.state_dir().join("state.json"), bytes).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_state_file_is_settled_from_the_journal() {
+    // The devices hold the new state: recovery adopts it.
+    let emu = common::emu(Duration::ZERO).await;
+    let _ = emu.fabric().await;
+    die_during_submit(&emu, "leaf2", At::Close).await;
+    tear_state(&emu, b"{\n  \"version\": 1,\n  \"topol");
+    let loaded = Fabric::load(emu.topo.clone(), emu.state_dir()).unwrap();
+    assert!(
+        loaded.jobs().is_empty(),
+        "the journal's old state until recovery"
+    );
+    let (g, rec) = Fabric::open(emu.topo.clone(), emu.state_dir())
+        .await
+        .unwrap();
+    assert_eq!(rec.unwrap().outcome, RecoveryOutcome::AdoptedNew);
+    let stored = vclos::state::store::load(&emu.state_dir(), &emu.topo.name).unwrap();
+    assert_eq!(stored, g.jobs());
+    assert_eq!(stored.len(), 1);
+
+    // The devices hold the old state: recovery puts it back, state.json too.
+    let emu = common::emu(Duration::ZERO).await;
+    let f = emu.fabric().await;
+    let before = emu.configs(&f).await;
+    die_during_submit(&emu, "leaf1", At::Commit).await;
+    tear_state(&emu, &[0u8; 300]);
+    let (g, rec) = Fabric::open(emu.topo.clone(), emu.state_dir())
+        .await
+        .unwrap();
+    assert_eq!(rec.unwrap().outcome, RecoveryOutcome::RolledBack);
+    assert!(g.jobs().is_empty());
+    let stored = vclos::state::store::load(&emu.state_dir(), &emu.topo.name).unwrap();
+    assert!(stored.is_empty());
+    assert_eq!(emu.configs(&g).await, before);
+    assert!(g.pending_journal().unwrap().is_none());
+
+    // Without a journal a torn state.json is an error, not an empty fabric.
+    tear_state(&emu, b"");
+    let e = Fabric::load(emu.topo.clone(), emu.state_dir()).unwrap_err();
+    assert!(e.to_string().contains("torn"), "{e}");
+}

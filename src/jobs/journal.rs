@@ -4,12 +4,43 @@
 //! `DIR/journal.json` holds the operation, the job's decision, the state
 //! before and the state intended after (both as decision lists, like
 //! state.json), the devices the change touches and when it started. It is
-//! created exclusively (a hard link of a fully written, fsynced temporary
-//! file), so two processes cannot run a transaction on one state directory
-//! at once, and removed once state.json says what the devices hold. Its
-//! presence at start-up therefore means a run died mid-transaction, and it
-//! carries everything recovery needs to decide which state the devices are
-//! in without trusting the dead process.
+//! created exclusively (a hard link of a fully written temporary file), so
+//! two processes cannot run a transaction on one state directory at once,
+//! and removed once state.json says what the devices hold. Its presence at
+//! start-up therefore means a run died mid-transaction, and it carries
+//! everything recovery needs to decide which state the devices are in
+//! without trusting the dead process.
+//!
+//! # Durability, and what each crash leaves
+//!
+//! One apply costs two filesystem journal commits (it was four):
+//!
+//! 1. [`create`]: write the temporary file, hard-link it as journal.json,
+//!    fsync that inode (its data and, on ext4/XFS, the link with it: one
+//!    commit), fsync the directory (kept for POSIX; then nothing is left to
+//!    commit). Only after both return is any device touched.
+//! 2. After the transaction, state.json is replaced with
+//!    [`store::save_journaled`](crate::state::store::save_journaled) (one
+//!    commit), then journal.json is removed without an fsync.
+//!
+//! A `kill -9` tears nothing: every file is complete in the page cache
+//! before it gets its name. A power loss can leave:
+//!
+//! * before (1) returned: no journal.json, or one that is empty, zero-filled
+//!   or cut short. No device was touched yet, so [`read`] treats such a
+//!   journal as absent and [`create`] replaces it.
+//! * between (1) and (2): a whole journal and the old state.json; recovery
+//!   reads the devices and settles (the journal's purpose).
+//! * during (2): a whole journal and a state.json that is old, new or torn;
+//!   a torn one is replaced by the journal's old state at load, and recovery
+//!   settles as above.
+//! * after (2): state.json says what the devices hold; the journal may
+//!   reappear (its removal was not synced) and recovery finds the devices
+//!   holding its new state, which state.json already says: it adopts it,
+//!   changing nothing.
+//!
+//! So in every case the next run settles to a state the devices hold, with
+//! no leaked reservation.
 
 use std::fs;
 use std::io::Write as _;
@@ -19,6 +50,7 @@ use serde::{Deserialize, Serialize};
 
 use super::JobsError;
 use crate::decision::Decision;
+use crate::state::store;
 
 /// File name inside the state directory.
 pub const JOURNAL_FILE: &str = "journal.json";
@@ -89,7 +121,8 @@ fn err(file: &Path, message: impl Into<String>) -> JobsError {
     }
 }
 
-/// Read the journal in `dir`, if there is one.
+/// Read the journal in `dir`, if there is one. A journal torn by a power
+/// loss during its own creation counts as none: no device was touched yet.
 pub fn read(dir: &Path) -> Result<Option<Journal>, JobsError> {
     let file = journal_path(dir);
     let bytes = match fs::read(&file) {
@@ -97,8 +130,14 @@ pub fn read(dir: &Path) -> Result<Option<Journal>, JobsError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(&file, e.to_string())),
     };
-    let j: Journal = serde_json::from_slice(&bytes)
-        .map_err(|e| err(&file, format!("not a valid journal: {e}")))?;
+    let j: Journal = match serde_json::from_slice(&bytes) {
+        Ok(j) => j,
+        Err(e) if store::torn(&bytes, &e) => {
+            tracing::warn!(file = %file.display(), "ignoring a journal torn before any device was touched");
+            return Ok(None);
+        }
+        Err(e) => return Err(err(&file, format!("not a valid journal: {e}"))),
+    };
     if j.version != VERSION {
         return Err(err(
             &file,
@@ -118,19 +157,35 @@ pub fn create(dir: &Path, journal: &Journal) -> Result<(), JobsError> {
     let result = (|| {
         let mut f = fs::File::create(&tmp).map_err(|e| err(&tmp, e.to_string()))?;
         f.write_all(&text).map_err(|e| err(&tmp, e.to_string()))?;
-        f.sync_all().map_err(|e| err(&tmp, e.to_string()))?;
-        // A hard link never replaces an existing file: the exclusive create.
-        fs::hard_link(&tmp, &file).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                JobsError::PendingJournal(file.display().to_string())
-            } else {
-                err(&file, e.to_string())
-            }
-        })?;
+        link_exclusive(dir, &tmp, &file)?;
+        // The linked inode: its data and the link in one journal commit
+        // (see the module docs); the directory's fsync is then cheap.
+        f.sync_all().map_err(|e| err(&file, e.to_string()))?;
         sync_dir(dir)
     })();
     let _ = fs::remove_file(&tmp);
     result
+}
+
+/// Name `tmp` `file`, never replacing a journal (the exclusive create),
+/// except one torn before any device was touched.
+fn link_exclusive(dir: &Path, tmp: &Path, file: &Path) -> Result<(), JobsError> {
+    let link = || fs::hard_link(tmp, file);
+    let exists = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
+    match link() {
+        Err(e) if exists(&e) && read(dir)?.is_none() => {
+            let _ = fs::remove_file(file);
+            link()
+        }
+        other => other,
+    }
+    .map_err(|e| {
+        if exists(&e) {
+            JobsError::PendingJournal(file.display().to_string())
+        } else {
+            err(file, e.to_string())
+        }
+    })
 }
 
 /// Remove the journal (the operation is settled).
@@ -190,10 +245,30 @@ mod tests {
         assert_eq!(read(dir.path()).unwrap(), None);
         // No temporary file is left behind.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-        fs::write(journal_path(dir.path()), "{").unwrap();
+        fs::write(journal_path(dir.path()), "{\"version\": 1}").unwrap();
         assert!(read(dir.path())
             .unwrap_err()
             .to_string()
             .contains("journal.json"));
+    }
+
+    #[test]
+    fn a_journal_torn_during_its_creation_counts_as_none_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new("t", Operation::Admit, d("a"), vec![], vec![d("a")], vec![]);
+        create(dir.path(), &j).unwrap();
+        let whole = fs::read(journal_path(dir.path())).unwrap();
+        for torn in [&b""[..], &whole[..whole.len() / 3], &[0u8; 32]] {
+            fs::write(journal_path(dir.path()), torn).unwrap();
+            assert_eq!(read(dir.path()).unwrap(), None);
+            create(dir.path(), &j).unwrap();
+            assert_eq!(read(dir.path()).unwrap(), Some(j.clone()));
+        }
+        // A whole one is never replaced.
+        assert!(matches!(
+            create(dir.path(), &j),
+            Err(JobsError::PendingJournal(_))
+        ));
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -13,7 +13,8 @@
 //! # The state changes only when the whole transaction committed
 //!
 //! Before the first device is touched, a write-ahead [`journal`] records the
-//! operation with the state before and after. On `Committed` the new
+//! operation with the state before and after, durably (its module docs say
+//! what a crash or power loss at each point leaves). On `Committed` the new
 //! state.json is written (atomically) and the journal removed; on `Aborted`
 //! or `RolledBack` (every device is as it was) the journal is removed and
 //! state.json is untouched. If the process dies in between, the journal is
@@ -200,7 +201,19 @@ impl Fabric {
         factory: Arc<dyn DriverFactory>,
     ) -> Result<Self, JobsError> {
         let dir = dir.into();
-        let held = store::load(&dir, &topo.name)?;
+        let held = match store::load(&dir, &topo.name) {
+            Ok(held) => held,
+            // Torn by a power loss while it was replaced: the journal,
+            // always there then, holds the state before; recovery settles.
+            Err(e @ store::StoreError::Torn { .. }) => match journal::read(&dir)? {
+                Some(j) => {
+                    warn!(error = %e, "state.json torn; using the journal's previous state until recovery");
+                    j.old
+                }
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        };
         let state = FabricState::from_decisions(Arc::clone(&topo), &held)?;
         let base = Arc::new(intent::baseline(&topo)?);
         let policy = if topo.ocs.is_empty() {
@@ -420,7 +433,7 @@ impl Fabric {
                 }
             };
         if report.is_committed() {
-            store::save(&self.dir, &self.topo.name, &new)?;
+            store::save_journaled(&self.dir, &self.topo.name, &new)?;
             self.state = next;
             journal::remove(&self.dir)?;
             info!(job = %plan.job, action = plan.action, "committed; state saved");
@@ -528,7 +541,7 @@ impl Fabric {
         let new_intent = intent::build(&self.topo, &j.new)?;
         let drift = self.drifts(&new_intent, &running);
         if drift.iter().all(Drift::is_empty) {
-            store::save(&self.dir, &self.topo.name, &j.new)?;
+            store::save_journaled(&self.dir, &self.topo.name, &j.new)?;
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.new)?;
             journal::remove(&self.dir)?;
             info!(job = %j.decision.job, "recovery: devices hold the new state; adopted");
@@ -548,9 +561,10 @@ impl Fabric {
         let report = controller::apply(set, self.factory.as_ref(), &self.options, progress).await?;
         let outcome = if report.is_committed() {
             // state.json normally still holds the old state; rewrite it only
-            // if the crash came after it was replaced.
-            if store::load(&self.dir, &self.topo.name)? != j.old {
-                store::save(&self.dir, &self.topo.name, &j.old)?;
+            // if the crash came after (or while) it was replaced.
+            let on_disk = store::load(&self.dir, &self.topo.name);
+            if !matches!(on_disk, Ok(held) if held == j.old) {
+                store::save_journaled(&self.dir, &self.topo.name, &j.old)?;
             }
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)?;
             journal::remove(&self.dir)?;

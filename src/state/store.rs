@@ -3,9 +3,26 @@
 //! `DIR/state.json` holds `{"version":1,"topology":"<name>","decisions":[..]}`,
 //! the admitted decisions in admission order; the live state is rebuilt by
 //! re-admitting them ([`super::FabricState::from_decisions`]), so the file
-//! never stores anything derived. A missing file is an empty fabric. Writes
-//! are atomic (temporary file in the same directory, fsync, rename, fsync
-//! of the directory) so a crash leaves either the old or the new state.
+//! never stores anything derived. A missing file is an empty fabric.
+//!
+//! # Writes, and what a crash can leave
+//!
+//! [`save`] is atomic and durable on its own: temporary file, fsync, rename,
+//! fsync of the directory; a crash leaves the old or the new state. That is
+//! two filesystem journal commits (the file's blocks, then the rename).
+//!
+//! [`save_journaled`] is for the job lifecycle, which only ever replaces
+//! state.json while a write-ahead journal holding both the old and the new
+//! state is durable on disk (`jobs::journal`). It writes the temporary file,
+//! renames it, then fsyncs the renamed file and the directory: one journal
+//! commit on ext4/XFS (the file's fsync commits the rename with it; the
+//! directory's fsync, kept for POSIX, then has nothing left to do). A
+//! `kill -9` cannot tear it (the bytes are in the page cache before the
+//! rename); a power loss before its fsync returns may leave state.json
+//! empty, zero-filled or cut short. [`load`] reports exactly those cases as
+//! [`StoreError::Torn`], and as the journal is still there (it is removed
+//! only after this fsync), the next open takes the state from the journal
+//! and recovery settles it from the devices.
 
 use std::fs;
 use std::io::Write as _;
@@ -28,6 +45,12 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Empty, zero-filled or cut short: a power loss while it was being
+    /// replaced under a journal (see the module docs).
+    #[error(
+        "{file}: torn by a crash while it was being replaced (the journal next to it settles it)"
+    )]
+    Torn { file: String },
     #[error("{file}: not a valid state file: {source}")]
     Parse {
         file: String,
@@ -74,9 +97,15 @@ pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
         Err(e) => return Err(io(&file)(e)),
     };
     let name = file.display().to_string();
-    let parsed: StateFile = serde_json::from_slice(&bytes).map_err(|source| StoreError::Parse {
-        file: name.clone(),
-        source,
+    let parsed: StateFile = serde_json::from_slice(&bytes).map_err(|source| {
+        if torn(&bytes, &source) {
+            StoreError::Torn { file: name.clone() }
+        } else {
+            StoreError::Parse {
+                file: name.clone(),
+                source,
+            }
+        }
     })?;
     if parsed.version != VERSION {
         return Err(StoreError::Version {
@@ -94,10 +123,14 @@ pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
     Ok(parsed.decisions)
 }
 
-/// Atomically replace the state in `dir` (created if missing).
-pub fn save(dir: &Path, topology: &str, decisions: &[Decision]) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(io(dir))?;
-    let file = state_path(dir);
+/// What a write cut short by a power loss leaves of a JSON file written in
+/// one go (never valid JSON text: it has no NUL bytes): nothing, zeros, or
+/// a prefix.
+pub fn torn(bytes: &[u8], error: &serde_json::Error) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace) || bytes.contains(&0) || error.is_eof()
+}
+
+fn render(file: &Path, topology: &str, decisions: &[Decision]) -> Result<Vec<u8>, StoreError> {
     let body = StateFile {
         version: VERSION,
         topology: topology.to_string(),
@@ -108,7 +141,57 @@ pub fn save(dir: &Path, topology: &str, decisions: &[Decision]) -> Result<(), St
         source,
     })?;
     text.push(b'\n');
+    Ok(text)
+}
+
+/// Atomically and durably replace the state in `dir` (created if missing).
+pub fn save(dir: &Path, topology: &str, decisions: &[Decision]) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let file = state_path(dir);
+    let text = render(&file, topology, decisions)?;
     write_atomic(dir, &file, &text)
+}
+
+/// Replace the state in `dir` while a durable journal holds both the old
+/// and the new state: one filesystem journal commit instead of two, at the
+/// price of a window in which a power loss tears the file (see the module
+/// docs). Never call it without such a journal.
+pub fn save_journaled(
+    dir: &Path,
+    topology: &str,
+    decisions: &[Decision],
+) -> Result<(), StoreError> {
+    let file = state_path(dir);
+    let text = render(&file, topology, decisions)?;
+    let tmp = tmp_path(dir, &file);
+    let result = (|| {
+        let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(&text).map_err(io(&tmp))?;
+        fs::rename(&tmp, &file).map_err(io(&file))?;
+        // The same inode, now named state.json: its data, and on ext4/XFS
+        // the rename with it, in one journal commit.
+        f.sync_all().map_err(io(&file))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn tmp_path(dir: &Path, file: &Path) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.join(format!(".{name}.tmp.{}", std::process::id()))
+}
+
+/// Make renames and links in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))
 }
 
 /// Atomically replace `file` (inside `dir`) with `bytes`: temporary file in
@@ -116,20 +199,14 @@ pub fn save(dir: &Path, topology: &str, decisions: &[Decision]) -> Result<(), St
 /// the old or the new content, never a mix, even across a crash.
 pub fn write_atomic(dir: &Path, file: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     fs::create_dir_all(dir).map_err(io(dir))?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let tmp = tmp_path(dir, file);
     let result = (|| {
         let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
         f.sync_all().map_err(io(&tmp))?;
         fs::rename(&tmp, file).map_err(io(file))?;
         // Make the rename itself durable.
-        fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(dir))
+        sync_dir(dir)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -167,6 +244,36 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn journaled_saves_round_trip_and_torn_files_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let ds = vec![d("a"), d("b")];
+        save_journaled(dir.path(), "t", &ds).unwrap();
+        assert_eq!(load(dir.path(), "t").unwrap(), ds);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        let whole = fs::read(state_path(dir.path())).unwrap();
+        // What a power loss mid-replace can leave: torn.
+        for bad in [&b""[..], b"\n", &whole[..whole.len() / 2], &[0u8; 64]] {
+            fs::write(state_path(dir.path()), bad).unwrap();
+            let e = load(dir.path(), "t").unwrap_err();
+            assert!(matches!(e, StoreError::Torn { .. }), "{e}");
+            assert!(e.to_string().contains("state.json"), "{e}");
+        }
+        let mut zeros = whole[..20].to_vec();
+        zeros.extend([0u8; 40]);
+        fs::write(state_path(dir.path()), &zeros).unwrap();
+        assert!(matches!(
+            load(dir.path(), "t"),
+            Err(StoreError::Torn { .. })
+        ));
+        // Whole but wrong: not torn, an ordinary parse error.
+        fs::write(state_path(dir.path()), "{\"version\":1}").unwrap();
+        assert!(matches!(
+            load(dir.path(), "t"),
+            Err(StoreError::Parse { .. })
+        ));
     }
 
     #[test]
