@@ -190,6 +190,10 @@ pub async fn connect(opts: &SshOptions) -> Result<SshSession, ErrorKind> {
 async fn connect_once(opts: &SshOptions) -> Result<SshSession, ErrorKind> {
     let config = Arc::new(client::Config {
         inactivity_timeout: None,
+        // Request/response traffic: Nagle's algorithm would hold a small
+        // write back until the previous one is acknowledged, and a delayed
+        // ACK makes that a 40 ms stall (OpenSSH sets TCP_NODELAY too).
+        nodelay: true,
         ..Default::default()
     });
     let refusal = Arc::new(Mutex::new(None));

@@ -101,6 +101,8 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, peer)) => {
+                            // Replies go out at once, as the SSH endpoints' do.
+                            let _ = stream.set_nodelay(true);
                             let session = Session::new(model.clone(), login.clone(), faults.clone());
                             let gone = faults.disconnects();
                             let span = tracing::info_span!("tl1-session", device = %model.name(), %peer);
