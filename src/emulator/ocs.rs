@@ -259,7 +259,11 @@ impl OcsModel {
     /// Validate and apply a change, then wait until it has settled.
     pub async fn apply(&self, change: Change) -> Result<(), OcsError> {
         let done = self.start(change)?;
-        tokio::time::sleep_until(done).await;
+        // A disconnection is immediate: no timer (tokio's would still round
+        // a zero wait up to its next millisecond tick).
+        if done > Instant::now() {
+            tokio::time::sleep_until(done).await;
+        }
         Ok(())
     }
 

@@ -38,6 +38,7 @@
 //! * `ip binding vpn-instance V` requires `ip vpn-instance V` to exist and
 //!   removes the interface's `ip address` lines (real behaviour).
 
+use std::collections::HashMap;
 use std::fmt;
 
 use thiserror::Error;
@@ -232,14 +233,18 @@ pub fn normalize(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The key of a view node (see [`view_key`]), computed from its header.
-fn node_key(n: &Node) -> String {
+/// The key of a view node (see [`view_key`]): its header's first words, a
+/// prefix of the header (no allocation: every line typed looks views up).
+fn node_key(n: &Node) -> &str {
     let words = match n.text.split(' ').next() {
         Some("interface") => 2,
         Some("ipv4-family") => 1,
         _ => 3,
     };
-    n.text.split(' ').take(words).collect::<Vec<_>>().join(" ")
+    match n.text.match_indices(' ').nth(words - 1) {
+        Some((end, _)) => &n.text[..end],
+        None => &n.text,
+    }
 }
 
 impl VrpConfig {
@@ -273,7 +278,7 @@ impl VrpConfig {
         for key in cursor {
             let node = level
                 .iter_mut()
-                .find(|n| n.view && node_key(n) == *key)
+                .find(|n| n.view && node_key(n) == key.as_str())
                 .ok_or_else(|| VrpError::ViewGone(key.clone()))?;
             level = &mut node.children;
         }
@@ -412,23 +417,35 @@ fn render_signed(n: &Node, depth: usize, sign: char, out: &mut String) {
     }
 }
 
-fn same(a: &Node, b: &Node) -> bool {
-    if a.view && b.view {
-        node_key(a) == node_key(b)
+/// What makes two nodes the same node in a diff: a view's key, or a
+/// command's whole text.
+fn identity(n: &Node) -> (bool, &str) {
+    if n.view {
+        (true, node_key(n))
     } else {
-        a.view == b.view && a.text == b.text
+        (false, &n.text)
     }
 }
 
-fn diff_level(old: &[Node], new: &[Node], depth: usize, out: &mut String, top: bool) {
+fn diff_level<'a>(old: &'a [Node], new: &'a [Node], depth: usize, out: &mut String, top: bool) {
     let section = |s: String, out: &mut String| {
         if top {
             out.push_str("#\n");
         }
         out.push_str(&s);
     };
+    // Node identity (see `same`) indexed, so a diff is linear, not
+    // quadratic, in the number of views: the first match wins, as a scan.
+    let index = |level: &'a [Node]| {
+        let mut m: HashMap<(bool, &str), &Node> = HashMap::with_capacity(level.len());
+        for n in level {
+            m.entry(identity(n)).or_insert(n);
+        }
+        m
+    };
+    let (olds, news) = (index(old), index(new));
     for o in old {
-        match new.iter().find(|n| same(o, n)) {
+        match news.get(&identity(o)).copied() {
             None => {
                 let mut s = String::new();
                 render_signed(o, depth, '-', &mut s);
@@ -452,7 +469,7 @@ fn diff_level(old: &[Node], new: &[Node], depth: usize, out: &mut String, top: b
         }
     }
     for n in new {
-        if !old.iter().any(|o| same(o, n)) {
+        if !olds.contains_key(&identity(n)) {
             let mut s = String::new();
             render_signed(n, depth, '+', &mut s);
             section(s, out);
