@@ -20,6 +20,11 @@
 //!    credentials, a candidate the device refuses) show up here, before the
 //!    fabric has changed at all. Committing device by device would discover
 //!    them half-way through, with half the fabric already changed.
+//!
+//!    Between prepare and the first commit the caller may hold the
+//!    transaction on a gate ([`apply_gated`]): prepare changes no running
+//!    configuration, so the job lifecycle lets its write-ahead journal reach
+//!    the disk meanwhile and only has the commits wait for it.
 //! 2. **Commit stage by stage**, in the order the caller gave (admission:
 //!    OCS rewiring, then spines, then leaves; release: the reverse). Devices
 //!    of one stage commit concurrently; stage N+1 starts only after every
@@ -96,7 +101,7 @@ pub use progress::{NoProgress, Progress};
 pub use report::{
     ApplyReport, DeviceError, DeviceReport, DeviceStatus, Outcome, Phase, StageTiming,
 };
-pub use transaction::apply;
+pub use transaction::{apply, apply_gated};
 
 #[cfg(test)]
 mod tests;

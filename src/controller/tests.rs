@@ -906,3 +906,48 @@ async fn progress_hooks_follow_the_phases() {
         .count();
     assert_eq!(done, 6);
 }
+
+#[tokio::test]
+async fn the_gate_is_passed_after_every_prepare_and_before_any_commit() {
+    // Passed: the gate is awaited between the last load and the first commit.
+    let rig = fabric(&[]);
+    let log = rig.log.clone();
+    let gate = async move {
+        log.push("gate", "passed");
+        Ok(())
+    };
+    let report = apply_gated(
+        rig.set.clone(),
+        &rig.factory(),
+        &ApplyOptions::default(),
+        &NoProgress,
+        gate,
+    )
+    .await
+    .unwrap();
+    assert!(report.is_committed(), "{report}");
+    let gate = rig.log.at("passed", &[])[0];
+    assert!(rig.log.at("compare", &[]).iter().all(|&i| i < gate));
+    assert!(rig.log.at("commit", &[]).iter().all(|&i| i > gate));
+
+    // Refused: nothing is committed, every candidate is discarded.
+    let rig = fabric(&[]);
+    let report = apply_gated(
+        rig.set.clone(),
+        &rig.factory(),
+        &ApplyOptions::default(),
+        &NoProgress,
+        std::future::ready(Err("journal not durable".to_string())),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(&report.outcome, Outcome::Aborted { cause } if cause == "journal not durable"),
+        "{report}"
+    );
+    assert!(rig.log.at("commit", &[]).is_empty());
+    assert_eq!(rig.log.at("discard", &[]).len(), ALL.len());
+    for d in ALL {
+        assert_eq!(rig.running(d), format!("{d} before\n"));
+    }
+}

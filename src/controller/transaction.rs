@@ -44,6 +44,22 @@ pub async fn apply(
     options: &ApplyOptions,
     progress: &dyn Progress,
 ) -> Result<ApplyReport, ChangeSetError> {
+    apply_gated(set, factory, options, progress, std::future::ready(Ok(()))).await
+}
+
+/// [`apply`], awaiting `gate` after every device prepared and before the
+/// first commit: an `Err` there aborts the transaction with that cause
+/// (nothing was committed anywhere). Prepare never changes a device's
+/// running configuration (the driver contract), so work that must be done
+/// before the fabric changes — the lifecycle's write-ahead journal reaching
+/// the disk — can run during prepare and be waited for here.
+pub async fn apply_gated(
+    set: ChangeSet,
+    factory: &dyn DriverFactory,
+    options: &ApplyOptions,
+    progress: &dyn Progress,
+    gate: impl Future<Output = Result<(), String>> + Send,
+) -> Result<ApplyReport, ChangeSetError> {
     set.validate()?;
     if options.max_parallel == 0 {
         return Err(ChangeSetError::NoParallelism);
@@ -65,7 +81,7 @@ pub async fn apply(
         timings: Vec::new(),
     };
 
-    let cause = tx.run_phases(&stages).await;
+    let cause = tx.run_phases(&stages, gate).await;
     if cause.is_some() {
         for &stage in stages.iter().rev() {
             let touched = tx.select(|s| s.change.stage == stage && s.commit_attempted);
@@ -261,14 +277,22 @@ impl Tx<'_> {
             .collect()
     }
 
-    /// Prepare, then commit stage by stage, then confirm. `Some(cause)` if
-    /// anything failed (the caller rolls back).
-    async fn run_phases(&mut self, stages: &[u32]) -> Option<String> {
+    /// Prepare, pass the gate, then commit stage by stage, then confirm.
+    /// `Some(cause)` if anything failed (the caller rolls back).
+    async fn run_phases(
+        &mut self,
+        stages: &[u32],
+        gate: impl Future<Output = Result<(), String>>,
+    ) -> Option<String> {
         let all: Vec<usize> = (0..self.slots.len()).collect();
         let ready = self.select(|s| s.driver.is_some());
         let prepared = self.run(Phase::Prepare, None, &ready, prepare).await;
         if !prepared || ready.len() < all.len() {
             return self.cause(&all);
+        }
+        if let Err(why) = gate.await {
+            tracing::warn!(error = %why, "not committing: the gate before commit failed");
+            return Some(why);
         }
         for &stage in stages {
             let members = self.select(|s| s.change.stage == stage);

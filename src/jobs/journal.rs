@@ -15,10 +15,14 @@
 //!
 //! One apply costs two filesystem journal commits (it was four):
 //!
-//! 1. [`create`]: write the temporary file, hard-link it as journal.json,
-//!    fsync that inode (its data and, on ext4/XFS, the link with it: one
-//!    commit), fsync the directory (kept for POSIX; then nothing is left to
-//!    commit). Only after both return is any device touched.
+//! 1. [`begin`]: write the temporary file and hard-link it as journal.json
+//!    (the exclusive create); then [`Unsynced::sync`]: fsync that inode (its
+//!    data and, on journaling filesystems such as ext4 and XFS, the link
+//!    with it: one commit), and fsync the directory (kept for POSIX; it
+//!    then has nothing left to commit). The lifecycle runs the sync while
+//!    the controller prepares the devices, which changes no running
+//!    configuration (the driver contract), and no device commits before it
+//!    returned ([`crate::controller::apply_gated`]).
 //! 2. After the transaction, state.json is replaced with
 //!    [`store::save_journaled`](crate::state::store::save_journaled) (one
 //!    commit), then journal.json is removed without an fsync.
@@ -27,8 +31,10 @@
 //! before it gets its name. A power loss can leave:
 //!
 //! * before (1) returned: no journal.json, or one that is empty, zero-filled
-//!   or cut short. No device was touched yet, so [`read`] treats such a
-//!   journal as absent and [`create`] replaces it.
+//!   or cut short. No device was committed yet, so [`read`] treats such a
+//!   journal as absent and [`begin`] replaces it. (A `kill -9` there leaves
+//!   a whole journal; recovery finds every device still as the old state
+//!   says and removes it.)
 //! * between (1) and (2): a whole journal and the old state.json; recovery
 //!   reads the devices and settles (the journal's purpose).
 //! * during (2): a whole journal and a state.json that is old, new or torn;
@@ -147,8 +153,36 @@ pub fn read(dir: &Path) -> Result<Option<Journal>, JobsError> {
     Ok(Some(j))
 }
 
-/// Write `journal` into `dir`, failing if a journal is already there.
+/// Write `journal` into `dir` durably, failing if a journal is already
+/// there: [`begin`] then [`Unsynced::sync`].
 pub fn create(dir: &Path, journal: &Journal) -> Result<(), JobsError> {
+    begin(dir, journal)?.sync()
+}
+
+/// A journal named and complete (in the page cache) but not yet durable.
+#[derive(Debug)]
+pub struct Unsynced {
+    dir: PathBuf,
+    file: fs::File,
+}
+
+impl Unsynced {
+    /// Make it durable: the linked inode (its data and the link in one
+    /// journal commit, see the module docs), then the directory.
+    pub fn sync(self) -> Result<(), JobsError> {
+        let path = journal_path(&self.dir);
+        self.file
+            .sync_all()
+            .map_err(|e| err(&path, e.to_string()))?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// Write `journal` and name it journal.json exclusively (the cross-process
+/// lock: a second transaction on `dir` fails here with `PendingJournal`),
+/// without waiting for the disk. No device may be committed before
+/// [`Unsynced::sync`] returned.
+pub fn begin(dir: &Path, journal: &Journal) -> Result<Unsynced, JobsError> {
     let file = journal_path(dir);
     fs::create_dir_all(dir).map_err(|e| err(dir, e.to_string()))?;
     let mut text = serde_json::to_vec_pretty(journal).map_err(|e| err(&file, e.to_string()))?;
@@ -158,13 +192,13 @@ pub fn create(dir: &Path, journal: &Journal) -> Result<(), JobsError> {
         let mut f = fs::File::create(&tmp).map_err(|e| err(&tmp, e.to_string()))?;
         f.write_all(&text).map_err(|e| err(&tmp, e.to_string()))?;
         link_exclusive(dir, &tmp, &file)?;
-        // The linked inode: its data and the link in one journal commit
-        // (see the module docs); the directory's fsync is then cheap.
-        f.sync_all().map_err(|e| err(&file, e.to_string()))?;
-        sync_dir(dir)
+        Ok::<_, JobsError>(f)
     })();
     let _ = fs::remove_file(&tmp);
-    result
+    Ok(Unsynced {
+        dir: dir.to_path_buf(),
+        file: result?,
+    })
 }
 
 /// Name `tmp` `file`, never replacing a journal (the exclusive create),

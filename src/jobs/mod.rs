@@ -423,15 +423,40 @@ impl Fabric {
             new.clone(),
             devices,
         );
-        journal::create(&self.dir, &j)?;
-        let report =
-            match controller::apply(set, self.factory.as_ref(), &self.options, progress).await {
-                Ok(r) => r,
-                Err(e) => {
-                    journal::remove(&self.dir)?;
-                    return Err(e.into());
-                }
-            };
+        // Named now (the exclusive create), made durable while the devices
+        // prepare; no device commits before it is (see `journal`).
+        let unsynced = journal::begin(&self.dir, &j)?;
+        let (done, synced) = tokio::sync::oneshot::channel();
+        let sync = tokio::task::spawn_blocking(move || {
+            let r = unsynced.sync();
+            let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
+            r
+        });
+        let gate = async {
+            synced
+                .await
+                .unwrap_or_else(|_| Err("the journal was not written".to_string()))
+        };
+        let factory = self.factory.as_ref();
+        let applied = controller::apply_gated(set, factory, &self.options, progress, gate).await;
+        let synced = sync.await.unwrap_or_else(|e| {
+            Err(JobsError::Journal {
+                file: journal::journal_path(&self.dir).display().to_string(),
+                message: format!("the task writing it failed: {e}"),
+            })
+        });
+        let report = match (applied, synced) {
+            (Ok(report), Ok(())) => report,
+            (Err(e), _) => {
+                journal::remove(&self.dir)?;
+                return Err(e.into());
+            }
+            // Never durable, so nothing was committed (the gate held it).
+            (Ok(_), Err(e)) => {
+                journal::remove(&self.dir)?;
+                return Err(e);
+            }
+        };
         if report.is_committed() {
             store::save_journaled(&self.dir, &self.topo.name, &new)?;
             self.state = next;
