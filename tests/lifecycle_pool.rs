@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::hook::{At, Hooked, Then};
-use vclos::controller::{
-    DeviceStatus, DriverFactory, NoProgress, Outcome, PoolOptions, SessionPool,
-};
+use vclos::controller::{DeviceStatus, NoProgress, Outcome, PoolOptions, SessionPool};
+use vclos::jobs::Fabric;
 use vclos::names::JobId;
 use vclos::placement::Policy;
 
@@ -116,8 +115,9 @@ async fn a_session_broken_mid_transaction_is_not_returned_and_rollback_is_exact(
     let f = emu.fabric().await;
     let pool = pool(&emu);
     // Warm the pool with a committed job that rewired the OCS.
-    let mut g = emu
-        .fabric_with(pool.clone() as Arc<dyn DriverFactory>)
+    let mut g = Fabric::load_pooled(emu.topo.clone(), emu.state_dir(), pool.clone())
+        .unwrap()
+        .with_options(common::options())
         .with_policy(Policy::OcsVclos);
     let a = g.submit(&id("a"), 24, &NoProgress).await.unwrap();
     assert!(a.report.is_committed(), "{}", a.report);
@@ -164,4 +164,14 @@ async fn a_session_broken_mid_transaction_is_not_returned_and_rollback_is_exact(
         let want = again[d] + u64::from(d == "leaf2");
         assert_eq!(*n, want, "{d}: logins {warm:?} -> {again:?} -> {after:?}");
     }
+    let mut touched: Vec<String> = b
+        .plan
+        .devices
+        .iter()
+        .map(|d| d.diff.device.clone())
+        .collect();
+    touched.sort();
+    assert_eq!(g.sessions().unwrap().idle_devices(), touched);
+    g.shutdown().await;
+    assert!(pool.idle_devices().is_empty());
 }

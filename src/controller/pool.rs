@@ -254,7 +254,9 @@ fn give_back(pool: &Arc<Shared>, device: &str, driver: Box<dyn Driver>) -> Optio
             since: Instant::now(),
         },
     );
-    if st.reaper.is_none() {
+    // A reaper whose runtime has gone (the pool moved to another one) is
+    // finished too.
+    if st.reaper.as_ref().is_none_or(JoinHandle::is_finished) {
         let weak = Arc::downgrade(pool);
         st.reaper = Some(tokio::spawn(reap(weak)));
     }

@@ -189,6 +189,16 @@ impl Fabric {
     pub fn load(topo: Arc<Topology>, dir: impl Into<PathBuf>) -> Result<Self, JobsError> {
         let drivers = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));
         let pool = Arc::new(SessionPool::new(drivers, PoolOptions::default()));
+        Self::load_pooled(topo, dir, pool)
+    }
+
+    /// [`Fabric::load`] with a session pool of your own (its idle timeout,
+    /// or around another factory); [`Fabric::shutdown`] closes it.
+    pub fn load_pooled(
+        topo: Arc<Topology>,
+        dir: impl Into<PathBuf>,
+        pool: Arc<SessionPool>,
+    ) -> Result<Self, JobsError> {
         let mut f = Self::load_with(topo, dir, Arc::clone(&pool) as Arc<dyn DriverFactory>)?;
         f.pool = Some(pool);
         Ok(f)
@@ -270,7 +280,8 @@ impl Fabric {
         &self.topo
     }
 
-    /// The session pool [`Fabric::load`] made (None with another factory).
+    /// The session pool behind the drivers ([`Fabric::load`],
+    /// [`Fabric::load_pooled`]; None with another factory).
     pub fn sessions(&self) -> Option<&Arc<SessionPool>> {
         self.pool.as_ref()
     }
