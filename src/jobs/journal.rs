@@ -1,5 +1,5 @@
 //! The write-ahead journal: what a lifecycle operation is about to do to the
-//! devices, written before the first device is touched.
+//! devices, durable before the first device commits anything.
 //!
 //! `DIR/journal.json` holds the operation, the job's decision, the state
 //! before and the state intended after (both as decision lists, like

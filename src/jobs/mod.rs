@@ -12,9 +12,10 @@
 //!
 //! # The state changes only when the whole transaction committed
 //!
-//! Before the first device is touched, a write-ahead [`journal`] records the
-//! operation with the state before and after, durably (its module docs say
-//! what a crash or power loss at each point leaves). On `Committed` the new
+//! Before the first device commits, a write-ahead [`journal`] records the
+//! operation with the state before and after, durably (it is written while
+//! the devices prepare; its module docs say what a crash or power loss at
+//! each point leaves). On `Committed` the new
 //! state.json is written (atomically) and the journal removed; on `Aborted`
 //! or `RolledBack` (every device is as it was) the journal is removed and
 //! state.json is untouched. If the process dies in between, the journal is
