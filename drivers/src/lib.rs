@@ -128,6 +128,9 @@ pub trait Driver: Send {
     async fn rollback(&mut self, to: Option<&CommitId>) -> Result<(), DriverError>;
 }
 
+pub mod cli;
+pub mod configdb;
 pub mod huawei_ce;
 pub mod netconf;
+pub mod sonic;
 pub mod ssh;

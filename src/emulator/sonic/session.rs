@@ -1,0 +1,436 @@
+//! One login on the emulated SONiC switch: bash's prompt and error forms,
+//! the sonic-utilities commands an operator or the driver uses, and files in
+//! `/tmp` written with `printf`/`echo` redirections.
+//!
+//! Commands: `show runningconfiguration all`; `sonic-cfggen -d
+//! --print-data`; `config apply-patch [--dry-run] FILE`, `config replace
+//! [--dry-run] FILE`, `config checkpoint NAME`, `config rollback NAME`,
+//! `config list-checkpoints`, `config delete-checkpoint NAME`, `config save
+//! -y` (an acknowledgement: the emulator keeps no startup file); `printf
+//! FORMAT ARGS...` (`%s`, `%%`, `\n`, `\t`, `\\`), `echo [-n]`, `cat`, `rm
+//! [-f]`; `sudo CMD`; `exit`/`logout`. `config` needs root (`sudo`), as on
+//! a real switch. Anything else is `-bash: X: command not found`
+//! (`bash:` for an `exec` request, which runs a non-login shell).
+
+use std::sync::Arc;
+
+use vclos_drivers::configdb;
+
+use super::words::{self, CommandLine};
+use super::SonicDevice;
+use crate::emulator::faults::Action;
+use crate::emulator::shell::{Reply, SessionKind, ShellSession};
+
+/// What a command printed, per stream.
+#[derive(Debug, Default)]
+struct Out {
+    stdout: String,
+    stderr: String,
+    close: bool,
+}
+
+impl Out {
+    fn out(s: impl Into<String>) -> Self {
+        Out {
+            stdout: s.into(),
+            ..Out::default()
+        }
+    }
+
+    fn err(s: impl Into<String>) -> Self {
+        Out {
+            stderr: s.into(),
+            ..Out::default()
+        }
+    }
+}
+
+/// The wording of the Generic Config Updater's two ways to change running.
+#[derive(Debug)]
+struct Updater {
+    replace: bool,
+    cmd: &'static str,
+    arg: &'static str,
+    what: &'static str,
+    noun: &'static str,
+    tool: &'static str,
+    start: &'static str,
+    success: &'static str,
+}
+
+const PATCH: Updater = Updater {
+    replace: false,
+    cmd: "config apply-patch",
+    arg: "PATCH_FILE_PATH",
+    what: "apply patch",
+    noun: "patch",
+    tool: "Patch Applier: localhost",
+    start: "Patch application starting.",
+    success: "Patch applied successfully.",
+};
+
+const REPLACE: Updater = Updater {
+    replace: true,
+    cmd: "config replace",
+    arg: "TARGET_FILE_PATH",
+    what: "replace config",
+    noun: "target config",
+    tool: "Config Replacer",
+    start: "Config replacement starting.",
+    success: "Config replaced successfully.",
+};
+
+/// One logged-in session.
+#[derive(Debug)]
+pub struct SonicSession {
+    dev: Arc<SonicDevice>,
+    user: String,
+    kind: SessionKind,
+}
+
+/// A click (sonic-utilities) usage error.
+fn click_error(cmd: &str, usage: &str, msg: &str) -> Out {
+    Out::err(format!(
+        "Usage: {cmd} {usage}\nTry \"{cmd} -h\" for help.\n\nError: {msg}\n"
+    ))
+}
+
+/// A path the emulated `/tmp` can hold: `/tmp/NAME`, NAME of `[A-Za-z0-9._-]`.
+fn tmp_path(path: &str) -> bool {
+    path.strip_prefix("/tmp/").is_some_and(|n| {
+        !n.is_empty()
+            && n != "."
+            && n != ".."
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    })
+}
+
+/// bash's `printf` for `%s`, `%%` and the escapes `\n`, `\t`, `\\`; the
+/// format is reused while arguments remain.
+fn printf(args: &[String]) -> Result<String, String> {
+    let Some((fmt, mut rest)) = args.split_first() else {
+        return Err("printf: usage: printf [-v var] format [arguments]".into());
+    };
+    let mut out = String::new();
+    loop {
+        let mut took = false;
+        let mut chars = fmt.chars();
+        while let Some(c) = chars.next() {
+            match (c, c == '%' || c == '\\') {
+                ('%', true) => match chars.next() {
+                    Some('s') => {
+                        if let Some((a, r)) = rest.split_first() {
+                            out.push_str(a);
+                            rest = r;
+                        }
+                        took = true;
+                    }
+                    Some('%') => out.push('%'),
+                    other => {
+                        let c = other.map(String::from).unwrap_or_default();
+                        return Err(format!("printf: `%{c}': invalid format character"));
+                    }
+                },
+                (_, true) => match chars.next() {
+                    Some('n') => out.push('\n'),
+                    Some('t') => out.push('\t'),
+                    Some('\\') => out.push('\\'),
+                    Some(o) => {
+                        out.push('\\');
+                        out.push(o);
+                    }
+                    None => out.push('\\'),
+                },
+                (c, false) => out.push(c),
+            }
+        }
+        if !took || rest.is_empty() {
+            return Ok(out);
+        }
+    }
+}
+
+impl SonicSession {
+    pub fn new(dev: Arc<SonicDevice>, user: &str, kind: SessionKind) -> Self {
+        Self {
+            dev,
+            user: user.to_string(),
+            kind,
+        }
+    }
+
+    fn bash(&self) -> &'static str {
+        match self.kind {
+            SessionKind::Shell => "-bash",
+            SessionKind::Exec => "bash",
+        }
+    }
+
+    fn run(&mut self, line: &CommandLine) -> Out {
+        let (root, words) = match line.words.split_first() {
+            Some((s, rest)) if s == "sudo" => (true, rest),
+            _ => (false, line.words.as_slice()),
+        };
+        let Some((cmd, args)) = words.split_first() else {
+            return Out::err("usage: sudo command\n");
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        match cmd.as_str() {
+            "exit" | "logout" => Out {
+                close: true,
+                ..Out::default()
+            },
+            "printf" => match printf(&words[1..]) {
+                Ok(s) => Out::out(s),
+                Err(e) => Out::err(format!("{}: {e}\n", self.bash())),
+            },
+            "echo" => match args.split_first() {
+                Some((&"-n", rest)) => Out::out(rest.join(" ")),
+                _ => Out::out(format!("{}\n", args.join(" "))),
+            },
+            "cat" => self.cat(&args),
+            "rm" => self.rm(&args),
+            "show" => self.show(&args),
+            "sonic-cfggen" => {
+                let mut a = args.clone();
+                a.sort_unstable();
+                if a == ["--print-data", "-d"] {
+                    Out::out(self.dev.running_text())
+                } else {
+                    Out::err("sonic-cfggen: error: the emulator supports only -d --print-data\n")
+                }
+            }
+            "config" if !root => Out::err("Root privileges are required for this operation\n"),
+            "config" => self.config(&args),
+            other if root => Out::err(format!("sudo: {other}: command not found\n")),
+            other => Out::err(format!("{}: {other}: command not found\n", self.bash())),
+        }
+    }
+
+    fn cat(&self, paths: &[&str]) -> Out {
+        let mut out = Out::default();
+        for p in paths {
+            match self.dev.file(p) {
+                Some(text) => out.stdout.push_str(&text),
+                None => out
+                    .stderr
+                    .push_str(&format!("cat: {p}: No such file or directory\n")),
+            }
+        }
+        out
+    }
+
+    fn rm(&self, args: &[&str]) -> Out {
+        let force = args.first() == Some(&"-f");
+        let mut out = Out::default();
+        for p in args.iter().skip(usize::from(force)) {
+            let gone = self.dev.state().files.remove(*p).is_some();
+            if !gone && !force {
+                out.stderr.push_str(&format!(
+                    "rm: cannot remove '{p}': No such file or directory\n"
+                ));
+            }
+        }
+        out
+    }
+
+    fn show(&self, args: &[&str]) -> Out {
+        match args {
+            ["runningconfiguration", "all"] => Out::out(self.dev.running_text()),
+            ["runningconfiguration", rest @ ..] => click_error(
+                "show runningconfiguration",
+                "[OPTIONS] COMMAND [ARGS]...",
+                &format!("No such command \"{}\".", rest.first().unwrap_or(&"")),
+            ),
+            _ => click_error(
+                "show",
+                "[OPTIONS] COMMAND [ARGS]...",
+                &format!("No such command \"{}\".", args.first().unwrap_or(&"")),
+            ),
+        }
+    }
+
+    fn config(&self, args: &[&str]) -> Out {
+        let dry = |a: &[&str]| match a {
+            ["-d" | "--dry-run", f] => Some((true, f.to_string())),
+            [f] if !f.starts_with('-') => Some((false, f.to_string())),
+            _ => None,
+        };
+        match args {
+            ["apply-patch", rest @ ..] => match dry(rest) {
+                Some((d, f)) => self.apply(&f, d, &PATCH),
+                None => click_error(PATCH.cmd, "[OPTIONS] PATCH_FILE_PATH", "Invalid arguments."),
+            },
+            ["replace", rest @ ..] => match dry(rest) {
+                Some((d, f)) => self.apply(&f, d, &REPLACE),
+                None => click_error(REPLACE.cmd, "[OPTIONS] TARGET_FILE_PATH", "Invalid arguments."),
+            },
+            ["checkpoint", name] => self.checkpoint(name),
+            ["rollback", name] => self.rollback(name),
+            ["delete-checkpoint", name] => {
+                if self.dev.state().checkpoints.remove(*name).is_some() {
+                    Out::out("Checkpoint deleted successfully.\n")
+                } else {
+                    Out::err(format!("Error: Checkpoint '{name}' does not exist\n"))
+                }
+            }
+            ["list-checkpoints"] => Out::out(configdb::pretty(&self.dev.checkpoints())),
+            ["save", "-y"] => Out::out(
+                "Running command: /usr/local/bin/sonic-cfggen -d --print-data > /etc/sonic/config_db.json\n",
+            ),
+            ["save"] => Out::out("Existing files will be overwritten, continue? [y/N]: \nAborted!\n"),
+            [sub, ..] => click_error(
+                "config",
+                "[OPTIONS] COMMAND [ARGS]...",
+                &format!("No such command \"{sub}\"."),
+            ),
+            [] => click_error("config", "[OPTIONS] COMMAND [ARGS]...", "Missing command."),
+        }
+    }
+
+    /// `config apply-patch` or `config replace` of `file`.
+    fn apply(&self, file: &str, dry_run: bool, u: &Updater) -> Out {
+        let usage = format!("[OPTIONS] {}", u.arg);
+        let fail = |e: String| {
+            let mut o = click_error(u.cmd, &usage, &e);
+            o.stderr
+                .insert_str(0, &format!("Failed to {} due to: {e}\n", u.what));
+            o
+        };
+        let Some(text) = self.dev.file(file) else {
+            let e = format!(
+                "Invalid value for '{}': Path '{file}' does not exist.",
+                u.arg
+            );
+            return click_error(u.cmd, &usage, &e);
+        };
+        if !dry_run && self.dev.faults.on_commit() == Action::Fail {
+            return fail("the device refused the change (injected fault)".into());
+        }
+        let changed = if u.replace {
+            configdb::parse(&text).and_then(|mut doc| {
+                configdb::prune(&mut doc);
+                self.dev.change(dry_run, |_| Ok(doc))
+            })
+        } else {
+            configdb::parse_patch(&text).and_then(|p| {
+                self.dev
+                    .change(dry_run, |running| configdb::apply(running, &p))
+            })
+        };
+        match changed {
+            Err(e) => fail(format!("Given {} will produce invalid config: {e}", u.noun)),
+            Ok(()) => {
+                let how = if dry_run {
+                    "Dry run: nothing written."
+                } else {
+                    u.start
+                };
+                Out::out(format!("{}: {how}\n{}\n", u.tool, u.success))
+            }
+        }
+    }
+
+    fn checkpoint(&self, name: &str) -> Out {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Out::err(format!(
+                "Failed to create a config checkpoint due to: invalid name '{name}'\nError: invalid name '{name}'\n"
+            ));
+        }
+        let mut st = self.dev.state();
+        let running = st.running.clone();
+        st.checkpoints.insert(name.to_string(), running);
+        Out::out(
+            "Config Rollbacker: Config checkpoint starting.\nCheckpoint created successfully.\n",
+        )
+    }
+
+    fn rollback(&self, name: &str) -> Out {
+        let cp = self.dev.state().checkpoints.get(name).cloned();
+        let Some(cp) = cp else {
+            let e = format!("Checkpoint '{name}' does not exist");
+            return Out::err(format!(
+                "Failed to rollback config due to: {e}\nError: {e}\n"
+            ));
+        };
+        match self.dev.change(false, |_| Ok(cp)) {
+            Ok(()) => Out::out(
+                "Config Rollbacker: Config rollback starting.\nConfig rolled back successfully.\n",
+            ),
+            Err(e) => Out::err(format!(
+                "Failed to rollback config due to: {e}\nError: {e}\n"
+            )),
+        }
+    }
+
+    /// Write (or append) `text` to `path`, as bash's `>` / `>>`.
+    fn redirect(&self, path: &str, append: bool, text: &str) -> Result<(), String> {
+        if !tmp_path(path) {
+            return Err(format!("{}: {path}: Permission denied\n", self.bash()));
+        }
+        let mut st = self.dev.state();
+        let f = st.files.entry(path.to_string()).or_default();
+        if !append {
+            f.clear();
+        }
+        f.push_str(text);
+        Ok(())
+    }
+}
+
+impl ShellSession for SonicSession {
+    fn banner(&self) -> String {
+        format!(
+            "Linux {} 5.10.0-23-2-amd64 #1 SMP Debian 5.10.179-3 x86_64\nYou are on\n  SONiC (emulated by vclos)\n\n",
+            self.dev.hostname()
+        )
+    }
+
+    fn prompt(&self) -> String {
+        format!("{}@{}:~$ ", self.user, self.dev.hostname())
+    }
+
+    fn handle_line(&mut self, raw: &str) -> Reply {
+        if raw.trim().is_empty() {
+            return Reply::text("");
+        }
+        match self.dev.faults.on_command() {
+            Action::Drop => return Reply::drop_connection(),
+            Action::Fail => {
+                return Reply::text(format!(
+                    "{}: fork: retry: Resource temporarily unavailable\n",
+                    self.bash()
+                ))
+            }
+            Action::Proceed => {}
+        }
+        let line = match words::parse(raw) {
+            Ok(l) => l,
+            Err(e) => return Reply::text(format!("{}: {e}\n", self.bash())),
+        };
+        if line.words.is_empty() {
+            return Reply::text("");
+        }
+        self.dev.record(&line.words);
+        let out = self.run(&line);
+        let mut text = out.stderr;
+        match &line.redirect {
+            Some(r) => {
+                if let Err(e) = self.redirect(&r.path, r.append, &out.stdout) {
+                    text.push_str(&e);
+                }
+            }
+            None => text.insert_str(0, &out.stdout),
+        }
+        if out.close {
+            Reply::close(text)
+        } else {
+            Reply::text(text)
+        }
+    }
+}
