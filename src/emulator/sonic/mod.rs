@@ -114,6 +114,11 @@ impl SonicDevice {
         self.state().files.get(path).cloned()
     }
 
+    /// The `/tmp` files' paths, sorted.
+    pub fn file_names(&self) -> Vec<String> {
+        self.state().files.keys().cloned().collect()
+    }
+
     /// The commands run, as words (what a shell would have executed), oldest
     /// first.
     pub fn history(&self) -> Vec<Vec<String>> {
