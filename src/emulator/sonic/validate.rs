@@ -238,11 +238,16 @@ pub fn initial(mut db: ConfigDb, kind: &str) -> ConfigDb {
         }
     }
     if let Some(Value::Object(ports)) = db.get_mut("PORT") {
-        for (i, p) in ports.values_mut().enumerate() {
+        for (i, (name, p)) in ports.iter_mut().enumerate() {
+            // Front-panel numbering: four lanes per 100G port.
+            let front = name
+                .strip_prefix("Ethernet")
+                .and_then(|n| n.parse::<usize>().ok())
+                .map_or(i, |n| n / 4);
             if let Value::Object(p) = p {
                 for (f, v) in [
                     ("admin_status", "up".to_string()),
-                    ("alias", format!("etp{}", i + 1)),
+                    ("alias", format!("etp{}", front + 1)),
                     ("mtu", "9100".to_string()),
                     ("speed", "100000".to_string()),
                 ] {
