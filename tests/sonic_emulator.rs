@@ -146,7 +146,7 @@ async fn driver_loads_compares_commits_reads_back_and_rolls_back() {
         "sudo config apply-patch".into(),
         "rm".into(),
     ]));
-    assert_eq!(dev.checkpoints(), [id.0.clone()]);
+    assert_eq!(dev.checkpoints(), std::slice::from_ref(&id.0));
     let after = d.get_config().await.unwrap();
     assert_eq!(after, dev.running_text());
     assert_eq!(items(&after), with_redirect());
@@ -271,7 +271,8 @@ async fn payloads_cannot_reach_the_shell() {
     assert_eq!(dev.history().len(), n);
     // JSON whose strings try to end the quoting (a quote, DEL keys that
     // would erase the opening quote): stored literally, nothing else runs.
-    let evil = "x'; sudo reboot; echo '\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}$(reboot)\nß";
+    let evil =
+        "x'; sudo reboot; echo '\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}$(reboot)\nß".repeat(100);
     let op =
         serde_json::json!({"op": "replace", "path": "/PORT/Ethernet0/description", "value": evil});
     d.load_candidate(&op.to_string(), LoadMode::Merge)
@@ -279,6 +280,8 @@ async fn payloads_cannot_reach_the_shell() {
         .unwrap();
     d.commit(None).await.unwrap();
     assert_eq!(dev.running()["PORT"]["Ethernet0"]["description"], evil);
+    let pieces = dev.history().iter().filter(|w| w[0] == "printf").count();
+    assert!(pieces > 3, "a long payload is sent in pieces: {pieces}");
     let ran: BTreeSet<String> = programs(&dev).into_iter().collect();
     let expected = [
         "show",

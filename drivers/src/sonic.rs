@@ -234,9 +234,13 @@ impl SonicDriver {
         };
         let file = staged.file();
         let (verb, success) = staged.command();
-        self.write_file(step, &file, &text).await?;
         let dry = format!("sudo config {verb} --dry-run {file}");
-        if let Err(e) = self.expect(step, &dry, success).await {
+        let checked = match self.write_file(step, &file, &text).await {
+            Ok(()) => self.expect(step, &dry, success).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            // Leave no half-written or refused candidate behind.
             self.remove_file(step, &file).await;
             return Err(e);
         }

@@ -30,14 +30,14 @@ struct Out {
 }
 
 impl Out {
-    fn out(s: impl Into<String>) -> Self {
+    fn stdout(s: impl Into<String>) -> Self {
         Out {
             stdout: s.into(),
             ..Out::default()
         }
     }
 
-    fn err(s: impl Into<String>) -> Self {
+    fn stderr(s: impl Into<String>) -> Self {
         Out {
             stderr: s.into(),
             ..Out::default()
@@ -90,7 +90,7 @@ pub struct SonicSession {
 
 /// A click (sonic-utilities) usage error.
 fn click_error(cmd: &str, usage: &str, msg: &str) -> Out {
-    Out::err(format!(
+    Out::stderr(format!(
         "Usage: {cmd} {usage}\nTry \"{cmd} -h\" for help.\n\nError: {msg}\n"
     ))
 }
@@ -173,7 +173,7 @@ impl SonicSession {
             _ => (false, line.words.as_slice()),
         };
         let Some((cmd, args)) = words.split_first() else {
-            return Out::err("usage: sudo command\n");
+            return Out::stderr("usage: sudo command\n");
         };
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match cmd.as_str() {
@@ -182,12 +182,12 @@ impl SonicSession {
                 ..Out::default()
             },
             "printf" => match printf(&words[1..]) {
-                Ok(s) => Out::out(s),
-                Err(e) => Out::err(format!("{}: {e}\n", self.bash())),
+                Ok(s) => Out::stdout(s),
+                Err(e) => Out::stderr(format!("{}: {e}\n", self.bash())),
             },
             "echo" => match args.split_first() {
-                Some((&"-n", rest)) => Out::out(rest.join(" ")),
-                _ => Out::out(format!("{}\n", args.join(" "))),
+                Some((&"-n", rest)) => Out::stdout(rest.join(" ")),
+                _ => Out::stdout(format!("{}\n", args.join(" "))),
             },
             "cat" => self.cat(&args),
             "rm" => self.rm(&args),
@@ -196,15 +196,15 @@ impl SonicSession {
                 let mut a = args.clone();
                 a.sort_unstable();
                 if a == ["--print-data", "-d"] {
-                    Out::out(self.dev.running_text())
+                    Out::stdout(self.dev.running_text())
                 } else {
-                    Out::err("sonic-cfggen: error: the emulator supports only -d --print-data\n")
+                    Out::stderr("sonic-cfggen: error: the emulator supports only -d --print-data\n")
                 }
             }
-            "config" if !root => Out::err("Root privileges are required for this operation\n"),
+            "config" if !root => Out::stderr("Root privileges are required for this operation\n"),
             "config" => self.config(&args),
-            other if root => Out::err(format!("sudo: {other}: command not found\n")),
-            other => Out::err(format!("{}: {other}: command not found\n", self.bash())),
+            other if root => Out::stderr(format!("sudo: {other}: command not found\n")),
+            other => Out::stderr(format!("{}: {other}: command not found\n", self.bash())),
         }
     }
 
@@ -237,7 +237,7 @@ impl SonicSession {
 
     fn show(&self, args: &[&str]) -> Out {
         match args {
-            ["runningconfiguration", "all"] => Out::out(self.dev.running_text()),
+            ["runningconfiguration", "all"] => Out::stdout(self.dev.running_text()),
             ["runningconfiguration", rest @ ..] => click_error(
                 "show runningconfiguration",
                 "[OPTIONS] COMMAND [ARGS]...",
@@ -270,16 +270,16 @@ impl SonicSession {
             ["rollback", name] => self.rollback(name),
             ["delete-checkpoint", name] => {
                 if self.dev.state().checkpoints.remove(*name).is_some() {
-                    Out::out("Checkpoint deleted successfully.\n")
+                    Out::stdout("Checkpoint deleted successfully.\n")
                 } else {
-                    Out::err(format!("Error: Checkpoint '{name}' does not exist\n"))
+                    Out::stderr(format!("Error: Checkpoint '{name}' does not exist\n"))
                 }
             }
-            ["list-checkpoints"] => Out::out(configdb::pretty(&self.dev.checkpoints())),
-            ["save", "-y"] => Out::out(
+            ["list-checkpoints"] => Out::stdout(configdb::pretty(&self.dev.checkpoints())),
+            ["save", "-y"] => Out::stdout(
                 "Running command: /usr/local/bin/sonic-cfggen -d --print-data > /etc/sonic/config_db.json\n",
             ),
-            ["save"] => Out::out("Existing files will be overwritten, continue? [y/N]: \nAborted!\n"),
+            ["save"] => Out::stdout("Existing files will be overwritten, continue? [y/N]: \nAborted!\n"),
             [sub, ..] => click_error(
                 "config",
                 "[OPTIONS] COMMAND [ARGS]...",
@@ -327,7 +327,7 @@ impl SonicSession {
                 } else {
                     u.start
                 };
-                Out::out(format!("{}: {how}\n{}\n", u.tool, u.success))
+                Out::stdout(format!("{}: {how}\n{}\n", u.tool, u.success))
             }
         }
     }
@@ -338,14 +338,14 @@ impl SonicSession {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         {
-            return Out::err(format!(
+            return Out::stderr(format!(
                 "Failed to create a config checkpoint due to: invalid name '{name}'\nError: invalid name '{name}'\n"
             ));
         }
         let mut st = self.dev.state();
         let running = st.running.clone();
         st.checkpoints.insert(name.to_string(), running);
-        Out::out(
+        Out::stdout(
             "Config Rollbacker: Config checkpoint starting.\nCheckpoint created successfully.\n",
         )
     }
@@ -354,15 +354,15 @@ impl SonicSession {
         let cp = self.dev.state().checkpoints.get(name).cloned();
         let Some(cp) = cp else {
             let e = format!("Checkpoint '{name}' does not exist");
-            return Out::err(format!(
+            return Out::stderr(format!(
                 "Failed to rollback config due to: {e}\nError: {e}\n"
             ));
         };
         match self.dev.change(false, |_| Ok(cp)) {
-            Ok(()) => Out::out(
+            Ok(()) => Out::stdout(
                 "Config Rollbacker: Config rollback starting.\nConfig rolled back successfully.\n",
             ),
-            Err(e) => Out::err(format!(
+            Err(e) => Out::stderr(format!(
                 "Failed to rollback config due to: {e}\nError: {e}\n"
             )),
         }
