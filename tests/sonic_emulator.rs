@@ -5,13 +5,14 @@
 //! either is absent).
 #![allow(clippy::unwrap_used)]
 
+#[path = "openssh/mod.rs"]
+mod openssh;
+
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use vclos::dialect::{sonic::Sonic, Dialect};
 use vclos::emulator::faults::Faults;
 use vclos::emulator::sonic::{validate, SonicDevice};
@@ -95,6 +96,20 @@ fn known_hosts(srv: &SshServer) -> tempfile::NamedTempFile {
     f
 }
 
+/// A switch, its server, a known_hosts file for it, and an open driver.
+async fn connected() -> (
+    Arc<SonicDevice>,
+    SshServer,
+    tempfile::NamedTempFile,
+    SonicDriver,
+) {
+    let (dev, srv) = start().await;
+    let kh = known_hosts(&srv);
+    let mut d = driver(&srv, &kh);
+    d.open().await.unwrap();
+    (dev, srv, kh, d)
+}
+
 fn items(text: &str) -> BTreeSet<Item> {
     Sonic.parse("leaf1", text).unwrap()
 }
@@ -112,10 +127,7 @@ fn programs(dev: &SonicDevice) -> Vec<String> {
 
 #[tokio::test]
 async fn driver_loads_compares_commits_reads_back_and_rolls_back() {
-    let (dev, srv) = start().await;
-    let kh = known_hosts(&srv);
-    let mut d = driver(&srv, &kh);
-    d.open().await.unwrap();
+    let (dev, srv, kh, mut d) = connected().await;
     let before = d.get_config().await.unwrap();
     assert_eq!(before, dev.running_text());
     assert_eq!(items(&before), base());
@@ -192,10 +204,7 @@ async fn driver_loads_compares_commits_reads_back_and_rolls_back() {
 
 #[tokio::test]
 async fn replace_discard_and_what_sonic_does_not_have() {
-    let (dev, srv) = start().await;
-    let kh = known_hosts(&srv);
-    let mut d = driver(&srv, &kh);
-    d.open().await.unwrap();
+    let (dev, _srv, _kh, mut d) = connected().await;
     let caps = d.capabilities();
     assert!(caps.replace && caps.rollback && !caps.commit_confirm && !caps.atomic);
 
@@ -258,10 +267,7 @@ async fn replace_discard_and_what_sonic_does_not_have() {
 
 #[tokio::test]
 async fn payloads_cannot_reach_the_shell() {
-    let (dev, srv) = start().await;
-    let kh = known_hosts(&srv);
-    let mut d = driver(&srv, &kh);
-    d.open().await.unwrap();
+    let (dev, _srv, _kh, mut d) = connected().await;
     let n = dev.history().len();
     // Not JSON: refused before anything is sent.
     for bad in ["sudo reboot", "{\"op\":\"add\"}'; reboot; '", "[1]"] {
@@ -295,10 +301,7 @@ async fn payloads_cannot_reach_the_shell() {
 
 #[tokio::test]
 async fn faults_mid_commit_leave_the_device_as_it_was() {
-    let (dev, srv) = start().await;
-    let kh = known_hosts(&srv);
-    let mut d = driver(&srv, &kh);
-    d.open().await.unwrap();
+    let (dev, _srv, _kh, mut d) = connected().await;
     let before = dev.running_text();
     let patch = Sonic.changes(&base(), &with_redirect()).join("\n");
     d.load_candidate(&patch, LoadMode::Merge).await.unwrap();
@@ -331,61 +334,9 @@ async fn faults_mid_commit_leave_the_device_as_it_was() {
     assert!(dev.checkpoints().contains(&id.0));
 }
 
-fn on_path(bin: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-}
-
-async fn openssh(
-    srv: &SshServer,
-    kh: &tempfile::NamedTempFile,
-    tty: bool,
-    input: &str,
-    remote: &[&str],
-) -> String {
-    let mut cmd = tokio::process::Command::new("sshpass");
-    cmd.args(["-p", "admin", "ssh", if tty { "-tt" } else { "-T" }]);
-    cmd.args([
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        &format!("UserKnownHostsFile={}", kh.path().display()),
-        "-o",
-        "PubkeyAuthentication=no",
-        "-o",
-        "PreferredAuthentications=password",
-        "-o",
-        "ConnectTimeout=5",
-        "-p",
-        &srv.local_addr().port().to_string(),
-        "admin@127.0.0.1",
-    ]);
-    cmd.args(remote)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).replace('\r', "")
-}
-
 #[tokio::test]
 async fn openssh_client_uses_the_sonic_shell() {
-    if !on_path("ssh") || !on_path("sshpass") {
-        eprintln!(
-            "SKIPPED: `ssh` and `sshpass` not on PATH (apt-get install openssh-client sshpass)"
-        );
+    if !openssh::available() {
         return;
     }
     let (dev, srv) = start().await;
@@ -396,7 +347,7 @@ async fn openssh_client_uses_the_sonic_shell() {
     let input = format!(
         "printf '%s' '{body}' > /tmp/p.json\nsudo config apply-patch /tmp/p.json\nfrobnicate\nexit\n"
     );
-    let out = openssh(&srv, &kh, true, &input, &[]).await;
+    let out = openssh::run(srv.local_addr().port(), kh.path(), true, &input, &[]).await;
     assert!(
         out.contains("admin@leaf1:~$ sudo config apply-patch /tmp/p.json\n"),
         "{out}"
@@ -408,8 +359,22 @@ async fn openssh_client_uses_the_sonic_shell() {
     );
     assert_eq!(items(&dev.running_text()), with_redirect());
     // One command per exec request, as `ssh switch show ...` does.
-    let out = openssh(&srv, &kh, false, "", &["show runningconfiguration all"]).await;
+    let out = openssh::run(
+        srv.local_addr().port(),
+        kh.path(),
+        false,
+        "",
+        &["show runningconfiguration all"],
+    )
+    .await;
     assert_eq!(out, dev.running_text());
-    let out = openssh(&srv, &kh, false, "", &["sudo config list-checkpoints"]).await;
+    let out = openssh::run(
+        srv.local_addr().port(),
+        kh.path(),
+        false,
+        "",
+        &["sudo config list-checkpoints"],
+    )
+    .await;
     assert_eq!(out, "[]\n");
 }
