@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use vclos::dialect::{sonic::Sonic, Dialect};
 use vclos::emulator::faults::Faults;
+use vclos::emulator::shell::{SessionKind, ShellSession};
+use vclos::emulator::sonic::session::SonicSession;
 use vclos::emulator::sonic::{validate, SonicDevice};
 use vclos::emulator::ssh::{serve, Login, Service, SshServer};
 use vclos::intent::{Description, Hostname, Ipv4Net, Item, PortName};
 use vclos::names::JobId;
 use vclos_drivers::configdb;
-use vclos_drivers::sonic::SonicDriver;
+use vclos_drivers::sonic::{SonicDriver, KEEP_CHECKPOINTS};
 use vclos_drivers::ssh::{HostKeyCheck, Password, SshOptions};
 use vclos_drivers::{CommitId, Driver, ErrorKind, LoadMode, Step};
 
@@ -157,6 +159,7 @@ async fn driver_loads_compares_commits_reads_back_and_rolls_back() {
         "sudo config checkpoint".into(),
         "sudo config apply-patch".into(),
         "rm".into(),
+        "sudo config list-checkpoints".into(),
     ]));
     assert_eq!(dev.checkpoints(), std::slice::from_ref(&id.0));
     let after = d.get_config().await.unwrap();
@@ -295,6 +298,7 @@ async fn payloads_cannot_reach_the_shell() {
         "rm",
         "sudo config apply-patch",
         "sudo config checkpoint",
+        "sudo config list-checkpoints",
     ];
     assert_eq!(ran, expected.iter().map(|s| s.to_string()).collect());
 }
@@ -377,4 +381,35 @@ async fn openssh_client_uses_the_sonic_shell() {
     )
     .await;
     assert_eq!(out, "[]\n");
+}
+
+#[tokio::test]
+async fn only_the_newest_checkpoints_are_kept() {
+    let (dev, _srv, _kh, mut d) = connected().await;
+    // Someone else's checkpoint is never touched.
+    let mut sh = SonicSession::new(dev.clone(), "admin", SessionKind::Shell);
+    let out = sh
+        .handle_line("sudo config checkpoint before-upgrade")
+        .output;
+    assert!(out.contains("successfully"), "{out}");
+    let mut ids = Vec::new();
+    for k in 0..KEEP_CHECKPOINTS + 3 {
+        let op = serde_json::json!({"op": "replace", "path": "/PORT/Ethernet0/description", "value": format!("v{k}")});
+        d.load_candidate(&op.to_string(), LoadMode::Merge)
+            .await
+            .unwrap();
+        ids.push(d.commit(None).await.unwrap().0);
+    }
+    let mut kept = ids[ids.len() - KEEP_CHECKPOINTS..].to_vec();
+    kept.push("before-upgrade".into());
+    kept.sort();
+    assert_eq!(dev.checkpoints(), kept);
+    // The last commit still rolls back.
+    d.rollback(ids.last().map(|i| CommitId(i.clone())).as_ref())
+        .await
+        .unwrap();
+    assert_eq!(
+        dev.running()["PORT"]["Ethernet0"]["description"],
+        format!("v{}", KEEP_CHECKPOINTS + 1)
+    );
 }

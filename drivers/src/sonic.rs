@@ -14,7 +14,8 @@
 //! * compare: driver-side — a unified diff of running (as loaded) against
 //!   the candidate the patch makes, both printed as SONiC prints them.
 //! * commit: `config checkpoint vclos-N`, then `config apply-patch` (or
-//!   `config replace`); the checkpoint is the [`CommitId`].
+//!   `config replace`); the checkpoint is the [`CommitId`]. Only the newest
+//!   [`KEEP_CHECKPOINTS`] vclos checkpoints are kept.
 //! * commit-confirm: **no** — SONiC has none, and a client-side timer would
 //!   stop protecting the device when the controller dies.
 //! * rollback: `config rollback vclos-N`, refused when running changed since
@@ -43,6 +44,10 @@ use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, St
 
 /// The largest piece of a payload sent in one shell line.
 const CHUNK: usize = 1024;
+
+/// vclos checkpoints kept on a switch. Each is a full copy of config_db on
+/// the switch's disk, so older ones are deleted after every commit.
+pub const KEEP_CHECKPOINTS: usize = 8;
 
 /// The SONiC driver.
 #[derive(Debug)]
@@ -279,7 +284,31 @@ impl SonicDriver {
             self.committed = Some((name.clone(), s.after));
         }
         self.remove_file(step, &file).await;
+        self.prune_checkpoints().await;
         Ok(CommitId(name))
+    }
+
+    /// Delete all but the newest [`KEEP_CHECKPOINTS`] vclos checkpoints
+    /// (best effort: the commit already succeeded).
+    async fn prune_checkpoints(&mut self) {
+        let step = Step::Commit;
+        let Ok(out) = self.link.cmd(step, "sudo config list-checkpoints").await else {
+            return;
+        };
+        let names: Vec<String> = serde_json::from_str(&out).unwrap_or_default();
+        let mut ours: Vec<(u64, String)> = names
+            .into_iter()
+            .filter(|n| is_checkpoint(n))
+            .filter_map(|n| Some((n["vclos-".len()..].parse().ok()?, n)))
+            .collect();
+        ours.sort_unstable();
+        let excess = ours.len().saturating_sub(KEEP_CHECKPOINTS);
+        for (_, n) in ours.into_iter().take(excess) {
+            let cmd = format!("sudo config delete-checkpoint {n}");
+            if self.link.cmd(step, &cmd).await.is_err() {
+                return;
+            }
+        }
     }
 
     async fn roll_back(&mut self, to: Option<&CommitId>) -> Result<(), DriverError> {
