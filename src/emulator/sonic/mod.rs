@@ -4,7 +4,9 @@
 //!
 //! [`SonicDevice`] holds the device-wide state every SSH session shares;
 //! [`session::SonicSession`] is one login (prompt `USER@HOST:~$ `), served by
-//! the same SSH server as the Huawei CE CLI through [`ShellDevice`].
+//! the same SSH server as the Huawei CE CLI through [`ShellDevice`]; its
+//! command lines are parsed by [`words`] and its `config` commands are the
+//! `gcu` module's.
 //!
 //! Changes are all-or-nothing: `config apply-patch` / `config replace` build
 //! the new document on a copy, check it ([`validate::check`]) and only then
@@ -17,6 +19,7 @@
 //! `replace` consults [`Faults::on_commit`] (refused: an `Error:` line, running
 //! unchanged). Reply delays are applied by the transport.
 
+mod gcu;
 pub mod session;
 pub mod validate;
 pub mod words;
