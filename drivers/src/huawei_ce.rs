@@ -25,9 +25,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{debug, info_span, Instrument};
+use tracing::{info_span, Instrument};
 
-use crate::ssh::{self, Shell, SshOptions, SshSession};
+use crate::cli::CliLink;
+use crate::ssh::{self, SshOptions};
 use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, Step};
 
 /// Commands that must never appear in loaded configuration text.
@@ -47,9 +48,7 @@ const FORBIDDEN: &[&str] = &[
 /// The Huawei CE CLI driver.
 #[derive(Debug)]
 pub struct HuaweiCeDriver {
-    device: String,
-    opts: SshOptions,
-    conn: Option<(SshSession, Shell)>,
+    link: CliLink,
 }
 
 impl HuaweiCeDriver {
@@ -57,38 +56,17 @@ impl HuaweiCeDriver {
     /// Nothing is connected until [`Driver::open`].
     pub fn new(device: impl Into<String>, opts: SshOptions) -> Self {
         Self {
-            device: device.into(),
-            opts,
-            conn: None,
+            link: CliLink::new(device, opts, ssh::is_vrp_prompt),
         }
     }
 
     fn err(&self, step: Step, kind: ErrorKind) -> DriverError {
-        DriverError {
-            device: self.device.clone(),
-            step,
-            kind,
-        }
-    }
-
-    /// Run one command; transport failures drop the connection.
-    async fn cmd(&mut self, step: Step, cmd: &str) -> Result<String, DriverError> {
-        let Some((_, shell)) = self.conn.as_mut() else {
-            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
-        };
-        debug!(%cmd, "send");
-        match shell.command(cmd).await {
-            Ok(out) => Ok(out),
-            Err(kind) => {
-                self.conn = None;
-                Err(self.err(step, kind))
-            }
-        }
+        self.link.err(step, kind)
     }
 
     /// Run a command and fail on any `Error:` line.
     async fn cmd_ok(&mut self, step: Step, cmd: &str) -> Result<String, DriverError> {
-        let out = self.cmd(step, cmd).await?;
+        let out = self.link.cmd(step, cmd).await?;
         match error_line(&out) {
             Some(e) => Err(self.err(step, ErrorKind::Rejected(format!("`{cmd}`: {e}")))),
             None => Ok(out),
@@ -96,9 +74,7 @@ impl HuaweiCeDriver {
     }
 
     fn in_user_view(&self) -> bool {
-        self.conn
-            .as_ref()
-            .is_some_and(|(_, s)| s.prompt().starts_with('<'))
+        self.link.prompt().starts_with('<')
     }
 
     async fn system_view(&mut self, step: Step) -> Result<(), DriverError> {
@@ -116,9 +92,7 @@ impl HuaweiCeDriver {
     }
 
     fn dirty(&self) -> bool {
-        self.conn
-            .as_ref()
-            .is_some_and(|(_, s)| s.prompt().starts_with("[*"))
+        self.link.prompt().starts_with("[*")
     }
 
     async fn latest_commit(&mut self, step: Step) -> Result<Option<CommitId>, DriverError> {
@@ -157,11 +131,11 @@ impl HuaweiCeDriver {
         }
         self.system_view(step).await?;
         for (i, l) in lines.iter().enumerate() {
-            let out = self.cmd(step, l).await?;
+            let out = self.link.cmd(step, l).await?;
             if let Some(e) = error_line(&out) {
                 let msg = format!("line {} `{l}`: {e}", i + 1);
                 // Leave nothing half-loaded behind.
-                let _ = self.cmd(step, "clear configuration candidate").await;
+                let _ = self.link.cmd(step, "clear configuration candidate").await;
                 return Err(self.err(step, ErrorKind::Rejected(msg)));
             }
         }
@@ -178,7 +152,7 @@ fn error_line(out: &str) -> Option<String> {
 #[async_trait]
 impl Driver for HuaweiCeDriver {
     fn device(&self) -> &str {
-        &self.device
+        self.link.device()
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -192,19 +166,9 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn open(&mut self) -> Result<(), DriverError> {
-        let span = info_span!("huawei_ce.open", device = %self.device);
+        let span = info_span!("huawei_ce.open", device = %self.link.device());
         async {
-            let session = ssh::connect(&self.opts)
-                .await
-                .map_err(|k| self.err(Step::Open, k))?;
-            let shell = match session.open_shell().await {
-                Ok(s) => s,
-                Err(k) => {
-                    session.close().await;
-                    return Err(self.err(Step::Open, k));
-                }
-            };
-            self.conn = Some((session, shell));
+            self.link.open(Step::Open).await?;
             self.cmd_ok(Step::Open, "screen-length 0 temporary").await?;
             Ok(())
         }
@@ -213,20 +177,17 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn close(&mut self) -> Result<(), DriverError> {
-        if let Some((session, mut shell)) = self.conn.take() {
-            let _ = shell.command("return").await;
-            session.close().await;
-        }
+        self.link.close(Some("return")).await;
         Ok(())
     }
 
     async fn get_config(&mut self) -> Result<String, DriverError> {
         // After a dropped connection, read through a fresh session (the
         // controller reads running to judge a failed commit or a rollback).
-        if self.conn.is_none() {
+        if !self.link.is_open() {
             self.open().await?;
         }
-        let span = info_span!("huawei_ce.get_config", device = %self.device);
+        let span = info_span!("huawei_ce.get_config", device = %self.link.device());
         self.cmd_ok(Step::GetConfig, "display current-configuration")
             .instrument(span)
             .await
@@ -239,12 +200,12 @@ impl Driver for HuaweiCeDriver {
                 ErrorKind::Unsupported("replace on huawei-ce (load a merge with undo lines)"),
             ));
         }
-        let span = info_span!("huawei_ce.load", device = %self.device);
+        let span = info_span!("huawei_ce.load", device = %self.link.device());
         self.load(config).instrument(span).await
     }
 
     async fn compare_config(&mut self) -> Result<String, DriverError> {
-        let span = info_span!("huawei_ce.compare", device = %self.device);
+        let span = info_span!("huawei_ce.compare", device = %self.link.device());
         self.cmd_ok(Step::Compare, "display configuration candidate changes")
             .instrument(span)
             .await
@@ -257,7 +218,7 @@ impl Driver for HuaweiCeDriver {
                 ErrorKind::Unsupported("confirmed commit on huawei-ce CLI"),
             ));
         }
-        let span = info_span!("huawei_ce.commit", device = %self.device);
+        let span = info_span!("huawei_ce.commit", device = %self.link.device());
         async {
             self.system_view(Step::Commit).await?;
             self.cmd_ok(Step::Commit, "commit").await?;
@@ -288,7 +249,7 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn discard(&mut self) -> Result<(), DriverError> {
-        let span = info_span!("huawei_ce.discard", device = %self.device);
+        let span = info_span!("huawei_ce.discard", device = %self.link.device());
         async {
             self.system_view(Step::Discard).await?;
             self.cmd_ok(Step::Discard, "clear configuration candidate")
@@ -308,7 +269,7 @@ impl Driver for HuaweiCeDriver {
                 ));
             }
         }
-        if self.conn.is_none() {
+        if !self.link.is_open() {
             self.open().await?;
         }
         if let Some(id) = to {
@@ -327,7 +288,7 @@ impl Driver for HuaweiCeDriver {
             }
         }
         let cmd = "rollback configuration last 1".to_string();
-        let span = info_span!("huawei_ce.rollback", device = %self.device);
+        let span = info_span!("huawei_ce.rollback", device = %self.link.device());
         async {
             if self.dirty() {
                 self.cmd_ok(Step::Rollback, "clear configuration candidate")
