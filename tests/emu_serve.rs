@@ -19,13 +19,14 @@ impl Drop for Serve {
 }
 
 fn serve(args: &[&str]) -> (Serve, serde_json::Value) {
+    serve_file("testbed-ocs.yaml", args)
+}
+
+/// `vclos emu serve` of `topologies/FILE`; the endpoint map it announces.
+fn serve_file(file: &str, args: &[&str]) -> (Serve, serde_json::Value) {
+    let topology = format!("{}/topologies/{file}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_vclos"))
-        .args([
-            "emu",
-            "serve",
-            "--topology",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml"),
-        ])
+        .args(["emu", "serve", "--topology", &topology])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -89,6 +90,38 @@ fn serves_the_ocs_and_writes_a_retargeted_topology() {
     let m = &t.device(t.device_id("ocs1").unwrap()).mgmt;
     assert_eq!((m.host.as_str(), u64::from(m.port)), ("127.0.0.1", port));
     assert_eq!(t.credentials[&m.credential].username, "ops");
+}
+
+#[test]
+fn serves_sonic_leaves_that_vclos_reads_through_its_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("emu.yaml");
+    let (_srv, map) = serve_file(
+        "testbed-sonic.yaml",
+        &["--write-topology", out.to_str().unwrap()],
+    );
+    assert_eq!(map["leaf1"]["protocol"], "ssh-cli");
+    let got = Command::new(env!("CARGO_BIN_EXE_vclos"))
+        .args([
+            "device",
+            "get-config",
+            "leaf1",
+            "--topology",
+            out.to_str().unwrap(),
+        ])
+        .env("VCLOS_EMU_PASSWORD", "admin")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let db: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(db["DEVICE_METADATA"]["localhost"]["hostname"], "leaf1");
+    assert_eq!(db["PORT"]["Ethernet0"]["description"], "srv1 gpu0");
 }
 
 #[test]

@@ -5,78 +5,20 @@
 //! installs the apt packages `openssh-client sshpass`).
 #![allow(clippy::unwrap_used)]
 
+#[path = "openssh/mod.rs"]
+mod openssh;
+
 use std::io::Write;
-use std::process::Stdio;
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
 use vclos::emulator::cli::SwitchDevice;
 use vclos::emulator::faults::Faults;
 use vclos::emulator::ssh::{serve, Login, Service};
 use vclos::emulator::vrp::VrpConfig;
 
-fn on_path(bin: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-}
-
-async fn run_ssh(
-    port: u16,
-    known_hosts: &std::path::Path,
-    tty: bool,
-    input: &str,
-    remote: &[&str],
-) -> String {
-    let mut cmd = tokio::process::Command::new("sshpass");
-    cmd.args(["-p", "admin", "ssh"]);
-    if tty {
-        cmd.arg("-tt");
-    } else {
-        cmd.arg("-T");
-    }
-    cmd.args([
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        &format!("UserKnownHostsFile={}", known_hosts.display()),
-        "-o",
-        "PubkeyAuthentication=no",
-        "-o",
-        "PreferredAuthentications=password",
-        "-o",
-        "ConnectTimeout=5",
-        "-p",
-        &port.to_string(),
-        "admin@127.0.0.1",
-    ]);
-    cmd.args(remote);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).await.unwrap();
-    drop(stdin);
-    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    assert!(
-        out.status.success(),
-        "ssh failed: {}\nstdout: {text}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 #[tokio::test]
 async fn openssh_client_configures_and_displays() {
-    if !on_path("ssh") || !on_path("sshpass") {
-        eprintln!(
-            "SKIPPED: `ssh` and `sshpass` not on PATH (apt-get install openssh-client sshpass)"
-        );
+    if !openssh::available() {
         return;
     }
     let dev = SwitchDevice::new("LEAF1", VrpConfig::new("LEAF1"), Arc::new(Faults::new()));
@@ -89,7 +31,7 @@ async fn openssh_client_configures_and_displays() {
 
     // Interactive (forced pty): the device echoes what is typed.
     let input = "system-view\ninterface 100GE1/0/1\ndescription via-openssh\ncommit\nreturn\ndisplay current-configuration\nquit\n";
-    let out = run_ssh(port, kh.path(), true, input, &[]).await;
+    let out = openssh::run(port, kh.path(), true, input, &[]).await;
     assert!(out.contains("<LEAF1>system-view\n"), "{out}");
     assert!(out.contains("[*LEAF1-100GE1/0/1]commit\n"), "{out}");
     assert!(
@@ -102,7 +44,7 @@ async fn openssh_client_configures_and_displays() {
         .contains("description via-openssh"));
 
     // Piped without a pty: no echo, prompts still printed, EOF ends the session.
-    let out = run_ssh(
+    let out = openssh::run(
         port,
         kh.path(),
         false,
@@ -117,7 +59,7 @@ async fn openssh_client_configures_and_displays() {
     );
 
     // An exec request runs one command.
-    let out = run_ssh(
+    let out = openssh::run(
         port,
         kh.path(),
         false,
@@ -130,10 +72,7 @@ async fn openssh_client_configures_and_displays() {
 
 #[tokio::test]
 async fn openssh_client_speaks_netconf_subsystem() {
-    if !on_path("ssh") || !on_path("sshpass") {
-        eprintln!(
-            "SKIPPED: `ssh` and `sshpass` not on PATH (apt-get install openssh-client sshpass)"
-        );
+    if !openssh::available() {
         return;
     }
     use vclos::emulator::netconf::NetconfDevice;
@@ -150,7 +89,7 @@ async fn openssh_client_speaks_netconf_subsystem() {
         r#"<rpc xmlns="urn:ietf:params:xml:ns:netconf:base:1.0" message-id="9"><lock><target><candidate/></target></lock></rpc>]]>]]>"#,
         r#"<rpc xmlns="urn:ietf:params:xml:ns:netconf:base:1.0" message-id="10"><close-session/></rpc>]]>]]>"#,
     );
-    let out = run_ssh(
+    let out = openssh::run(
         srv.local_addr().port(),
         kh.path(),
         false,

@@ -154,3 +154,54 @@ async fn ocs_deny_on_release_puts_the_leaves_back() {
         "{r}"
     );
 }
+
+// The same guarantees with SONiC leaves (testbed-sonic): a fault while a
+// leaf's JSON Patch is being committed leaves every device as it was.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sonic_leaf_refuses_its_patch_after_the_ocs_and_spines_committed() {
+    let emu = common::emu_on(common::SONIC, Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::OcsVclos, 24, Step::Admit, |e| {
+        at_commit(e, "leaf2", |f| f.refuse_commits(true))
+    })
+    .await;
+    assert!(matches!(r.outcome, Outcome::RolledBack { .. }), "{r}");
+    let leaf = r.device("leaf2").unwrap();
+    assert!(
+        leaf.error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("refused the change"),
+        "{r}"
+    );
+    assert_eq!(
+        r.device("ocs1").unwrap().status,
+        vclos::controller::DeviceStatus::RolledBack,
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sonic_leaf_drops_the_connection_mid_commit() {
+    let emu = common::emu_on(common::SONIC, Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Admit, |e| {
+        at_commit(e, "leaf1", |f| f.drop_next())
+    })
+    .await;
+    assert!(r.device("leaf1").unwrap().error.is_some(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sonic_leaf_fails_after_its_checkpoint_on_release() {
+    let emu = common::emu_on(common::SONIC, Duration::ZERO).await;
+    let r = fails_cleanly(&emu, Policy::Vclos, 32, Step::Release, |e| {
+        at_commit(e, "leaf1", |f| f.fail_after(Some(1)))
+    })
+    .await;
+    let e = r.device("leaf1").unwrap().error.clone().unwrap();
+    assert!(
+        e.message.contains("Resource temporarily unavailable"),
+        "{r}"
+    );
+}

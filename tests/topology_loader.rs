@@ -322,6 +322,7 @@ fn reference_topologies_are_valid() {
     for (file, leaves, spines, ocs, gpus) in [
         ("testbed.yaml", 2, 16, 0, 32),
         ("testbed-ocs.yaml", 2, 16, 1, 32),
+        ("testbed-sonic.yaml", 2, 16, 1, 32),
         ("cluster512.yaml", 32, 16, 0, 512),
         ("cluster512-ocs.yaml", 32, 16, 4, 512),
         ("cluster2048.yaml", 64, 32, 0, 2048),

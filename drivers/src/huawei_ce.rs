@@ -37,9 +37,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{debug, info_span, Instrument};
+use tracing::{info_span, Instrument};
 
-use crate::ssh::{self, Shell, SshOptions, SshSession};
+use crate::cli::CliLink;
+use crate::ssh::{self, SshOptions};
 use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, Step};
 
 /// Configuration lines sent per write when loading a candidate (one round
@@ -63,9 +64,7 @@ const FORBIDDEN: &[&str] = &[
 /// The Huawei CE CLI driver.
 #[derive(Debug)]
 pub struct HuaweiCeDriver {
-    device: String,
-    opts: SshOptions,
-    conn: Option<(SshSession, Shell)>,
+    link: CliLink,
 }
 
 impl HuaweiCeDriver {
@@ -73,38 +72,17 @@ impl HuaweiCeDriver {
     /// Nothing is connected until [`Driver::open`].
     pub fn new(device: impl Into<String>, opts: SshOptions) -> Self {
         Self {
-            device: device.into(),
-            opts,
-            conn: None,
+            link: CliLink::new(device, opts, ssh::is_vrp_prompt),
         }
     }
 
     fn err(&self, step: Step, kind: ErrorKind) -> DriverError {
-        DriverError {
-            device: self.device.clone(),
-            step,
-            kind,
-        }
-    }
-
-    /// Run one command; transport failures drop the connection.
-    async fn cmd(&mut self, step: Step, cmd: &str) -> Result<String, DriverError> {
-        let Some((_, shell)) = self.conn.as_mut() else {
-            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
-        };
-        debug!(%cmd, "send");
-        match shell.command(cmd).await {
-            Ok(out) => Ok(out),
-            Err(kind) => {
-                self.conn = None;
-                Err(self.err(step, kind))
-            }
-        }
+        self.link.err(step, kind)
     }
 
     /// Run a command and fail on any `Error:` line.
     async fn cmd_ok(&mut self, step: Step, cmd: &str) -> Result<String, DriverError> {
-        let out = self.cmd(step, cmd).await?;
+        let out = self.link.cmd(step, cmd).await?;
         match error_line(&out) {
             Some(e) => Err(self.err(step, ErrorKind::Rejected(format!("`{cmd}`: {e}")))),
             None => Ok(out),
@@ -112,9 +90,7 @@ impl HuaweiCeDriver {
     }
 
     fn in_user_view(&self) -> bool {
-        self.conn
-            .as_ref()
-            .is_some_and(|(_, s)| s.prompt().starts_with('<'))
+        self.link.prompt().starts_with('<')
     }
 
     async fn system_view(&mut self, step: Step) -> Result<(), DriverError> {
@@ -132,9 +108,7 @@ impl HuaweiCeDriver {
     }
 
     fn dirty(&self) -> bool {
-        self.conn
-            .as_ref()
-            .is_some_and(|(_, s)| s.prompt().starts_with("[*"))
+        self.link.prompt().starts_with("[*")
     }
 
     async fn latest_commit(&mut self, step: Step) -> Result<Option<CommitId>, DriverError> {
@@ -179,7 +153,7 @@ impl HuaweiCeDriver {
             .copied()
             .collect();
         for (c, chunk) in typed.chunks(PIPELINE).enumerate() {
-            let outs = self.batch(step, chunk).await?;
+            let outs = self.link.batch(step, chunk).await?;
             let failed = outs.iter().enumerate().find_map(|(i, out)| {
                 let e = error_line(out)?;
                 Some(match (c * PIPELINE + i).checked_sub(enter) {
@@ -190,27 +164,11 @@ impl HuaweiCeDriver {
             if let Some(msg) = failed {
                 // Leave nothing half-loaded behind (the lines typed after
                 // the failing one included).
-                let _ = self.cmd(step, "clear configuration candidate").await;
+                let _ = self.link.cmd(step, "clear configuration candidate").await;
                 return Err(self.err(step, ErrorKind::Rejected(msg)));
             }
         }
         Ok(())
-    }
-
-    /// Run several command lines in one write; transport failures drop the
-    /// connection.
-    async fn batch(&mut self, step: Step, cmds: &[&str]) -> Result<Vec<String>, DriverError> {
-        let Some((_, shell)) = self.conn.as_mut() else {
-            return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
-        };
-        debug!(lines = cmds.len(), "send batch");
-        match shell.commands(cmds).await {
-            Ok(outs) => Ok(outs),
-            Err(kind) => {
-                self.conn = None;
-                Err(self.err(step, kind))
-            }
-        }
     }
 }
 
@@ -223,7 +181,7 @@ fn error_line(out: &str) -> Option<String> {
 #[async_trait]
 impl Driver for HuaweiCeDriver {
     fn device(&self) -> &str {
-        &self.device
+        self.link.device()
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -237,19 +195,9 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn open(&mut self) -> Result<(), DriverError> {
-        let span = info_span!("huawei_ce.open", device = %self.device);
+        let span = info_span!("huawei_ce.open", device = %self.link.device());
         async {
-            let session = ssh::connect(&self.opts)
-                .await
-                .map_err(|k| self.err(Step::Open, k))?;
-            let shell = match session.open_shell().await {
-                Ok(s) => s,
-                Err(k) => {
-                    session.close().await;
-                    return Err(self.err(Step::Open, k));
-                }
-            };
-            self.conn = Some((session, shell));
+            self.link.open(Step::Open).await?;
             self.cmd_ok(Step::Open, "screen-length 0 temporary").await?;
             Ok(())
         }
@@ -258,20 +206,17 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn close(&mut self) -> Result<(), DriverError> {
-        if let Some((session, mut shell)) = self.conn.take() {
-            let _ = shell.command("return").await;
-            session.close().await;
-        }
+        self.link.close(Some("return")).await;
         Ok(())
     }
 
     async fn get_config(&mut self) -> Result<String, DriverError> {
         // After a dropped connection, read through a fresh session (the
         // controller reads running to judge a failed commit or a rollback).
-        if self.conn.is_none() {
+        if !self.link.is_open() {
             self.open().await?;
         }
-        let span = info_span!("huawei_ce.get_config", device = %self.device);
+        let span = info_span!("huawei_ce.get_config", device = %self.link.device());
         self.cmd_ok(Step::GetConfig, "display current-configuration")
             .instrument(span)
             .await
@@ -284,12 +229,12 @@ impl Driver for HuaweiCeDriver {
                 ErrorKind::Unsupported("replace on huawei-ce (load a merge with undo lines)"),
             ));
         }
-        let span = info_span!("huawei_ce.load", device = %self.device);
+        let span = info_span!("huawei_ce.load", device = %self.link.device());
         self.load(config).instrument(span).await
     }
 
     async fn compare_config(&mut self) -> Result<String, DriverError> {
-        let span = info_span!("huawei_ce.compare", device = %self.device);
+        let span = info_span!("huawei_ce.compare", device = %self.link.device());
         self.cmd_ok(Step::Compare, "display configuration candidate changes")
             .instrument(span)
             .await
@@ -302,7 +247,7 @@ impl Driver for HuaweiCeDriver {
                 ErrorKind::Unsupported("confirmed commit on huawei-ce CLI"),
             ));
         }
-        let span = info_span!("huawei_ce.commit", device = %self.device);
+        let span = info_span!("huawei_ce.commit", device = %self.link.device());
         async {
             self.system_view(Step::Commit).await?;
             self.cmd_ok(Step::Commit, "commit").await?;
@@ -333,7 +278,7 @@ impl Driver for HuaweiCeDriver {
     }
 
     async fn discard(&mut self) -> Result<(), DriverError> {
-        let span = info_span!("huawei_ce.discard", device = %self.device);
+        let span = info_span!("huawei_ce.discard", device = %self.link.device());
         async {
             self.system_view(Step::Discard).await?;
             self.cmd_ok(Step::Discard, "clear configuration candidate")
@@ -353,7 +298,7 @@ impl Driver for HuaweiCeDriver {
                 ));
             }
         }
-        if self.conn.is_none() {
+        if !self.link.is_open() {
             self.open().await?;
         }
         if let Some(id) = to {
@@ -372,7 +317,7 @@ impl Driver for HuaweiCeDriver {
             }
         }
         let cmd = "rollback configuration last 1".to_string();
-        let span = info_span!("huawei_ce.rollback", device = %self.device);
+        let span = info_span!("huawei_ce.rollback", device = %self.link.device());
         async {
             if self.dirty() {
                 self.cmd_ok(Step::Rollback, "clear configuration candidate")
@@ -390,7 +335,7 @@ impl Driver for HuaweiCeDriver {
     /// round trip. Uncommitted edits make it unusable.
     async fn reuse(&mut self) -> Result<(), DriverError> {
         let step = Step::Open;
-        if self.conn.is_none() {
+        if !self.link.is_open() {
             return Err(self.err(step, ErrorKind::Disconnected("not open".into())));
         }
         if self.dirty() {
@@ -399,7 +344,7 @@ impl Driver for HuaweiCeDriver {
                 ErrorKind::Rejected("the candidate has uncommitted edits".into()),
             ));
         }
-        let span = info_span!("huawei_ce.reuse", device = %self.device);
+        let span = info_span!("huawei_ce.reuse", device = %self.link.device());
         let cmd = if self.in_user_view() { "" } else { "return" };
         self.cmd_ok(step, cmd).instrument(span).await?;
         if self.in_user_view() {

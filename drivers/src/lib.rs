@@ -5,7 +5,8 @@
 //! an optional confirm timeout, confirm, discard, rollback. Drivers move
 //! configuration text in the device's own dialect; rendering and parsing that
 //! text is the main crate's business, so a transport never depends on a
-//! dialect.
+//! dialect. (The SONiC driver reads config_db as JSON, to stage and diff
+//! JSON Patches, but knows nothing of what vclos puts in it.)
 
 pub mod telnet;
 pub mod tl1;
@@ -105,8 +106,10 @@ pub struct DriverError {
 
 /// The device contract every transport implements (and the emulator honours).
 ///
-/// Configuration text is in the device's dialect: CLI commands for ssh-cli,
-/// an XML `<config>` document for NETCONF, TL1 commands for the OCS.
+/// Configuration text is in the device's dialect: CLI commands for the
+/// Huawei CE CLI, JSON Patch operations one per line (merge) or a config_db
+/// document (replace) for SONiC, an XML `<config>` document for NETCONF, TL1
+/// commands for the OCS.
 #[async_trait]
 pub trait Driver: Send {
     /// The device's name in the topology (used in every error and span).
@@ -146,7 +149,10 @@ pub trait Driver: Send {
     }
 }
 
+pub mod cli;
+pub mod configdb;
 pub mod huawei_ce;
 pub mod netconf;
 pub mod pipeline;
+pub mod sonic;
 pub mod ssh;

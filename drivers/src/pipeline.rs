@@ -13,28 +13,31 @@
 //! [*leaf1-acl4-advance-a]         <- prompt 2 (the last: nothing after it)
 //! ```
 //!
-//! [`split_replies`] finds those prompt lines (a VRP prompt at the start of
-//! a line followed by the next command's echo, or by nothing on a device
-//! that does not echo) and returns each command's output. It is pure, so the
-//! framing is tested without a socket.
+//! [`split_replies`] finds those prompt lines (the device's prompt followed
+//! by the next command's echo, or by nothing on a device that does not
+//! echo) and returns each command's output. It is pure and takes the
+//! device's prompt test, so the framing is tested without a socket and
+//! serves any CLI.
 
-use crate::ssh::is_prompt;
-
-/// Where a VRP prompt that starts `line` ends, if it starts with one.
-fn prompt_end(line: &str) -> Option<usize> {
-    let close = match line.as_bytes().first()? {
-        b'<' => '>',
-        b'[' => ']',
-        _ => return None,
-    };
-    let end = line.find(close)? + 1;
-    is_prompt(&line[..end]).then_some(end)
+/// Whether `line` is the reply boundary before `next`: a prompt carrying
+/// `next`'s echo, or a bare prompt.
+fn boundary(line: &str, next: &str, is_prompt: fn(&str) -> bool) -> bool {
+    let next = next.trim();
+    let echoed = line
+        .trim_end()
+        .strip_suffix(next)
+        .is_some_and(|p| !next.is_empty() && is_prompt(p));
+    echoed || is_prompt(line)
 }
 
 /// Split the text received (carriage returns removed) after sending `cmds`
 /// in one go into each command's output, echo and prompts removed, plus the
 /// final prompt. `None` while the last command's prompt has not arrived.
-pub fn split_replies(text: &str, cmds: &[&str]) -> Option<(Vec<String>, String)> {
+pub fn split_replies(
+    text: &str,
+    cmds: &[&str],
+    is_prompt: fn(&str) -> bool,
+) -> Option<(Vec<String>, String)> {
     let (last, cmds) = cmds.split_last()?;
     let (tail, done) = text.rsplit_once('\n').map_or((text, ""), |(d, t)| (t, d));
     let mut lines = done.split('\n');
@@ -49,12 +52,7 @@ pub fn split_replies(text: &str, cmds: &[&str]) -> Option<(Vec<String>, String)>
     }
     for line in lines {
         let next = cmds.get(out.len() + 1).unwrap_or(last);
-        let answered = out.len() < cmds.len()
-            && prompt_end(line).is_some_and(|end| {
-                let rest = line[end..].trim();
-                rest.is_empty() || rest == next.trim()
-            });
-        if answered {
+        if out.len() < cmds.len() && boundary(line, next, is_prompt) {
             out.push(std::mem::take(&mut body));
         } else {
             body.push_str(line);
@@ -72,6 +70,7 @@ pub fn split_replies(text: &str, cmds: &[&str]) -> Option<(Vec<String>, String)>
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::ssh::{is_bash_prompt, is_vrp_prompt as vrp};
 
     #[test]
     fn splits_echoing_replies_and_waits_for_the_last_prompt() {
@@ -85,7 +84,7 @@ mod tests {
                     [*leaf1-acl4-advance-a]rule 5 permit ip\n\
                     [*leaf1-acl4-advance-a]bad\n  ^\nError: Unrecognized command.\n\
                     [*leaf1-acl4-advance-a]";
-        let (outs, prompt) = split_replies(text, &cmds).unwrap();
+        let (outs, prompt) = split_replies(text, &cmds, vrp).unwrap();
         assert_eq!(
             outs,
             vec![
@@ -98,20 +97,20 @@ mod tests {
         assert_eq!(prompt, "[*leaf1-acl4-advance-a]");
         // Any prefix of it is incomplete.
         for cut in 0..text.len() {
-            assert!(split_replies(&text[..cut], &cmds).is_none(), "{cut}");
+            assert!(split_replies(&text[..cut], &cmds, vrp).is_none(), "{cut}");
         }
     }
 
     #[test]
     fn a_device_that_does_not_echo_and_a_single_command() {
-        let (outs, p) = split_replies("\nInfo: x\n<sw>\n<sw>", &["a", "b"]).unwrap();
+        let (outs, p) = split_replies("\nInfo: x\n<sw>\n<sw>", &["a", "b"], vrp).unwrap();
         assert_eq!(
             (outs, p.as_str()),
             (vec!["Info: x\n".into(), String::new()], "<sw>")
         );
-        let (outs, _) = split_replies("quit\n[~sw]", &["quit"]).unwrap();
+        let (outs, _) = split_replies("quit\n[~sw]", &["quit"], vrp).unwrap();
         assert_eq!(outs, vec![String::new()]);
-        assert!(split_replies("x", &[]).is_none());
+        assert!(split_replies("x", &[], vrp).is_none());
     }
 
     #[test]
@@ -120,7 +119,16 @@ mod tests {
         // is the device talking, not a reply boundary.
         let cmds = ["a", "b"];
         let text = "a\n[~sw]not b\n[~sw]b\n[~sw]";
-        let (outs, _) = split_replies(text, &cmds).unwrap();
+        let (outs, _) = split_replies(text, &cmds, vrp).unwrap();
         assert_eq!(outs, vec!["[~sw]not b\n".to_string(), String::new()]);
+    }
+
+    #[test]
+    fn any_prompt_test_serves() {
+        let cmds = ["echo a", "ls"];
+        let text = "echo a\na\nadmin@sonic:~$ ls\nf\nadmin@sonic:~$ ";
+        let (outs, p) = split_replies(text, &cmds, is_bash_prompt).unwrap();
+        assert_eq!(outs, vec!["a\n".to_string(), "f\n".to_string()]);
+        assert_eq!(p, "admin@sonic:~$");
     }
 }

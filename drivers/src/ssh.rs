@@ -232,8 +232,9 @@ async fn connect_once(opts: &SshOptions) -> Result<SshSession, ErrorKind> {
 
 impl SshSession {
     /// An interactive shell with a wide pty (no line wrapping), positioned
-    /// after the login banner and first prompt.
-    pub async fn open_shell(&self) -> Result<Shell, ErrorKind> {
+    /// after the login banner and first prompt; `is_prompt` recognises the
+    /// device's prompt line ([`is_vrp_prompt`], [`is_bash_prompt`]).
+    pub async fn open_shell(&self, is_prompt: fn(&str) -> bool) -> Result<Shell, ErrorKind> {
         let t = self.opts.command_timeout;
         let fut = async {
             let ch = self.handle.channel_open_session().await.map_err(disc)?;
@@ -250,6 +251,7 @@ impl SshSession {
             channel,
             buf: Vec::new(),
             timeout: t,
+            is_prompt,
             last_prompt: String::new(),
         };
         let banner = shell.read_until_prompt().await?;
@@ -292,6 +294,7 @@ pub struct Shell {
     channel: Channel<Msg>,
     buf: Vec<u8>,
     timeout: Duration,
+    is_prompt: fn(&str) -> bool,
     last_prompt: String,
 }
 
@@ -302,10 +305,29 @@ impl fmt::Debug for Shell {
 }
 
 /// Whether `line` is a Huawei VRP prompt: `<NAME>`, `[~NAME...]`, `[*NAME...]`.
-pub fn is_prompt(line: &str) -> bool {
+pub fn is_vrp_prompt(line: &str) -> bool {
     let l = line.trim_end();
     (l.len() > 2 && l.starts_with('<') && l.ends_with('>') && !l[1..].contains('<'))
         || (l.len() > 3 && (l.starts_with("[~") || l.starts_with("[*")) && l.ends_with(']'))
+}
+
+/// Whether `line` is a bash prompt as SONiC shows it: `USER@HOST:DIR$ `
+/// (or `# ` for root), with a space after the sign.
+pub fn is_bash_prompt(line: &str) -> bool {
+    let Some(rest) = line.strip_suffix("$ ").or_else(|| line.strip_suffix("# ")) else {
+        return false;
+    };
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    };
+    match rest.split_once('@').map(|(u, r)| (u, r.split_once(':'))) {
+        Some((user, Some((host, dir)))) => {
+            word(user) && word(host) && !dir.is_empty() && !dir.contains(char::is_whitespace)
+        }
+        _ => false,
+    }
 }
 
 impl Shell {
@@ -335,7 +357,7 @@ impl Shell {
             loop {
                 let text = String::from_utf8_lossy(&self.buf).replace('\r', "");
                 let last = text.rsplit('\n').next().unwrap_or("");
-                if is_prompt(last) {
+                if (self.is_prompt)(last) {
                     let body = text[..text.len() - last.len()].to_string();
                     let prompt = last.trim_end().to_string();
                     self.buf.clear();
@@ -391,7 +413,7 @@ impl Shell {
         let (outs, prompt) = tokio::time::timeout(t, async {
             loop {
                 let text = String::from_utf8_lossy(&self.buf).replace('\r', "");
-                if let Some(done) = split_replies(&text, cmds) {
+                if let Some(done) = split_replies(&text, cmds, self.is_prompt) {
                     self.buf.clear();
                     return Ok(done);
                 }

@@ -2,8 +2,8 @@
 //!
 //! The one place where a device's management endpoint, protocol, dialect and
 //! credential reference become a connected transport: ssh-cli + huawei-ce is
-//! [`HuaweiCeDriver`], netconf + openconfig is [`NetconfDriver`], telnet-tl1 +
-//! tl1 is [`Tl1Driver`]. Secrets are read from the referenced environment
+//! [`HuaweiCeDriver`], ssh-cli + sonic is [`SonicDriver`], netconf +
+//! openconfig is [`NetconfDriver`], telnet-tl1 + tl1 is [`Tl1Driver`]. Secrets are read from the referenced environment
 //! variable or file when a driver is made, never stored in the topology and
 //! never logged; host keys are checked against the topology's known_hosts
 //! (or `~/.ssh/known_hosts`) unless the device opts out.
@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use vclos_drivers::huawei_ce::HuaweiCeDriver;
 use vclos_drivers::netconf::NetconfDriver;
+use vclos_drivers::sonic::SonicDriver;
 use vclos_drivers::ssh::{HostKeyCheck, Password, SshOptions};
 use vclos_drivers::telnet::TelnetConfig;
 use vclos_drivers::tl1::{Tl1Config, Tl1Driver};
@@ -115,6 +116,7 @@ impl DriverFactory for TopologyDrivers {
             (Protocol::SshCli, Dialect::HuaweiCe) => {
                 Ok(Box::new(HuaweiCeDriver::new(device, ssh())))
             }
+            (Protocol::SshCli, Dialect::Sonic) => Ok(Box::new(SonicDriver::new(device, ssh()))),
             (Protocol::Netconf, Dialect::Openconfig) => {
                 Ok(Box::new(NetconfDriver::new(device, ssh())))
             }
@@ -135,12 +137,9 @@ impl DriverFactory for TopologyDrivers {
                     },
                 )))
             }
-            (protocol, dialect) => Err(open_error(
+            _ => Err(open_error(
                 device,
-                ErrorKind::Unsupported(match (protocol, dialect) {
-                    (Protocol::SshCli, Dialect::Sonic) => "sonic over ssh-cli has no driver yet",
-                    _ => "no driver for this protocol/dialect pair",
-                }),
+                ErrorKind::Unsupported("no driver for this protocol/dialect pair"),
             )),
         }
     }

@@ -44,6 +44,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use super::faults::{Action, Faults};
+pub use super::shell::{Reply, SessionAction};
+use super::shell::{SessionKind, ShellDevice, ShellSession};
 use super::vrp::{normalize, VrpConfig, VrpError};
 
 /// One commit point in the device's history.
@@ -148,37 +150,38 @@ impl SwitchDevice {
     }
 }
 
-/// What the transport must do after printing a reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionAction {
-    Continue,
-    /// The user logged out (`quit` in user view).
-    Close,
-    /// Fault injection: close the connection abruptly, printing nothing.
-    Drop,
-}
-
-/// The answer to one input line. `output` uses `\n` line ends and ends with
-/// one when non-empty; the transport prints it, then [`CliSession::prompt`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub output: String,
-    pub action: SessionAction,
-}
-
-impl Reply {
-    fn text(output: impl Into<String>) -> Self {
-        Self {
-            output: output.into(),
-            action: SessionAction::Continue,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     User,
     System,
+}
+
+impl ShellDevice for SwitchDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn faults(&self) -> &Arc<Faults> {
+        &self.faults
+    }
+
+    fn session(self: Arc<Self>, user: &str, _kind: SessionKind) -> Box<dyn ShellSession> {
+        Box::new(CliSession::new(self, user))
+    }
+}
+
+impl ShellSession for CliSession {
+    fn banner(&self) -> String {
+        CliSession::banner(self)
+    }
+
+    fn prompt(&self) -> String {
+        CliSession::prompt(self)
+    }
+
+    fn handle_line(&mut self, line: &str) -> Reply {
+        CliSession::handle_line(self, line)
+    }
 }
 
 /// A private candidate: base snapshot, edited tree, and the typed lines.
@@ -273,12 +276,7 @@ impl CliSession {
             return Reply::text("");
         }
         match self.dev.faults.on_command() {
-            Action::Drop => {
-                return Reply {
-                    output: String::new(),
-                    action: SessionAction::Drop,
-                }
-            }
+            Action::Drop => return Reply::drop_connection(),
             Action::Fail => return Reply::text(BUSY),
             Action::Proceed => {}
         }
@@ -299,10 +297,7 @@ impl CliSession {
                     self.rebase_if_clean();
                     Reply::text("Enter system view, return user view with return command.\n")
                 }
-                "quit" => Reply {
-                    output: String::new(),
-                    action: SessionAction::Close,
-                },
+                "quit" => Reply::close(""),
                 "return" => Reply::text(""),
                 l if l.starts_with("rollback configuration") => self.rollback(l, prompt_len),
                 _ => caret_reply(prompt_len, &VrpError::Unrecognized { column: 0 }),

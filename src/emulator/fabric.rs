@@ -3,8 +3,8 @@
 //! [`EmulatedFabric::start`] builds every device's model and starts its
 //! protocol endpoint: each OCS is an [`OcsModel`] behind a TL1/Telnet server;
 //! each switch (or chassis) is a [`SwitchDevice`] behind an SSH server with
-//! the Huawei CE CLI, or a [`NetconfDevice`] behind the SSH `netconf`
-//! subsystem. Every SSH server has a fresh host key; [`EmulatedFabric::known_hosts`]
+//! the Huawei CE CLI, a [`SonicDevice`] behind an SSH server with the SONiC
+//! shell, or a [`NetconfDevice`] behind the SSH `netconf` subsystem. Every SSH server has a fresh host key; [`EmulatedFabric::known_hosts`]
 //! lists them so clients verify keys as they would in a lab.
 //! It keeps the models (so tests and verification read device state directly),
 //! one [`Faults`] per device (so tests and `emu serve --fault` can arm them)
@@ -29,6 +29,7 @@ use super::cli::SwitchDevice;
 use super::faults::Faults;
 use super::netconf::NetconfDevice;
 use super::ocs::OcsModel;
+use super::sonic::{validate, SonicDevice};
 use super::ssh::{self, Service, SshServer};
 use super::steering::SteeredBusy;
 use super::tl1::{self, Tl1Options, Tl1Server};
@@ -80,7 +81,7 @@ pub enum EmuError {
     },
     #[error("{device}: cannot start the SSH server: {message}")]
     Ssh { device: String, message: String },
-    #[error("{device}: the {dialect} dialect over {protocol} is not emulated (huawei-ce over ssh-cli and openconfig over netconf are)")]
+    #[error("{device}: the {dialect} dialect over {protocol} is not emulated (huawei-ce and sonic over ssh-cli, openconfig over netconf are)")]
     Unsupported {
         device: String,
         dialect: Dialect,
@@ -106,6 +107,7 @@ pub enum EmuError {
 #[derive(Debug, Clone)]
 pub enum Switch {
     Cli(Arc<SwitchDevice>),
+    Sonic(Arc<SonicDevice>),
     Netconf(Arc<NetconfDevice>),
 }
 
@@ -114,15 +116,18 @@ impl Switch {
     pub fn running_version(&self) -> u64 {
         match self {
             Switch::Cli(d) => d.running_version(),
+            Switch::Sonic(d) => d.running_version(),
             Switch::Netconf(d) => d.running_version(),
         }
     }
 
     /// The running configuration as the device prints it (`display
-    /// current-configuration`, or the `<data>` of a NETCONF `get-config`).
+    /// current-configuration`, `show runningconfiguration all`, or the
+    /// `<data>` of a NETCONF `get-config`).
     pub fn running_text(&self) -> String {
         match self {
             Switch::Cli(d) => d.running_config().render(),
+            Switch::Sonic(d) => d.running_text(),
             Switch::Netconf(d) => d.running().to_xml(),
         }
     }
@@ -131,6 +136,7 @@ impl Switch {
     pub fn items(&self, dialect: Dialect) -> Result<BTreeSet<Item>, ParseError> {
         let name = match self {
             Switch::Cli(d) => d.name(),
+            Switch::Sonic(d) => d.name(),
             Switch::Netconf(d) => d.name(),
         };
         dialect::dialect(dialect).parse(name, &self.running_text())
@@ -180,6 +186,15 @@ impl EmulatedFabric {
                     let initial = VrpConfig::parse(&text)
                         .map_err(|(line, e)| bad(format!("line {line}: {e}")))?;
                     Switch::Cli(SwitchDevice::new(&d.name, initial, f))
+                }
+                (Protocol::SshCli, Dialect::Sonic) => {
+                    let db = vclos_drivers::configdb::parse(&text).map_err(bad)?;
+                    let kind = match d.role {
+                        Role::Spine => "SpineRouter",
+                        _ => "ToRRouter",
+                    };
+                    let initial = validate::initial(db, kind);
+                    Switch::Sonic(SonicDevice::new(&d.name, initial, f).map_err(bad)?)
                 }
                 (Protocol::Netconf, Dialect::Openconfig) => {
                     let initial = Element::parse(&text).map_err(|e| bad(e.to_string()))?;
@@ -238,6 +253,7 @@ impl EmulatedFabric {
         for (name, switch) in &switches {
             let service = match switch {
                 Switch::Cli(dev) => Service::Cli(dev.clone()),
+                Switch::Sonic(dev) => Service::Cli(dev.clone()),
                 Switch::Netconf(dev) => Service::Netconf(dev.clone()),
             };
             let bind = SocketAddr::new(opts.listen, 0).to_string();
@@ -250,7 +266,7 @@ impl EmulatedFabric {
             known_hosts.push_str(&server.known_hosts_line());
             known_hosts.push('\n');
             let protocol = match switch {
-                Switch::Cli(_) => Protocol::SshCli,
+                Switch::Cli(_) | Switch::Sonic(_) => Protocol::SshCli,
                 Switch::Netconf(_) => Protocol::Netconf,
             };
             endpoints.insert(

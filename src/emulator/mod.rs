@@ -12,6 +12,8 @@ pub mod fabric;
 pub mod faults;
 pub mod netconf;
 pub mod ocs;
+pub mod shell;
+pub mod sonic;
 pub mod ssh;
 pub mod steering;
 pub mod tl1;

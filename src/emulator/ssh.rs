@@ -2,11 +2,12 @@
 //! 127.0.0.1:0, password authentication, a fresh ed25519 host key per start
 //! (exported in known_hosts form so the real drivers verify it).
 //!
-//! Channels: for a CLI device, `shell` runs a [`CliSession`] with minimal
-//! line editing (`\r`, `\n`, `\r\n`, backspace) and, when a pty was
-//! requested, echo — as a real device does, so OpenSSH works both
-//! interactively and with commands piped in; `exec` runs one command. For a
-//! NETCONF device, the `netconf` subsystem runs a [`NetconfSession`].
+//! Channels: for a CLI device (any [`ShellDevice`]: the Huawei CE CLI, the
+//! SONiC shell), `shell` runs one of its sessions with minimal line editing
+//! (`\r`, `\n`, `\r\n`, backspace) and, when a pty was requested, echo —
+//! as a real device does, so OpenSSH works both interactively and with
+//! commands piped in; `exec` runs one command. For a NETCONF device, the
+//! `netconf` subsystem runs a [`NetconfSession`].
 //!
 //! Each channel is a tokio task owning the russh `Channel` and its session
 //! state, so a slow reply (injected delay) blocks only that channel.
@@ -22,16 +23,16 @@ use thiserror::Error;
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, Instrument};
 
-use super::cli::{CliSession, SessionAction, SwitchDevice};
 use super::faults::Faults;
 use super::netconf::{NetconfDevice, NetconfSession};
+use super::shell::{SessionAction, SessionKind, ShellDevice};
 use vclos_drivers::netconf::framing::{encode, Decoder, Framing};
 
 /// What the server runs.
 #[derive(Debug, Clone)]
 pub enum Service {
-    /// Huawei CE CLI over `shell` / `exec`.
-    Cli(Arc<SwitchDevice>),
+    /// A command line (Huawei CE CLI, SONiC shell) over `shell` / `exec`.
+    Cli(Arc<dyn ShellDevice>),
     /// NETCONF over the `netconf` subsystem.
     Netconf(Arc<NetconfDevice>),
 }
@@ -355,8 +356,8 @@ impl ChannelTask {
         disconnect(&self.handle).await;
     }
 
-    async fn exec(&self, channel: Channel<Msg>, dev: Arc<SwitchDevice>, command: &str) {
-        let mut s = CliSession::new(dev.clone(), &self.user);
+    async fn exec(&self, channel: Channel<Msg>, dev: Arc<dyn ShellDevice>, command: &str) {
+        let mut s = dev.clone().session(&self.user, SessionKind::Exec);
         let r = s.handle_line(command);
         tokio::time::sleep(dev.faults().reply_delay()).await;
         if r.action == SessionAction::Drop {
@@ -368,8 +369,8 @@ impl ChannelTask {
         let _ = channel.close().await;
     }
 
-    async fn shell(&self, mut channel: Channel<Msg>, dev: Arc<SwitchDevice>, pty: bool) {
-        let mut s = CliSession::new(dev.clone(), &self.user);
+    async fn shell(&self, mut channel: Channel<Msg>, dev: Arc<dyn ShellDevice>, pty: bool) {
+        let mut s = dev.clone().session(&self.user, SessionKind::Shell);
         let hello = format!("{}{}", crlf(&s.banner()), s.prompt());
         if channel.data_bytes(hello.into_bytes()).await.is_err() {
             return;

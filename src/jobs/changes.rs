@@ -4,7 +4,8 @@
 //! state says a job is using.
 //!
 //! Payload forms (what each driver's `load_candidate` takes in merge mode):
-//! Huawei CE: CLI lines, one per line; TL1: `ENT-PATCH`/`DLT-PATCH` lines;
+//! Huawei CE: CLI lines, one per line; SONiC: RFC 6902 JSON Patch
+//! operations, one per line; TL1: `ENT-PATCH`/`DLT-PATCH` lines;
 //! NETCONF: ONE `<config>` document — the dialect emits one document per
 //! step, so their children are concatenated in order under one root (the
 //! emulator and RFC 6241 datastores apply an edit's children in document

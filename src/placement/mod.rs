@@ -30,6 +30,8 @@ use crate::state::FabricState;
 use crate::topology::Topology;
 
 pub use baseline::{BestPlacer, SrPlacer};
+#[doc(hidden)]
+pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
 pub use vclos::VclosPlacer;
 
@@ -206,10 +208,13 @@ pub(crate) fn commit(
     plan: &plan::Plan,
 ) -> Result<Outcome, PlacementError> {
     let d = plan.to_decision(state.topology(), &job.id);
-    state.admit(&d).map_err(|e| PlacementError::Engine {
-        policy,
-        reason: e.to_string(),
-    })?;
+    let res = plan.resources(state);
+    state
+        .admit_typed(&d, res)
+        .map_err(|e| PlacementError::Engine {
+            policy,
+            reason: e.to_string(),
+        })?;
     Ok(Outcome::Placed(d))
 }
 

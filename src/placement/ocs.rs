@@ -376,6 +376,66 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
 /// rewiring, where a leaf may host several virtual leaves (A.3, eq. 7-8):
 /// the OCS can give it parallel links to a spine, one per virtual leaf.
 fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+    several_spines_with(st, view, k, &mut windows)
+}
+
+/// Candidate leaf sets: windows of the candidate list (fewest idle servers
+/// first), each taking `l` virtual leaves.
+fn windows(cand: &[(LeafId, u32)], l: u32) -> Vec<Vec<(LeafId, u32)>> {
+    (0..cand.len().min(STAGE3_TRIES))
+        .map_while(|start| take_vleaves(&cand[start..], l))
+        .collect()
+}
+
+/// The first `l` virtual leaves of `cand` (leaf, how many it can host).
+fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
+    let mut set = Vec::new();
+    let mut left = l;
+    for &(n, a) in cand {
+        if left == 0 {
+            break;
+        }
+        let take = a.min(left);
+        set.push((n, take));
+        left -= take;
+    }
+    (left == 0).then_some(set)
+}
+
+/// Diagnostic only (`examples/ocs_rescue.rs`): can Stage 3 place `gpus`
+/// when, besides its usual leaf sets, it also tries `rounds` random ones
+/// per shape? Measures what the bounded search misses.
+#[doc(hidden)]
+pub fn stage3_wide(st: &FabricState, gpus: u32, rounds: usize, seed: u64) -> bool {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let t = u32::from(st.topology().gpus_per_server);
+    let k = local::servers_needed(gpus, t);
+    let view = OcsView::new(st);
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    let mut pick = |cand: &[(LeafId, u32)], l: u32| {
+        let mut sets = windows(cand, l);
+        for _ in 0..rounds {
+            let mut c = cand.to_vec();
+            c.shuffle(&mut rng);
+            sets.extend(take_vleaves(&c, l));
+        }
+        sets
+    };
+    several_spines_with(st, &view, k, &mut pick).is_some()
+}
+
+/// Proposes candidate leaf sets `(leaf, virtual leaves)` of `l` virtual
+/// leaves from the candidates of one shape.
+type LeafSets<'a> = dyn FnMut(&[(LeafId, u32)], u32) -> Vec<Vec<(LeafId, u32)>> + 'a;
+
+/// Stage 3 over the leaf sets `pick` proposes for each shape.
+fn several_spines_with(
+    st: &FabricState,
+    view: &OcsView,
+    k: u32,
+    pick: &mut LeafSets,
+) -> Option<Plan> {
     let topo = st.topology();
     let t = u32::from(topo.gpus_per_server);
     let max_up = topo
@@ -406,21 +466,7 @@ fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
         if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
             continue;
         }
-        // Windows of the candidate list, each taking `l` virtual leaves.
-        for start in 0..cand.len().min(STAGE3_TRIES) {
-            let mut set = Vec::new();
-            let mut left = l;
-            for &(n, a) in &cand[start..] {
-                if left == 0 {
-                    break;
-                }
-                let take = a.min(left);
-                set.push((n, take));
-                left -= take;
-            }
-            if left > 0 {
-                break;
-            }
+        for set in pick(&cand, l) {
             if let Some(plan) = fill_spines(st, view, &set, s as usize, per_vleaf) {
                 return Some(plan);
             }

@@ -12,6 +12,7 @@ use crate::decision::{
     VirtualLeaf,
 };
 use crate::names::JobId;
+use crate::state::{FabricState, Resources};
 use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
 
 /// One reserved link: leaf uplink to a spine port or (two-leaf case) to
@@ -66,6 +67,35 @@ impl Plan {
         for (sp, up) in self.server_ports(topo, leaf).into_iter().zip(uplinks) {
             self.routes.push((leaf, sp, *up));
         }
+    }
+
+    /// The typed resources the plan takes, as admission would resolve them
+    /// from its decision (checked against that in debug builds).
+    pub(crate) fn resources(&self, st: &FabricState) -> Resources {
+        let (topo, lay) = (st.topology(), st.layout());
+        let mut r = Resources {
+            gpus: self.gpus.clone(),
+            ..Resources::default()
+        };
+        for &l in &self.leaves {
+            let ports = self.server_ports(topo, l).into_iter();
+            r.server_ports.extend(ports.map(|p| lay.server_port(l, p)));
+        }
+        for k in &self.links {
+            r.uplinks.push(lay.uplink(k.leaf, k.uplink));
+            match k.far {
+                PortRef::Leaf(l, u) => r.uplinks.push(lay.uplink(l, u)),
+                PortRef::Spine(s, p) => r.spine_ports.push(lay.spine_port(s, p)),
+                PortRef::Ocs(..) => {}
+            }
+            if let Some((o, a, b)) = k.via {
+                r.ocs_ports.extend([lay.ocs_port(o, a), lay.ocs_port(o, b)]);
+                if k.rewire {
+                    r.cross.push((o, a, b));
+                }
+            }
+        }
+        r
     }
 
     pub fn to_decision(&self, topo: &Topology, job: &JobId) -> Decision {

@@ -159,6 +159,20 @@ pub(crate) struct Resources {
     pub cross: Vec<(OcsId, u16, u16)>,
 }
 
+impl Resources {
+    /// Order-free form, for comparing two derivations of the same set.
+    #[cfg(debug_assertions)]
+    fn sorted(mut self) -> Self {
+        self.gpus.sort_unstable();
+        self.server_ports.sort_unstable();
+        self.uplinks.sort_unstable();
+        self.spine_ports.sort_unstable();
+        self.ocs_ports.sort_unstable();
+        self.cross.sort_unstable();
+        self
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Held {
     seq: u64,
@@ -239,6 +253,48 @@ impl FabricState {
             return Err(StateError::DuplicateJob(d.job.clone()));
         }
         let res = validate::resolve(self, d)?;
+        self.take(d, res);
+        Ok(())
+    }
+
+    /// Admission for the placement engine, which already knows the typed
+    /// resources of its decision: only checks that each is free (no name
+    /// lookups; this is most of a decision's cost on large jobs). Anything
+    /// unexpected falls back to [`FabricState::admit`] for the full check
+    /// and its descriptive error. Debug builds (every test) also resolve the
+    /// decision by name and panic unless it validates to the very same
+    /// resources: an engine bug, caught by every placement test.
+    pub(crate) fn admit_typed(&mut self, d: &Decision, res: Resources) -> Result<(), StateError> {
+        if self.by_id.contains_key(&d.job) || !self.all_free(&res) {
+            return self.admit(d);
+        }
+        #[cfg(debug_assertions)]
+        match validate::resolve(self, d) {
+            Ok(named) => assert_eq!(
+                res.clone().sorted(),
+                named.sorted(),
+                "engine resources of {} differ from its decision's",
+                d.job
+            ),
+            Err(e) => panic!("the engine's decision does not validate: {e}"),
+        }
+        self.take(d, res);
+        Ok(())
+    }
+
+    fn all_free(&self, r: &Resources) -> bool {
+        let (l, o) = (&self.layout, &self.occ);
+        let free = |v: &[u32], idx: &[usize]| idx.iter().all(|&i| v.get(i) == Some(&FREE));
+        r.gpus
+            .iter()
+            .all(|&(s, g)| o.gpu.get(l.gpu(s, g)) == Some(&FREE))
+            && free(&o.server_port, &r.server_ports)
+            && free(&o.uplink, &r.uplinks)
+            && free(&o.spine_port, &r.spine_ports)
+            && free(&o.ocs_port, &r.ocs_ports)
+    }
+
+    fn take(&mut self, d: &Decision, res: Resources) {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -256,7 +312,6 @@ impl FabricState {
         });
         self.by_id.insert(d.job.clone(), slot);
         self.order.insert(seq, slot);
-        Ok(())
     }
 
     /// Free exactly what `job`'s admission took, remove its cross-connects

@@ -139,6 +139,24 @@ fn hand_written_decision_round_trips() {
 }
 
 #[test]
+fn typed_admission_refuses_what_the_named_check_refuses() {
+    let topo = testbed(true);
+    let mut st = FabricState::new(topo);
+    let (a, b) = (two_server_job("a", true), two_server_job("b", true));
+    let res_b = validate::resolve(&st, &b).unwrap();
+    st.admit_typed(&a, validate::resolve(&st, &a).unwrap())
+        .unwrap();
+    let before = st.occ.clone();
+    // Same resources, now held by `a`: the fast path must not take them.
+    let e = st.admit_typed(&b, res_b).unwrap_err();
+    assert!(matches!(e, StateError::Busy { .. }), "{e}");
+    let again = st.admit_typed(&a, Resources::default()).unwrap_err();
+    assert!(matches!(again, StateError::DuplicateJob(_)), "{again}");
+    assert_eq!(st.occ, before, "a refused admission changed the state");
+    assert_eq!(st.decisions(), vec![&a]);
+}
+
+#[test]
 fn invalid_hand_written_decisions_are_named_errors() {
     let topo = testbed(false);
     let mut st = FabricState::new(topo);

@@ -1,5 +1,5 @@
-//! The emulated testbed-ocs fabric with a topology aimed at it, shared by
-//! the lifecycle integration tests.
+//! The emulated testbed-ocs (or testbed-sonic) fabric with a topology aimed
+//! at it, shared by the lifecycle integration tests.
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ use vclos::topology::{self, Topology};
 pub mod hook;
 
 pub const TESTBED: &str = include_str!("../../topologies/testbed-ocs.yaml");
+pub const SONIC: &str = include_str!("../../topologies/testbed-sonic.yaml");
 pub const PASSWORD_VAR: &str = "VCLOS_TEST_LIFECYCLE_PW";
 
 /// A running emulated fabric and a topology aimed at it.
@@ -24,16 +25,21 @@ pub struct Emu {
 }
 
 pub async fn emu(switch_delay: Duration) -> Emu {
+    emu_on(TESTBED, switch_delay).await
+}
+
+/// The emulated fabric of the topology file `text`.
+pub async fn emu_on(text: &str, switch_delay: Duration) -> Emu {
     std::env::set_var(PASSWORD_VAR, "admin");
     let dir = tempfile::tempdir().unwrap();
-    let base = Arc::new(topology::from_str("testbed-ocs.yaml", TESTBED).unwrap());
+    let base = Arc::new(topology::from_str("t.yaml", text).unwrap());
     let opts = FabricOptions {
         switch_delay,
         ..FabricOptions::default()
     };
     let fab = EmulatedFabric::start(base, opts).await.unwrap();
     let text = fab
-        .aim("t", TESTBED, &dir.path().join("known_hosts"), PASSWORD_VAR)
+        .aim("t", text, &dir.path().join("known_hosts"), PASSWORD_VAR)
         .unwrap();
     std::fs::write(dir.path().join("emu.yaml"), &text).unwrap();
     let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());

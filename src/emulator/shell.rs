@@ -1,0 +1,83 @@
+//! The seam between the SSH server and a device's command line: a device
+//! that opens sessions, a session that turns one input line into output and
+//! a prompt. The Huawei CE CLI ([`super::cli`]) and the SONiC shell
+//! ([`super::sonic`]) are such devices, so [`super::ssh`] serves both with
+//! one byte pump (line editing, echo, faults' reply delay).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::faults::Faults;
+
+/// Which SSH channel request started a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionKind {
+    /// An interactive `shell` (a login shell).
+    Shell,
+    /// One `exec` command.
+    Exec,
+}
+
+/// A device with a command line, served over SSH `shell` and `exec`.
+pub trait ShellDevice: fmt::Debug + Send + Sync {
+    /// The device's name (for spans and errors).
+    fn name(&self) -> &str;
+    /// The faults armed on the device (the transport applies reply delays).
+    fn faults(&self) -> &Arc<Faults>;
+    /// A new session for `user`.
+    fn session(self: Arc<Self>, user: &str, kind: SessionKind) -> Box<dyn ShellSession>;
+}
+
+/// One logged-in session.
+pub trait ShellSession: Send {
+    /// Printed before the first prompt of a `shell`.
+    fn banner(&self) -> String;
+    /// The prompt to print now.
+    fn prompt(&self) -> String;
+    /// Handle one input line (without its terminator).
+    fn handle_line(&mut self, line: &str) -> Reply;
+}
+
+/// What the transport must do after printing a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAction {
+    Continue,
+    /// The user logged out.
+    Close,
+    /// Fault injection: close the connection abruptly, printing nothing.
+    Drop,
+}
+
+/// The answer to one input line. `output` uses `\n` line ends and ends with
+/// one when non-empty; the transport prints it, then the session's prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub output: String,
+    pub action: SessionAction,
+}
+
+impl Reply {
+    /// Output, and the session goes on.
+    pub fn text(output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            action: SessionAction::Continue,
+        }
+    }
+
+    /// The session ends after `output`.
+    pub fn close(output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            action: SessionAction::Close,
+        }
+    }
+
+    /// The connection drops (fault injection).
+    pub fn drop_connection() -> Self {
+        Self {
+            output: String::new(),
+            action: SessionAction::Drop,
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The standard OpenSSH client (`ssh` driven by `sshpass`) against an
+//! emulated device, for interop tests; they skip, with a notice, when either
+//! binary is not on PATH (CI installs `openssh-client sshpass`).
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+}
+
+/// Whether `ssh` and `sshpass` are there; prints the skip notice if not.
+pub fn available() -> bool {
+    let ok = on_path("ssh") && on_path("sshpass");
+    if !ok {
+        eprintln!(
+            "SKIPPED: `ssh` and `sshpass` not on PATH (apt-get install openssh-client sshpass)"
+        );
+    }
+    ok
+}
+
+/// Log in as admin/admin on 127.0.0.1:`port` (host key checked against
+/// `known_hosts`), with a forced pty or none, type `input`, run `remote`
+/// (a command or `-s subsystem`) if given; stdout with CRs removed.
+pub async fn run(port: u16, known_hosts: &Path, tty: bool, input: &str, remote: &[&str]) -> String {
+    let mut cmd = tokio::process::Command::new("sshpass");
+    cmd.args(["-p", "admin", "ssh", if tty { "-tt" } else { "-T" }]);
+    cmd.args([
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        &format!("UserKnownHostsFile={}", known_hosts.display()),
+        "-o",
+        "PubkeyAuthentication=no",
+        "-o",
+        "PreferredAuthentications=password",
+        "-o",
+        "ConnectTimeout=5",
+        "-p",
+        &port.to_string(),
+        "admin@127.0.0.1",
+    ]);
+    cmd.args(remote)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(
+        out.status.success(),
+        "ssh failed: {}\nstdout: {text}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
