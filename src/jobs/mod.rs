@@ -32,6 +32,12 @@
 //! command is checked against the state once more ([`changes::guard_ocs`]):
 //! no `ENT-PATCH`/`DLT-PATCH` may touch a port held by another job. A plan
 //! that does not match the state (stale or forged) is refused too.
+//!
+//! Recovery and `reconcile --fix` are not guarded this way, on purpose:
+//! every command they send moves a device back to the intent of the state
+//! itself, so an OCS command on a held port re-makes that job's own
+//! circuit where the device drifted from it (a repair, not a move). The OCS
+//! still refuses to move a link its switches steer traffic onto.
 
 pub mod changes;
 pub mod devices;
