@@ -42,15 +42,13 @@ fn fabric(name: &str) -> Arc<Topology> {
         "512-ocs" => include_str!("../topologies/cluster512-ocs.yaml").to_string(),
         "2048" => include_str!("../topologies/cluster2048.yaml").to_string(),
         "2048-ocs" => include_str!("../topologies/cluster2048-ocs.yaml").to_string(),
-        _ => generate::generate(&generate::Params {
-            name: "cluster8192".into(),
-            leaves: 128,
-            spines: 64,
-            gpus_per_server: 8,
-            servers_per_leaf: None,
-            ocs: if name.ends_with("ocs") { 8 } else { 0 },
-            allow_oversubscription: false,
-        })
+        _ => generate::generate(&generate::Params::uniform(
+            "cluster8192",
+            128,
+            64,
+            8,
+            if name.ends_with("ocs") { 8 } else { 0 },
+        ))
         .expect("generate 8192"),
     };
     Arc::new(topology::from_str(name, &text).expect("topology"))

@@ -114,15 +114,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
+    use crate::placement::Rng;
 
     fn valid(x: &Assignment, need: &[Vec<u32>], lc: &[Vec<u32>], sc: &[Vec<u32>]) {
         for (i, row) in x.iter().enumerate() {

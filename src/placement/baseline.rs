@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::plan::{LinkPick, Plan};
-use super::{commit, local, precheck, Blocked, JobRequest, Outcome, PlacementError, Placer};
+use super::{
+    commit, local, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer,
+};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -84,9 +86,7 @@ impl Placer for BestPlacer {
         }
     }
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
-        self.state
-            .release(job)
-            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+        release_held(&mut self.state, job)
     }
     fn fabric(&self) -> Option<&FabricState> {
         Some(&self.state)
@@ -185,9 +185,7 @@ impl Placer for SrPlacer {
         Ok(Outcome::Placed(d))
     }
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
-        self.state
-            .release(job)
-            .map_err(|_| PlacementError::UnknownJob(job.clone()))?;
+        release_held(&mut self.state, job)?;
         self.full
             .remove(job)
             .ok_or_else(|| PlacementError::UnknownJob(job.clone()))

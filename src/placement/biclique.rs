@@ -245,19 +245,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// Tiny deterministic PRNG (xorshift) so the tests need no extra crate.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::placement::Rng;
 
     fn subsets(n: usize, k: usize) -> Vec<Vec<usize>> {
         (0u32..1 << n)

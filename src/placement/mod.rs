@@ -218,6 +218,16 @@ pub(crate) fn commit(
     Ok(Outcome::Placed(d))
 }
 
+/// Release `job` from a placer's own state (every state-holding placer).
+pub(crate) fn release_held(
+    state: &mut FabricState,
+    job: &JobId,
+) -> Result<Decision, PlacementError> {
+    state
+        .release(job)
+        .map_err(|_| PlacementError::UnknownJob(job.clone()))
+}
+
 /// Stages 0 and 1 (shared by vClos and OCS-vClos): `Ok(Some)` when placed
 /// locally, `Ok(None)` when the job needs a network slice, or the block.
 pub(crate) fn place_local(
@@ -253,4 +263,21 @@ pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
         .map(|d| (k / d, d * t))
         .filter(|&(l, s)| l >= 2 && l <= leaves && s <= max_s)
         .collect()
+}
+
+/// Tiny deterministic PRNG (xorshift) for the placement unit tests.
+#[cfg(test)]
+pub(crate) struct Rng(pub u64);
+
+#[cfg(test)]
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
 }

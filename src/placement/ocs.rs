@@ -45,7 +45,9 @@ use super::assign::assign;
 use super::flow::Flow;
 use super::plan::{LinkPick, Plan};
 use super::view::{ocs_id, LinkView, OcsView};
-use super::{local, place_staged, shapes, vclos, JobRequest, Outcome, PlacementError, Placer};
+use super::{
+    local, place_staged, release_held, shapes, vclos, JobRequest, Outcome, PlacementError, Placer,
+};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -86,9 +88,7 @@ impl Placer for OcsVclosPlacer {
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
-        self.state
-            .release(job)
-            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+        release_held(&mut self.state, job)
     }
 
     fn fabric(&self) -> Option<&FabricState> {

@@ -4,27 +4,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::view::LinkView;
 use super::*;
 use crate::decision::{Decision, GpuRef, Stage, VirtualClos};
-use crate::topology::generate::{generate, Params};
 use crate::topology::{LeafId, PortRef, ServerId, SpineId};
 
-fn topo(leaves: u32, spines: u32, t: u32, ocs: u32) -> Arc<Topology> {
-    let text = generate(&Params {
-        name: "g".into(),
-        leaves,
-        spines,
-        gpus_per_server: t,
-        servers_per_leaf: None,
-        ocs,
-        allow_oversubscription: false,
-    })
-    .unwrap();
-    Arc::new(crate::topology::from_str("g.yaml", &text).unwrap())
-}
+use crate::topology::generate::uniform_topology as topo;
 
 fn req(id: &str, gpus: u32) -> JobRequest {
     JobRequest {
@@ -410,17 +396,6 @@ fn ocs_rewires_idle_ports_only() {
                 assert!(before.ocs_port_holder(oid, i as u16).is_none());
             }
         }
-    }
-}
-
-/// Tiny deterministic PRNG (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 

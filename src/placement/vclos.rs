@@ -18,7 +18,9 @@ use std::sync::Arc;
 use super::biclique::{self, Graph};
 use super::plan::{LinkPick, Plan};
 use super::view::LinkView;
-use super::{local, place_staged, shapes, JobRequest, Outcome, PlacementError, Placer};
+use super::{
+    local, place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer,
+};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -65,9 +67,7 @@ impl Placer for VclosPlacer {
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
-        self.state
-            .release(job)
-            .map_err(|_| PlacementError::UnknownJob(job.clone()))
+        release_held(&mut self.state, job)
     }
 
     fn fabric(&self) -> Option<&FabricState> {

@@ -12,7 +12,6 @@ use crate::decision::{
     CrossConnect, GpuRef, OcsHop, ReservedLink, SourceRoute, Stage, VirtualClos, VirtualLeaf,
 };
 use crate::placement::{placer, JobRequest, Outcome, Policy};
-use crate::topology::generate::{generate, Params};
 
 fn testbed(ocs: bool) -> Arc<Topology> {
     let (name, text) = if ocs {
@@ -29,19 +28,7 @@ fn testbed(ocs: bool) -> Arc<Topology> {
     Arc::new(crate::topology::from_str(name, text).unwrap())
 }
 
-pub(crate) fn generated(leaves: u32, spines: u32, t: u32, ocs: u32) -> Arc<Topology> {
-    let text = generate(&Params {
-        name: "g".into(),
-        leaves,
-        spines,
-        gpus_per_server: t,
-        servers_per_leaf: None,
-        ocs,
-        allow_oversubscription: false,
-    })
-    .unwrap();
-    Arc::new(crate::topology::from_str("g.yaml", &text).unwrap())
-}
+use crate::topology::generate::uniform_topology as generated;
 
 fn p(n: u32) -> String {
     format!("100GE1/0/{n}")

@@ -22,6 +22,37 @@ pub struct Params {
     pub allow_oversubscription: bool,
 }
 
+impl Params {
+    /// The paper's shape: servers per leaf from the spine count, no
+    /// oversubscription.
+    pub fn uniform(name: &str, leaves: u32, spines: u32, gpus_per_server: u32, ocs: u32) -> Self {
+        Params {
+            name: name.into(),
+            leaves,
+            spines,
+            gpus_per_server,
+            servers_per_leaf: None,
+            ocs,
+            allow_oversubscription: false,
+        }
+    }
+}
+
+/// A loaded uniform fabric, for the library's unit tests.
+#[cfg(test)]
+pub(crate) fn uniform_topology(
+    leaves: u32,
+    spines: u32,
+    gpus_per_server: u32,
+    ocs: u32,
+) -> std::sync::Arc<super::Topology> {
+    let params = Params::uniform("g", leaves, spines, gpus_per_server, ocs);
+    #[allow(clippy::unwrap_used)]
+    let text = generate(&params).unwrap();
+    #[allow(clippy::unwrap_used)]
+    std::sync::Arc::new(super::from_str("g.yaml", &text).unwrap())
+}
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum GenerateError {
     #[error("{0} must be at least 1")]
@@ -235,15 +266,7 @@ mod tests {
     use super::*;
 
     fn params(l: u32, s: u32, t: u32, k: u32) -> Params {
-        Params {
-            name: "t".into(),
-            leaves: l,
-            spines: s,
-            gpus_per_server: t,
-            servers_per_leaf: None,
-            ocs: k,
-            allow_oversubscription: false,
-        }
+        Params::uniform("t", l, s, t, k)
     }
 
     #[test]
