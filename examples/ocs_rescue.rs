@@ -8,8 +8,9 @@
 //!
 //! With `wide` as the fourth argument it replays with OCS-vClos instead and
 //! asks, at every network-blocked attempt, whether Stage 3 with 200 extra
-//! random leaf sets per shape would have placed the job: a lower bound on
-//! what the bounded Stage 3 search misses.
+//! random leaf sets per shape would have placed the job. Stage 3 ends with
+//! an exact search, so this should find nothing the engine missed unless
+//! the replay reports `search_cutoffs`; it is an independent check at scale.
 //!
 //! `cargo run --release --example ocs_rescue -- TOPOLOGY TRACE [fifo|sf|edf] [wide]`
 #![allow(clippy::unwrap_used)]

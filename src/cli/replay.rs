@@ -117,6 +117,7 @@ fn table(r: &Report) -> String {
         ),
         ("isolation violations", r.isolation_violations.to_string()),
         ("busy rewires", r.busy_rewires.to_string()),
+        ("search cutoffs", r.search_cutoffs.to_string()),
         (
             "gpu conflicts / circuit mismatches",
             format!("{} / {}", r.gpu_conflicts, r.circuit_mismatches),

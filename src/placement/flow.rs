@@ -1,9 +1,9 @@
-//! A small integral max-flow (Edmonds-Karp), for the OCS transportation
+//! A small integral max-flow (Dinic), for the OCS transportation
 //! problems: how many leaf uplinks can reach a spine through the OCS layer
 //! when each (leaf, OCS) and (spine, OCS) pair has a limited number of idle
-//! ports. Graphs have at most a few hundred nodes, so the simplest correct
-//! algorithm is plenty; augmenting paths also let an already-placed leaf be
-//! re-routed through another OCS to make room for the next one.
+//! ports. Graphs have at most a few hundred nodes; augmenting paths let an
+//! already-placed leaf be re-routed through another OCS to make room for
+//! the next one.
 
 use std::collections::VecDeque;
 
@@ -21,6 +21,16 @@ impl Flow {
             adj: vec![Vec::new(); nodes],
             ..Default::default()
         }
+    }
+
+    /// Empty the graph for reuse with `nodes` nodes, keeping allocations:
+    /// the exact searches build one small graph per search node.
+    pub fn reset(&mut self, nodes: usize) {
+        self.adj.iter_mut().for_each(Vec::clear);
+        self.adj.resize_with(nodes, Vec::new);
+        self.to.clear();
+        self.cap.clear();
+        self.flowed = 0;
     }
 
     pub fn add_node(&mut self) -> usize {
@@ -54,47 +64,62 @@ impl Flow {
         self.flowed
     }
 
-    /// Augment from `s` to `t` until no path is left; returns the total flow.
+    /// Augment from `s` to `t` until no path is left; returns the total
+    /// flow. Dinic's algorithm: the exact searches run a flow per search
+    /// node, with hundreds of units over shallow layered graphs, where one
+    /// blocking flow per phase beats one BFS per augmenting path.
     pub fn run(&mut self, s: usize, t: usize) -> u32 {
-        // One allocation per run, not per augmenting path.
-        let mut prev = vec![usize::MAX; self.adj.len()];
-        let mut q = VecDeque::with_capacity(self.adj.len());
+        let n = self.adj.len();
+        let mut level = vec![u32::MAX; n];
+        let mut next = vec![0usize; n];
+        let mut q = VecDeque::with_capacity(n);
         loop {
-            prev.fill(usize::MAX);
+            level.fill(u32::MAX);
+            level[s] = 0;
             q.clear();
             q.push_back(s);
-            prev[s] = usize::MAX - 1;
             while let Some(u) = q.pop_front() {
-                if u == t {
-                    break;
-                }
                 for &e in &self.adj[u] {
                     let v = self.to[e];
-                    if self.cap[e] > 0 && prev[v] == usize::MAX {
-                        prev[v] = e;
+                    if self.cap[e] > 0 && level[v] == u32::MAX {
+                        level[v] = level[u] + 1;
                         q.push_back(v);
                     }
                 }
             }
-            if prev[t] == usize::MAX {
+            if level[t] == u32::MAX {
                 return self.flowed;
             }
-            let mut push = u32::MAX;
-            let mut v = t;
-            while v != s {
-                let e = prev[v];
-                push = push.min(self.cap[e]);
-                v = self.to[e ^ 1];
+            next.fill(0);
+            loop {
+                let pushed = self.push(s, t, u32::MAX, &level, &mut next);
+                if pushed == 0 {
+                    break;
+                }
+                self.flowed += pushed;
             }
-            let mut v = t;
-            while v != s {
-                let e = prev[v];
-                self.cap[e] -= push;
-                self.cap[e ^ 1] += push;
-                v = self.to[e ^ 1];
-            }
-            self.flowed += push;
         }
+    }
+
+    /// One augmenting path along increasing levels (depth <= node count).
+    fn push(&mut self, u: usize, t: usize, limit: u32, level: &[u32], next: &mut [usize]) -> u32 {
+        if u == t {
+            return limit;
+        }
+        while next[u] < self.adj[u].len() {
+            let e = self.adj[u][next[u]];
+            let v = self.to[e];
+            if self.cap[e] > 0 && level[v] == level[u] + 1 {
+                let got = self.push(v, t, limit.min(self.cap[e]), level, next);
+                if got > 0 {
+                    self.cap[e] -= got;
+                    self.cap[e ^ 1] += got;
+                    return got;
+                }
+            }
+            next[u] += 1;
+        }
+        0
     }
 }
 

@@ -13,6 +13,7 @@ mod flow;
 mod local;
 mod ocs;
 mod plan;
+mod stage3;
 #[cfg(test)]
 mod tests;
 mod vclos;
@@ -90,6 +91,11 @@ pub trait Placer {
     /// The placer's view of the fabric (None if it keeps no [`FabricState`]).
     fn fabric(&self) -> Option<&FabricState> {
         None
+    }
+    /// Exact searches that ran out of their node budget, so a "blocked"
+    /// they led to was not proven (0 for policies without such a search).
+    fn search_cutoffs(&self) -> u64 {
+        0
     }
 }
 

@@ -287,8 +287,16 @@ fn ocs_stage3_hosts_several_virtual_leaves_on_one_leaf() {
 }
 
 /// States reached by random arrivals and departures under `policy`.
-fn random_walk(policy: Policy, seed: u64, mut visit: impl FnMut(&FabricState, &JobRequest)) {
-    let t = topo(8, 8, 2, 2);
+fn random_walk(policy: Policy, seed: u64, visit: impl FnMut(&FabricState, &JobRequest)) {
+    random_walk_on(topo(8, 8, 2, 2), policy, seed, visit)
+}
+
+fn random_walk_on(
+    t: Arc<Topology>,
+    policy: Policy,
+    seed: u64,
+    mut visit: impl FnMut(&FabricState, &JobRequest),
+) {
     let mut p = super::placer(policy, t).unwrap();
     let mut rng = Rng(seed);
     let mut running: Vec<JobId> = Vec::new();
@@ -299,6 +307,9 @@ fn random_walk(policy: Policy, seed: u64, mut visit: impl FnMut(&FabricState, &J
             continue;
         }
         let gpus = [1, 2, 3, 4, 6, 8, 10, 12, 16, 24][rng.below(10) as usize];
+        if gpus as usize > p.fabric().unwrap().topology().gpu_count() {
+            continue;
+        }
         let job = req(&format!("w{step}"), gpus);
         visit(p.fabric().unwrap(), &job);
         if let Outcome::Placed(_) = p.place(&job).unwrap() {
@@ -553,4 +564,66 @@ fn constructor_and_errors() {
         placer(Policy::OcsVclos, topo(2, 4, 2, 2)).unwrap().name(),
         "ocs-vclos"
     );
+}
+
+/// The Stage 3 instance for `s`-port virtual leaves, straight from the state: every
+/// leaf and spine, idle OCS ports counted per OCS, free direct cables.
+fn stage3_problem(st: &FabricState, s: u32) -> super::stage3::Problem {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let view = super::view::OcsView::new(st);
+    let (nl, ns) = (topo.leaves.len() as u32, topo.spines.len() as u32);
+    let caps = |len: &dyn Fn(usize) -> usize| (0..view.k).map(|o| len(o) as u32).collect();
+    super::stage3::Problem {
+        leaf_max: (0..nl)
+            .map(|n| st.idle_servers(LeafId(n)) / (s / t))
+            .collect(),
+        leaf_cap: (0..nl)
+            .map(|n| caps(&|o| view.leaf_on(LeafId(n), o).len()))
+            .collect(),
+        spine_cap: (0..ns)
+            .map(|m| caps(&|o| view.spine_on(SpineId(m), o).len()))
+            .collect(),
+        direct: (0..nl)
+            .map(|n| {
+                (0..ns)
+                    .map(|m| view.direct_count(LeafId(n), SpineId(m)) as u32)
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn ocs_vclos_blocks_for_the_network_only_when_brute_force_finds_no_slice() {
+    // Small enough for exhaustive search: 4 leaves x 2 servers x 2 GPUs,
+    // 4 spines, 2 OCS. On every state of several random walks, a job
+    // OCS-vClos blocks for the network has no Stage 3 slice of any shape.
+    let (mut blocked, mut multi_leaf) = (0, 0);
+    for seed in 1..=40 {
+        random_walk_on(topo(6, 6, 2, 3), Policy::OcsVclos, seed, |st, job| {
+            let mut p = OcsVclosPlacer::with_state(st.clone());
+            let t = u32::from(st.topology().gpus_per_server);
+            let k = local::servers_needed(job.gpus, t);
+            if let Outcome::Placed(d) = p.place(job).unwrap() {
+                multi_leaf += u32::from(d.vclos.leaves.len() > 1);
+                return;
+            }
+            if local::idle_total(st) < k || local::stage1(st, k).is_some() {
+                return;
+            }
+            blocked += 1;
+            for (l, s) in shapes(k, t, 6 * 6 / t, 6) {
+                let prob = stage3_problem(st, s);
+                assert!(
+                    !super::stage3::tests::brute(&prob, l, s),
+                    "job {} ({} GPUs) blocked, but shape {l}x{s} has a slice: {prob:?}",
+                    job.id,
+                    job.gpus
+                );
+            }
+        });
+    }
+    assert!(blocked > 0, "no network-blocked state was visited");
+    assert!(multi_leaf > 0, "no multi-leaf slice was placed");
 }

@@ -336,6 +336,7 @@ impl Run<'_> {
         let a = self.ledger.audit();
         r.isolation_violations = a.isolation_violations;
         r.busy_rewires = a.busy_rewires;
+        r.search_cutoffs = self.placer.search_cutoffs();
         r.gpu_conflicts = a.gpu_conflicts;
         r.circuit_mismatches = a.circuit_mismatches;
         r

@@ -51,6 +51,9 @@ pub struct Report {
     pub decision_max_us: f64,
     pub isolation_violations: u64,
     pub busy_rewires: u64,
+    /// OCS-vClos Stage 3 searches stopped by their node budget: blocks not
+    /// proven by the exact search (0 means every `blocked_network` is real).
+    pub search_cutoffs: u64,
     pub gpu_conflicts: u64,
     pub circuit_mismatches: u64,
     /// Decisions per stage (`server`, `leaf`, `vclos`, `ocs-spine`, ...).
@@ -87,6 +90,7 @@ impl Report {
             decision_max_us: 0.0,
             isolation_violations: 0,
             busy_rewires: 0,
+            search_cutoffs: 0,
             gpu_conflicts: 0,
             circuit_mismatches: 0,
             stages: StageCounts::new(),

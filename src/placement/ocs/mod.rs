@@ -41,13 +41,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::assign::assign;
 use super::flow::Flow;
 use super::plan::{LinkPick, Plan};
-use super::view::{ocs_id, LinkView, OcsView};
-use super::{
-    local, place_staged, release_held, shapes, vclos, JobRequest, Outcome, PlacementError, Placer,
-};
+use super::view::{ocs_id, OcsView};
+use super::{local, place_staged, release_held, JobRequest, Outcome, PlacementError, Placer};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
@@ -57,6 +54,12 @@ use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
 /// the direct-cable flow edge.
 type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
 
+mod several;
+
+use several::several_spines;
+#[doc(hidden)]
+pub use several::stage3_wide;
+
 /// Candidate leaf sets tried per Stage 3 shape.
 const STAGE3_TRIES: usize = 4;
 
@@ -64,6 +67,8 @@ const STAGE3_TRIES: usize = 4;
 #[derive(Debug, Clone)]
 pub struct OcsVclosPlacer {
     state: FabricState,
+    /// Stage 3 shapes whose exact search ran out of budget.
+    cutoffs: u64,
 }
 
 impl OcsVclosPlacer {
@@ -71,7 +76,7 @@ impl OcsVclosPlacer {
         Self::with_state(FabricState::new(topology))
     }
     pub fn with_state(state: FabricState) -> Self {
-        OcsVclosPlacer { state }
+        OcsVclosPlacer { state, cutoffs: 0 }
     }
     pub fn state(&self) -> &FabricState {
         &self.state
@@ -84,7 +89,10 @@ impl Placer for OcsVclosPlacer {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        place_staged(&mut self.state, "ocs-vclos", job, network)
+        let cutoffs = &mut self.cutoffs;
+        place_staged(&mut self.state, "ocs-vclos", job, |st, gpus| {
+            network(st, gpus, cutoffs)
+        })
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
@@ -94,16 +102,21 @@ impl Placer for OcsVclosPlacer {
     fn fabric(&self) -> Option<&FabricState> {
         Some(&self.state)
     }
+
+    fn search_cutoffs(&self) -> u64 {
+        self.cutoffs
+    }
 }
 
-/// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines.
-pub fn network(st: &FabricState, gpus: u32) -> Option<Plan> {
+/// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines;
+/// `cutoffs` counts Stage 3 searches stopped by their budget.
+pub fn network(st: &FabricState, gpus: u32, cutoffs: &mut u64) -> Option<Plan> {
     let t = u32::from(st.topology().gpus_per_server);
     let k = local::servers_needed(gpus, t);
     let view = OcsView::new(st);
     two_leaf(st, &view, k)
         .or_else(|| one_spine(st, &view, k))
-        .or_else(|| several_spines(st, &view, k))
+        .or_else(|| several_spines(st, &view, k, cutoffs))
 }
 
 /// Mutable pools of usable ports while one plan is being built.
@@ -364,267 +377,6 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
             let ups: Vec<u16> = links.iter().map(|l| l.uplink).collect();
             plan.links.extend(links);
             plan.route_in_order(topo, *n, &ups);
-        }
-        return Some(plan);
-    }
-    None
-}
-
-/// Stage 3: `l` virtual leaves x `s` ports over several spines. For each
-/// shape the uniform links as patched now are tried first (vClos's exact
-/// search, no rewiring: every vClos slice is an OCS-vClos slice), then
-/// rewiring, where a leaf may host several virtual leaves (A.3, eq. 7-8):
-/// the OCS can give it parallel links to a spine, one per virtual leaf.
-fn several_spines(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
-    several_spines_with(st, view, k, &mut windows)
-}
-
-/// Candidate leaf sets: windows of the candidate list (fewest idle servers
-/// first), each taking `l` virtual leaves.
-fn windows(cand: &[(LeafId, u32)], l: u32) -> Vec<Vec<(LeafId, u32)>> {
-    (0..cand.len().min(STAGE3_TRIES))
-        .map_while(|start| take_vleaves(&cand[start..], l))
-        .collect()
-}
-
-/// The first `l` virtual leaves of `cand` (leaf, how many it can host).
-fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
-    let mut set = Vec::new();
-    let mut left = l;
-    for &(n, a) in cand {
-        if left == 0 {
-            break;
-        }
-        let take = a.min(left);
-        set.push((n, take));
-        left -= take;
-    }
-    (left == 0).then_some(set)
-}
-
-/// Diagnostic only (`examples/ocs_rescue.rs`): can Stage 3 place `gpus`
-/// when, besides its usual leaf sets, it also tries `rounds` random ones
-/// per shape? Measures what the bounded search misses.
-#[doc(hidden)]
-pub fn stage3_wide(st: &FabricState, gpus: u32, rounds: usize, seed: u64) -> bool {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
-    let t = u32::from(st.topology().gpus_per_server);
-    let k = local::servers_needed(gpus, t);
-    let view = OcsView::new(st);
-    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
-    let mut pick = |cand: &[(LeafId, u32)], l: u32| {
-        let mut sets = windows(cand, l);
-        for _ in 0..rounds {
-            let mut c = cand.to_vec();
-            c.shuffle(&mut rng);
-            sets.extend(take_vleaves(&c, l));
-        }
-        sets
-    };
-    several_spines_with(st, &view, k, &mut pick).is_some()
-}
-
-/// Proposes candidate leaf sets `(leaf, virtual leaves)` of `l` virtual
-/// leaves from the candidates of one shape.
-type LeafSets<'a> = dyn FnMut(&[(LeafId, u32)], u32) -> Vec<Vec<(LeafId, u32)>> + 'a;
-
-/// Stage 3 over the leaf sets `pick` proposes for each shape.
-fn several_spines_with(
-    st: &FabricState,
-    view: &OcsView,
-    k: u32,
-    pick: &mut LeafSets,
-) -> Option<Plan> {
-    let topo = st.topology();
-    let t = u32::from(topo.gpus_per_server);
-    let max_up = topo
-        .leaves
-        .iter()
-        .map(|l| l.uplinks.len())
-        .max()
-        .unwrap_or(0) as u32;
-    let links = LinkView::new(st);
-    for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
-        if let Some(plan) =
-            vclos::find_slice(st, &links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
-        {
-            return Some(plan);
-        }
-        let per_vleaf = s / t;
-        // (leaf, virtual leaves it can host), fewest idle servers first.
-        let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
-            .map(LeafId)
-            .map(|n| {
-                let by_servers = st.idle_servers(n) / per_vleaf;
-                let by_ports = (view.leaf_usable(n) / s as usize) as u32;
-                (n, by_servers.min(by_ports))
-            })
-            .filter(|&(_, a)| a > 0)
-            .collect();
-        cand.sort_by_key(|&(n, _)| (st.idle_servers(n), n));
-        if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
-            continue;
-        }
-        for set in pick(&cand, l) {
-            if let Some(plan) = fill_spines(st, view, &set, s as usize, per_vleaf) {
-                return Some(plan);
-            }
-        }
-    }
-    None
-}
-
-/// Slots per spine for `set` (leaf, virtual leaves): candidate vectors
-/// (fewest free ports first, as many slots per spine as fit; one slot per
-/// spine; roomiest spines first), each bounded by what every leaf reaches.
-fn slot_plans(
-    st: &FabricState,
-    view: &OcsView,
-    set: &[(LeafId, u32)],
-    s: usize,
-    direct: &HashMap<(LeafId, SpineId), u32>,
-) -> Vec<Vec<(SpineId, u32)>> {
-    let l: u32 = set.iter().map(|&(_, a)| a).sum();
-    let mut room: Vec<SpineId> = Vec::new();
-    let mut tmax: Vec<u32> = Vec::new();
-    for m in spine_order(st, view, l as usize) {
-        let per_slot = set
-            .iter()
-            .map(|&(n, a)| {
-                let reach = (0..view.k)
-                    .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
-                    .sum::<usize>() as u32
-                    + direct.get(&(n, m)).copied().unwrap_or(0);
-                reach / a
-            })
-            .min()
-            .unwrap_or(0);
-        let cap = view.spine_usable(m) as u32 / l;
-        if cap.min(per_slot) > 0 {
-            room.push(m);
-            tmax.push(cap.min(per_slot));
-        }
-    }
-    let fill = |order: &mut dyn Iterator<Item = usize>, per: u32| {
-        let mut left = s as u32;
-        let mut v = Vec::new();
-        for i in order {
-            if left == 0 {
-                break;
-            }
-            let take = tmax[i].min(per).min(left);
-            v.push((room[i], take));
-            left -= take;
-        }
-        (left == 0).then_some(v)
-    };
-    let mut out: Vec<Vec<(SpineId, u32)>> = Vec::new();
-    let candidates = [
-        fill(&mut (0..room.len()), u32::MAX),
-        fill(&mut (0..room.len()), 1),
-        fill(&mut (0..room.len()).rev(), u32::MAX),
-    ];
-    for c in candidates.into_iter().flatten() {
-        if !out.contains(&c) {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Give each virtual leaf of `set` (leaf, count) exactly `s` links over
-/// several spines: `count * t_m` links from the leaf to each spine `m`
-/// carrying `t_m` slots.
-fn fill_spines(
-    st: &FabricState,
-    view: &OcsView,
-    set: &[(LeafId, u32)],
-    s: usize,
-    per_vleaf: u32,
-) -> Option<Plan> {
-    let topo = st.topology();
-    let mut direct: HashMap<(LeafId, SpineId), u32> = HashMap::new();
-    for &(n, _, m, _) in &view.direct {
-        *direct.entry((n, m)).or_default() += 1;
-    }
-    let leaf_cap: Vec<Vec<u32>> = set
-        .iter()
-        .map(|&(n, _)| {
-            (0..view.k)
-                .map(|o| view.leaf_on(n, o).len() as u32)
-                .collect()
-        })
-        .collect();
-    for slots in slot_plans(st, view, set, s, &direct) {
-        // Direct cables first, the rest through the OCS layer.
-        let dx: Vec<Vec<u32>> = set
-            .iter()
-            .map(|&(n, a)| {
-                slots
-                    .iter()
-                    .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
-                    .collect()
-            })
-            .collect();
-        let need: Vec<Vec<u32>> = dx
-            .iter()
-            .zip(set)
-            .map(|(row, &(_, a))| {
-                row.iter()
-                    .zip(&slots)
-                    .map(|(d, (_, c))| a * c - d)
-                    .collect()
-            })
-            .collect();
-        let spine_cap: Vec<Vec<u32>> = slots
-            .iter()
-            .map(|&(m, _)| {
-                (0..view.k)
-                    .map(|o| view.spine_on(m, o).len() as u32)
-                    .collect()
-            })
-            .collect();
-        let Some(x) = assign(&need, &leaf_cap, &spine_cap) else {
-            continue;
-        };
-        let mut pools = Pools::new(st, view);
-        let mut plan = Plan::local(Stage::OcsVclos, Vec::new());
-        plan.leaves = set.iter().map(|&(n, _)| n).collect();
-        plan.spines = slots.iter().map(|&(m, _)| m).collect();
-        for (i, &(n, a)) in set.iter().enumerate() {
-            plan.gpus.extend(local::whole(
-                &first_idle(st, n, a * per_vleaf),
-                topo.gpus_per_server,
-            ));
-            // Per spine, the leaf's `a * t_m` links; virtual leaf `q` takes
-            // the `q`-th run of `t_m` of them, so that uplink `j` of every
-            // virtual leaf goes to the same (spine, slot).
-            let mut per_spine = Vec::with_capacity(slots.len());
-            for (j, &(m, _)) in slots.iter().enumerate() {
-                let mut links = Vec::new();
-                for (o, &c) in x[i][j].iter().enumerate() {
-                    if c > 0 {
-                        links.extend(pools.take(view, n, m, o, c as usize));
-                    }
-                }
-                links.extend(pools.take_direct(n, m, dx[i][j] as usize));
-                if links.len() != (a * slots[j].1) as usize {
-                    return None;
-                }
-                per_spine.push(links);
-            }
-            let mut ups = Vec::with_capacity(a as usize * s);
-            for q in 0..a as usize {
-                for (j, links) in per_spine.iter().enumerate() {
-                    let c = slots[j].1 as usize;
-                    for k in &links[q * c..(q + 1) * c] {
-                        ups.push(k.uplink);
-                        plan.links.push(*k);
-                    }
-                }
-            }
-            plan.route_in_order(topo, n, &ups);
         }
         return Some(plan);
     }

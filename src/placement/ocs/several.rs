@@ -1,0 +1,383 @@
+//! OCS-vClos Stage 3 (Appendix A.3): `l` virtual leaves x `s` ports over
+//! several spines, with rewiring of idle OCS ports.
+//!
+//! Per shape, fastest first, and the first slice found wins:
+//! 1. the links as patched now, with vClos's exact search (no rewiring), so
+//!    every vClos slice is also an OCS-vClos slice;
+//! 2. a few leaf sets (fewest idle servers first) with three slot layouts
+//!    each and the flow heuristic of [`super::super::assign`]: cheap, and
+//!    it finds most slices;
+//! 3. the exact search of [`super::super::stage3`], which finds a slice
+//!    whenever the shape has one (within its node budget; a budget
+//!    exhausted is counted, never silently taken as "no slice").
+
+use std::collections::HashMap;
+
+use super::super::assign::{assign, Assignment, Budget, Cutoff};
+use super::super::stage3::{self, Problem};
+use super::{first_idle, spine_order, Pools, STAGE3_TRIES};
+use crate::decision::Stage;
+use crate::placement::plan::Plan;
+use crate::placement::view::{LinkView, OcsView};
+use crate::placement::{local, shapes, vclos};
+use crate::state::FabricState;
+use crate::topology::{LeafId, SpineId};
+
+/// Nodes the exact search may visit per shape before it gives up.
+pub const SEARCH_BUDGET: u64 = 20_000;
+/// Nodes for the first, preference-ordered pass.
+const PREFERRED_BUDGET: u64 = 2_000;
+
+/// Stage 3: `l` virtual leaves x `s` ports over several spines. For each
+/// shape the uniform links as patched now are tried first (vClos's exact
+/// search, no rewiring: every vClos slice is an OCS-vClos slice), then
+/// rewiring, where a leaf may host several virtual leaves (A.3, eq. 7-8):
+/// the OCS can give it parallel links to a spine, one per virtual leaf.
+pub(super) fn several_spines(
+    st: &FabricState,
+    view: &OcsView,
+    k: u32,
+    cutoffs: &mut u64,
+) -> Option<Plan> {
+    several_spines_with(st, view, k, &mut windows, cutoffs)
+}
+
+/// Candidate leaf sets: windows of the candidate list (fewest idle servers
+/// first), each taking `l` virtual leaves.
+fn windows(cand: &[(LeafId, u32)], l: u32) -> Vec<Vec<(LeafId, u32)>> {
+    (0..cand.len().min(STAGE3_TRIES))
+        .map_while(|start| take_vleaves(&cand[start..], l))
+        .collect()
+}
+
+/// The first `l` virtual leaves of `cand` (leaf, how many it can host).
+fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
+    let mut set = Vec::new();
+    let mut left = l;
+    for &(n, a) in cand {
+        if left == 0 {
+            break;
+        }
+        let take = a.min(left);
+        set.push((n, take));
+        left -= take;
+    }
+    (left == 0).then_some(set)
+}
+
+/// Diagnostic only (`examples/ocs_rescue.rs`): can Stage 3 place `gpus`
+/// when, besides its usual leaf sets, it also tries `rounds` random ones
+/// per shape? Now that the exact search follows them, a "yes" after the
+/// engine said "blocked" can only follow a search cutoff.
+#[doc(hidden)]
+pub fn stage3_wide(st: &FabricState, gpus: u32, rounds: usize, seed: u64) -> bool {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let t = u32::from(st.topology().gpus_per_server);
+    let k = local::servers_needed(gpus, t);
+    let view = OcsView::new(st);
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    let mut pick = |cand: &[(LeafId, u32)], l: u32| {
+        let mut sets = windows(cand, l);
+        for _ in 0..rounds {
+            let mut c = cand.to_vec();
+            c.shuffle(&mut rng);
+            sets.extend(take_vleaves(&c, l));
+        }
+        sets
+    };
+    several_spines_with(st, &view, k, &mut pick, &mut 0).is_some()
+}
+
+/// Proposes candidate leaf sets `(leaf, virtual leaves)` of `l` virtual
+/// leaves from the candidates of one shape.
+type LeafSets<'a> = dyn FnMut(&[(LeafId, u32)], u32) -> Vec<Vec<(LeafId, u32)>> + 'a;
+
+/// Stage 3 over the leaf sets `pick` proposes for each shape, then the
+/// exact search; `cutoffs` counts shapes whose search ran out of budget.
+fn several_spines_with(
+    st: &FabricState,
+    view: &OcsView,
+    k: u32,
+    pick: &mut LeafSets,
+    cutoffs: &mut u64,
+) -> Option<Plan> {
+    let topo = st.topology();
+    let t = u32::from(topo.gpus_per_server);
+    let max_up = topo
+        .leaves
+        .iter()
+        .map(|l| l.uplinks.len())
+        .max()
+        .unwrap_or(0) as u32;
+    let links = LinkView::new(st);
+    for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
+        if let Some(plan) =
+            vclos::find_slice(st, &links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
+        {
+            return Some(plan);
+        }
+        let per_vleaf = s / t;
+        // (leaf, virtual leaves it can host), fewest idle servers first.
+        let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
+            .map(LeafId)
+            .map(|n| {
+                let by_servers = st.idle_servers(n) / per_vleaf;
+                let by_ports = (view.leaf_usable(n) / s as usize) as u32;
+                (n, by_servers.min(by_ports))
+            })
+            .filter(|&(_, a)| a > 0)
+            .collect();
+        cand.sort_by_key(|&(n, _)| (st.idle_servers(n), n));
+        if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
+            continue;
+        }
+        for set in pick(&cand, l) {
+            if let Some(plan) = fill_spines(st, view, &set, s as usize, per_vleaf) {
+                return Some(plan);
+            }
+        }
+        match exact(st, view, &cand, l, s, per_vleaf) {
+            Ok(Some(plan)) => return Some(plan),
+            Ok(None) => {}
+            Err(Cutoff) => *cutoffs += 1,
+        }
+    }
+    None
+}
+
+/// Slots per spine for `set` (leaf, virtual leaves): candidate vectors
+/// (fewest free ports first, as many slots per spine as fit; one slot per
+/// spine; roomiest spines first), each bounded by what every leaf reaches.
+fn slot_plans(
+    st: &FabricState,
+    view: &OcsView,
+    set: &[(LeafId, u32)],
+    s: usize,
+    direct: &HashMap<(LeafId, SpineId), u32>,
+) -> Vec<Vec<(SpineId, u32)>> {
+    let l: u32 = set.iter().map(|&(_, a)| a).sum();
+    let mut room: Vec<SpineId> = Vec::new();
+    let mut tmax: Vec<u32> = Vec::new();
+    for m in spine_order(st, view, l as usize) {
+        let per_slot = set
+            .iter()
+            .map(|&(n, a)| {
+                let reach = (0..view.k)
+                    .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
+                    .sum::<usize>() as u32
+                    + direct.get(&(n, m)).copied().unwrap_or(0);
+                reach / a
+            })
+            .min()
+            .unwrap_or(0);
+        let cap = view.spine_usable(m) as u32 / l;
+        if cap.min(per_slot) > 0 {
+            room.push(m);
+            tmax.push(cap.min(per_slot));
+        }
+    }
+    let fill = |order: &mut dyn Iterator<Item = usize>, per: u32| {
+        let mut left = s as u32;
+        let mut v = Vec::new();
+        for i in order {
+            if left == 0 {
+                break;
+            }
+            let take = tmax[i].min(per).min(left);
+            v.push((room[i], take));
+            left -= take;
+        }
+        (left == 0).then_some(v)
+    };
+    let mut out: Vec<Vec<(SpineId, u32)>> = Vec::new();
+    let candidates = [
+        fill(&mut (0..room.len()), u32::MAX),
+        fill(&mut (0..room.len()), 1),
+        fill(&mut (0..room.len()).rev(), u32::MAX),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The heuristic's slot layouts for `set` (leaf, virtual leaves), each
+/// with the flow heuristic's OCS assignment; direct cables first.
+fn fill_spines(
+    st: &FabricState,
+    view: &OcsView,
+    set: &[(LeafId, u32)],
+    s: usize,
+    per_vleaf: u32,
+) -> Option<Plan> {
+    let mut direct: HashMap<(LeafId, SpineId), u32> = HashMap::new();
+    for &(n, _, m, _) in &view.direct {
+        *direct.entry((n, m)).or_default() += 1;
+    }
+    let leaf_cap: Vec<Vec<u32>> = set.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
+    for slots in slot_plans(st, view, set, s, &direct) {
+        let dx: Vec<Vec<u32>> = set
+            .iter()
+            .map(|&(n, a)| {
+                slots
+                    .iter()
+                    .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
+                    .collect()
+            })
+            .collect();
+        let need: Vec<Vec<u32>> = dx
+            .iter()
+            .zip(set)
+            .map(|(row, &(_, a))| {
+                row.iter()
+                    .zip(&slots)
+                    .map(|(d, (_, c))| a * c - d)
+                    .collect()
+            })
+            .collect();
+        let spine_cap: Vec<Vec<u32>> = slots.iter().map(|&(m, _)| spine_caps(view, m)).collect();
+        if let Some(x) = assign(&need, &leaf_cap, &spine_cap) {
+            return build(st, view, set, &slots, &x, &dx, per_vleaf);
+        }
+    }
+    None
+}
+
+fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
+    (0..view.k)
+        .map(|o| view.leaf_on(n, o).len() as u32)
+        .collect()
+}
+
+fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
+    (0..view.k)
+        .map(|o| view.spine_on(m, o).len() as u32)
+        .collect()
+}
+
+/// The exact search for one shape over the candidate leaves `cand` (leaf,
+/// virtual leaves it can host) and every spine with room for a slot.
+fn exact(
+    st: &FabricState,
+    view: &OcsView,
+    cand: &[(LeafId, u32)],
+    l: u32,
+    s: u32,
+    per_vleaf: u32,
+) -> Result<Option<Plan>, Cutoff> {
+    let ns = st.topology().spines.len();
+    let mut direct = vec![vec![0u32; ns]; st.topology().leaves.len()];
+    for &(n, _, m, _) in &view.direct {
+        direct[n.index()][m.index()] += 1;
+    }
+    // Preference order; equal leaves (spines) end up adjacent, which is
+    // what the search's symmetry cut looks at.
+    let mut leaves: Vec<(u32, Vec<u32>, LeafId, u32)> = cand
+        .iter()
+        .map(|&(n, a)| (st.idle_servers(n), leaf_caps(view, n), n, a))
+        .collect();
+    leaves.sort_by(|x, y| {
+        (x.0, &x.1, &direct[x.2.index()], x.2).cmp(&(y.0, &y.1, &direct[y.2.index()], y.2))
+    });
+    let mut spines: Vec<(u32, Vec<u32>, SpineId)> = spine_order(st, view, l as usize)
+        .into_iter()
+        .map(|m| (st.free_spine_ports(m), spine_caps(view, m), m))
+        .collect();
+    spines.sort();
+    let solve = |leaves: &[(u32, Vec<u32>, LeafId, u32)],
+                 spines: &[(u32, Vec<u32>, SpineId)],
+                 budget: u64| {
+        let p = Problem {
+            leaf_max: leaves.iter().map(|x| x.3).collect(),
+            leaf_cap: leaves.iter().map(|x| x.1.clone()).collect(),
+            spine_cap: spines.iter().map(|x| x.1.clone()).collect(),
+            direct: leaves
+                .iter()
+                .map(|x| {
+                    spines
+                        .iter()
+                        .map(|y| direct[x.2.index()][y.2.index()])
+                        .collect()
+                })
+                .collect(),
+        };
+        let sol = stage3::solve(&p, l, s, &mut Budget(budget))?;
+        Ok(sol.map(|sol| {
+            let set: Vec<(LeafId, u32)> = sol.set.iter().map(|&(i, a)| (leaves[i].2, a)).collect();
+            let slots: Vec<(SpineId, u32)> =
+                sol.slots.iter().map(|&(j, t)| (spines[j].2, t)).collect();
+            (set, slots, sol.x, sol.dx)
+        }))
+    };
+    // The paper's preference first (fewest idle servers, fewest free
+    // ports), briefly: a slice there keeps fragmentation low. If that
+    // search cannot settle, the complete search walks the roomiest leaves
+    // and spines first, where a slice is found (or ruled out) fastest.
+    let found = match solve(&leaves, &spines, PREFERRED_BUDGET) {
+        Err(Cutoff) => {
+            leaves.reverse();
+            spines.reverse();
+            solve(&leaves, &spines, SEARCH_BUDGET)?
+        }
+        done => done?,
+    };
+    Ok(found.and_then(|(set, slots, x, dx)| build(st, view, &set, &slots, &x, &dx, per_vleaf)))
+}
+
+/// The plan for a slice: `set` (leaf, virtual leaves), `slots` (spine,
+/// slots), links per (leaf, spine, OCS) in `x` and over direct cables in
+/// `dx`. Each virtual leaf gets exactly one link to every slot.
+fn build(
+    st: &FabricState,
+    view: &OcsView,
+    set: &[(LeafId, u32)],
+    slots: &[(SpineId, u32)],
+    x: &Assignment,
+    dx: &[Vec<u32>],
+    per_vleaf: u32,
+) -> Option<Plan> {
+    let topo = st.topology();
+    let s: u32 = slots.iter().map(|&(_, c)| c).sum();
+    let mut pools = Pools::new(st, view);
+    let mut plan = Plan::local(Stage::OcsVclos, Vec::new());
+    plan.leaves = set.iter().map(|&(n, _)| n).collect();
+    plan.spines = slots.iter().map(|&(m, _)| m).collect();
+    for (i, &(n, a)) in set.iter().enumerate() {
+        plan.gpus.extend(local::whole(
+            &first_idle(st, n, a * per_vleaf),
+            topo.gpus_per_server,
+        ));
+        // Per spine, the leaf's `a * t_m` links; virtual leaf `q` takes
+        // the `q`-th run of `t_m` of them, so that uplink `j` of every
+        // virtual leaf goes to the same (spine, slot).
+        let mut per_spine = Vec::with_capacity(slots.len());
+        for (j, &(m, c)) in slots.iter().enumerate() {
+            let mut links = Vec::new();
+            for (o, &y) in x[i][j].iter().enumerate() {
+                if y > 0 {
+                    links.extend(pools.take(view, n, m, o, y as usize));
+                }
+            }
+            links.extend(pools.take_direct(n, m, dx[i][j] as usize));
+            if links.len() != (a * c) as usize {
+                return None;
+            }
+            per_spine.push(links);
+        }
+        let mut ups = Vec::with_capacity((a * s) as usize);
+        for q in 0..a as usize {
+            for (j, links) in per_spine.iter().enumerate() {
+                let c = slots[j].1 as usize;
+                for k in &links[q * c..(q + 1) * c] {
+                    ups.push(k.uplink);
+                    plan.links.push(*k);
+                }
+            }
+        }
+        plan.route_in_order(topo, n, &ups);
+    }
+    Some(plan)
+}
