@@ -307,6 +307,7 @@ fn report_json_has_the_documented_field_names() {
         "decision_p99_us",
         "isolation_violations",
         "busy_rewires",
+        "search_cutoffs",
         "policy",
         "queue",
         "topology",
