@@ -340,23 +340,31 @@ mod tests {
         valid(&x, &need, &lc, &sc);
     }
 
+    type Table = Vec<Vec<u32>>;
+
+    /// A random instance (need, leaf caps, spine caps): up to `leaves`
+    /// leaves, 3 spines, 3 OCS.
+    fn random_instance(rng: &mut Rng, leaves: u64) -> (Table, Table, Table) {
+        let nl = 1 + rng.below(leaves) as usize;
+        let ns = 1 + rng.below(3) as usize;
+        let k = 1 + rng.below(3) as usize;
+        let mut table = |rows: usize, cols: usize, max: u64| -> Table {
+            (0..rows)
+                .map(|_| (0..cols).map(|_| rng.below(max) as u32).collect())
+                .collect()
+        };
+        let need = table(nl, ns, 3);
+        let lc = table(nl, k, 4);
+        let sc = table(ns, k, 4);
+        (need, lc, sc)
+    }
+
     #[test]
     fn agrees_with_exhaustive_search_when_it_succeeds_and_rarely_misses() {
         let mut rng = Rng(0x51f1_5eed_0000_0001);
         let (mut feasible, mut found) = (0, 0);
         for _ in 0..400 {
-            let nl = 1 + rng.below(3) as usize;
-            let ns = 1 + rng.below(3) as usize;
-            let k = 1 + rng.below(3) as usize;
-            let need: Vec<Vec<u32>> = (0..nl)
-                .map(|_| (0..ns).map(|_| rng.below(3) as u32).collect())
-                .collect();
-            let lc: Vec<Vec<u32>> = (0..nl)
-                .map(|_| (0..k).map(|_| rng.below(4) as u32).collect())
-                .collect();
-            let sc: Vec<Vec<u32>> = (0..ns)
-                .map(|_| (0..k).map(|_| rng.below(4) as u32).collect())
-                .collect();
+            let (need, lc, sc) = random_instance(&mut rng, 3);
             let want = brute(&need, &mut lc.clone(), &mut sc.clone(), 0);
             let got = assign(&need, &lc, &sc);
             if let Some(x) = &got {
@@ -376,18 +384,7 @@ mod tests {
         let mut rng = Rng(0x0e4a_c7a5_5160_0002);
         let (mut feasible, mut rescued) = (0, 0);
         for _ in 0..3000 {
-            let nl = 1 + rng.below(4) as usize;
-            let ns = 1 + rng.below(3) as usize;
-            let k = 1 + rng.below(3) as usize;
-            let need: Vec<Vec<u32>> = (0..nl)
-                .map(|_| (0..ns).map(|_| rng.below(3) as u32).collect())
-                .collect();
-            let lc: Vec<Vec<u32>> = (0..nl)
-                .map(|_| (0..k).map(|_| rng.below(4) as u32).collect())
-                .collect();
-            let sc: Vec<Vec<u32>> = (0..ns)
-                .map(|_| (0..k).map(|_| rng.below(4) as u32).collect())
-                .collect();
+            let (need, lc, sc) = random_instance(&mut rng, 4);
             let want = brute(&need, &mut lc.clone(), &mut sc.clone(), 0);
             let mut budget = Budget(u64::MAX);
             let got = assign_exact(&need, &lc, &sc, &mut budget).unwrap();
