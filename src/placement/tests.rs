@@ -235,15 +235,70 @@ fn ocs_one_spine_two_leaf_and_several_spines() {
         (Stage::OcsTwoLeaf, 2, 4)
     );
     check_shape(&d);
-    // 6 servers: neither fits; several spines (3 leaves x 4 links). The
-    // uniform patches already form that slice: used as is, no rewiring.
+    // 6 servers: neither fits; several spines (3 leaves x 4 slots of 3
+    // ports). The uniform patches form that slice over all 4 spines, but
+    // rewiring packs 2 slots per spine (8 ports each): 2 spines stay idle.
     let mut p = OcsVclosPlacer::new(t);
     let d = placed(p.place(&req("c", 12)).unwrap());
-    assert_eq!(d.stage, Stage::Vclos);
+    assert_eq!(d.stage, Stage::OcsVclos);
     assert_eq!(d.vclos.leaves.len(), 3);
+    assert_eq!(d.vclos.spines.len(), 2);
     assert_eq!(d.vclos.links.len(), 12);
-    assert!(d.vclos.cross_connects.is_empty());
+    assert!(!d.vclos.cross_connects.is_empty());
     check_shape(&d);
+}
+
+#[test]
+fn ocs_stage3_packs_slots_onto_partly_used_spines_before_idle_ones() {
+    // 8 leaves x 2 servers (T = 2), 4 spines of 8 ports, 2 OCS. A blocker
+    // holds one port of spine 1. A 6-server job (3 virtual leaves x 4 slots
+    // of 3 ports) fits 2 slots on any spine, spine 1 included: among equal
+    // spines it must take the partly used one, so two spines stay whole.
+    let t = topo(8, 4, 2, 2);
+    let mut st = FabricState::new(t.clone());
+    let last = *t.leaf(LeafId(7)).servers.last().unwrap();
+    st.admit(&blocker(&st, "x", last, &[0])).unwrap();
+    let mut p = OcsVclosPlacer::with_state(st);
+    let c = placed(p.place(&req("c", 12)).unwrap());
+    assert_eq!(c.stage, Stage::OcsVclos);
+    assert_eq!(c.vclos.spines.len(), 2, "{:?}", c.vclos.spines);
+    assert!(
+        c.vclos.spines.contains(&"spine1".to_string()),
+        "{:?}",
+        c.vclos.spines
+    );
+    check_shape(&c);
+    let st = p.state();
+    let whole = (0..t.spines.len() as u32)
+        .map(SpineId)
+        .filter(|&m| st.free_spine_ports(m) as usize == t.spines[m.index()].ports.len())
+        .count();
+    assert_eq!(whole, 2);
+}
+
+#[test]
+fn ocs_stage3_uses_as_few_spines_as_possible() {
+    // As above, but four blockers (leaves 5-8) hold half of spine 1: it
+    // takes only one 3-port slot. Best fit alone would start there and
+    // spread the 4 slots over 3 spines; the job must take 2 whole spines,
+    // since a job spread thinly keeps every spine it touches partly held.
+    let t = topo(8, 4, 2, 2);
+    let mut st = FabricState::new(t.clone());
+    for n in 4..8 {
+        let s = *t.leaf(LeafId(n)).servers.last().unwrap();
+        st.admit(&blocker(&st, &format!("x{n}"), s, &[0])).unwrap();
+    }
+    assert_eq!(st.free_spine_ports(SpineId(0)), 4);
+    let mut p = OcsVclosPlacer::with_state(st);
+    let c = placed(p.place(&req("c", 12)).unwrap());
+    assert_eq!(c.stage, Stage::OcsVclos);
+    assert_eq!(c.vclos.spines.len(), 2, "{:?}", c.vclos.spines);
+    assert!(
+        !c.vclos.spines.contains(&"spine1".to_string()),
+        "{:?}",
+        c.vclos.spines
+    );
+    check_shape(&c);
 }
 
 #[test]

@@ -17,17 +17,14 @@
 //!    so an earlier leaf is re-routed through another OCS when that makes
 //!    room for the next.
 //! 3. **Several spines** (Stage 3, A.3): `l` virtual leaves x `s` ports,
-//!    tried in [`super::shapes`] order. For each shape the links as patched
-//!    now are tried first with vClos's exact search (no rewiring), so every
-//!    vClos placement is also an OCS-vClos placement. Then rewiring: a leaf
-//!    may host several virtual leaves of the job (eq. 7-8: the OCS gives it
-//!    parallel links, one per virtual leaf), and a spine may carry several
-//!    virtual-spine slots. Leaves come fewest idle servers first (a few
-//!    candidate windows); slots per spine are tried in three orders (packed
-//!    onto the spines with fewest free ports, one per spine, roomiest first);
-//!    which OCS carries each link is decided by [`super::assign`]. This
-//!    stage is a HEURISTIC (the exact problem is NP-hard in general): it may
-//!    miss a slice an exact ILP would find; what it returns is always valid.
+//!    tried in [`super::shapes`] order. A leaf may host several virtual
+//!    leaves of the job (eq. 7-8: the OCS gives it parallel links, one per
+//!    virtual leaf), and a spine may carry several virtual-spine slots. A
+//!    cheap heuristic (leaf windows, a fewest-spines slot layout, the flow
+//!    assignment of [`super::assign`]) runs first; then the exact search of
+//!    [`super::stage3`], which finds a slice whenever the shape has one,
+//!    within a node budget whose exhaustion is counted (`search_cutoffs`).
+//!    Details and the reasons for the order: [`several`].
 //!
 //! Only idle OCS ports are ever rewired: every port counted as usable is
 //! unheld (the fabric state also refuses anything else). When a usable

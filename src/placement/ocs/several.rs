@@ -1,16 +1,23 @@
 //! OCS-vClos Stage 3 (Appendix A.3): `l` virtual leaves x `s` ports over
 //! several spines, with rewiring of idle OCS ports.
 //!
-//! Per shape, fastest first, and the first slice found wins:
-//! 1. the links as patched now, with vClos's exact search (no rewiring), so
-//!    every vClos slice is also an OCS-vClos slice;
-//! 2. a few leaf sets (fewest idle servers first) with three slot layouts
-//!    each and the flow heuristic of [`super::super::assign`]: cheap, and
-//!    it finds most slices;
-//! 3. the exact search of [`super::super::stage3`], which finds a slice
-//!    whenever the shape has one (within its node budget; a budget
-//!    exhausted is counted, never silently taken as "no slice").
+//! Per shape, cheapest first, and the first slice found wins:
+//! 1. a few leaf sets (fewest idle servers first), each with one slot
+//!    layout ([`slot_layout`]: as few spines as possible) and the flow
+//!    heuristic of [`super::super::assign`]: cheap, and it finds most
+//!    slices;
+//! 2. the exact search of [`super::super::stage3`], which finds a slice
+//!    whenever the shape has one. Its node budget is split: a short pass
+//!    in the paper's preference order, then (if that pass ran out) vClos's
+//!    search on the links as patched now, then a long pass roomiest-first.
+//!    A budget exhausted is counted, never silently taken as "no slice".
+//!
+//! The uniform cabling (vClos's slice, no rewiring) is no longer tried
+//! first: on it a virtual leaf of `s` ports needs `s` different spines, so
+//! every such job held a few ports of nearly every spine. See
+//! [`slot_layout`] for why that matters.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use super::super::assign::{assign, Assignment, Budget, Cutoff};
@@ -28,10 +35,8 @@ pub const SEARCH_BUDGET: u64 = 20_000;
 /// Nodes for the first, preference-ordered pass.
 const PREFERRED_BUDGET: u64 = 2_000;
 
-/// Stage 3: `l` virtual leaves x `s` ports over several spines. For each
-/// shape the uniform links as patched now are tried first (vClos's exact
-/// search, no rewiring: every vClos slice is an OCS-vClos slice), then
-/// rewiring, where a leaf may host several virtual leaves (A.3, eq. 7-8):
+/// Stage 3: `l` virtual leaves x `s` ports over several spines, rewiring
+/// idle OCS ports; a leaf may host several virtual leaves (A.3, eq. 7-8):
 /// the OCS can give it parallel links to a spine, one per virtual leaf.
 pub(super) fn several_spines(
     st: &FabricState,
@@ -52,17 +57,23 @@ fn windows(cand: &[(LeafId, u32)], l: u32) -> Vec<Vec<(LeafId, u32)>> {
 
 /// The first `l` virtual leaves of `cand` (leaf, how many it can host).
 fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
-    let mut set = Vec::new();
-    let mut left = l;
-    for &(n, a) in cand {
+    take_first(cand.iter().copied(), l)
+}
+
+/// Greedily take `(item, up to its count)` in order until `need` is met;
+/// `None` when the items run out first.
+fn take_first<T>(items: impl IntoIterator<Item = (T, u32)>, need: u32) -> Option<Vec<(T, u32)>> {
+    let mut out = Vec::new();
+    let mut left = need;
+    for (x, most) in items {
         if left == 0 {
             break;
         }
-        let take = a.min(left);
-        set.push((n, take));
+        let take = most.min(left);
+        out.push((x, take));
         left -= take;
     }
-    (left == 0).then_some(set)
+    (left == 0).then_some(out)
 }
 
 /// Diagnostic only (`examples/ocs_rescue.rs`): can Stage 3 place `gpus`
@@ -112,11 +123,6 @@ fn several_spines_with(
         .unwrap_or(0) as u32;
     let links = LinkView::new(st);
     for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
-        if let Some(plan) =
-            vclos::find_slice(st, &links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
-        {
-            return Some(plan);
-        }
         let per_vleaf = s / t;
         // (leaf, virtual leaves it can host), fewest idle servers first.
         let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
@@ -137,7 +143,7 @@ fn several_spines_with(
                 return Some(plan);
             }
         }
-        match exact(st, view, &cand, l, s, per_vleaf) {
+        match exact(st, view, &links, &cand, (l, s), per_vleaf) {
             Ok(Some(plan)) => return Some(plan),
             Ok(None) => {}
             Err(Cutoff) => *cutoffs += 1,
@@ -146,20 +152,28 @@ fn several_spines_with(
     None
 }
 
-/// Slots per spine for `set` (leaf, virtual leaves): candidate vectors
-/// (fewest free ports first, as many slots per spine as fit; one slot per
-/// spine; roomiest spines first), each bounded by what every leaf reaches.
-fn slot_plans(
+/// Slots per spine for `set` (leaf, virtual leaves): as few spines as
+/// possible (most slots each); among spines taking as many, fewest free
+/// ports first (the paper's best fit), so partly used spines go before
+/// whole idle ones. Each spine's count is bounded by what every leaf of
+/// `set` reaches.
+///
+/// Why fewest spines rather than the paper's plain best fit: a job spread
+/// thinly over many spines keeps all of them partly held for its whole run,
+/// long after the jobs whose leftovers it filled are gone, and a half-fabric
+/// job needs whole idle spines (on CLUSTER512 a 256-GPU job needs 8 of 16).
+/// Replays measured it (docs/performance.md, "Spine packing").
+fn slot_layout(
     st: &FabricState,
     view: &OcsView,
     set: &[(LeafId, u32)],
     s: usize,
     direct: &HashMap<(LeafId, SpineId), u32>,
-) -> Vec<Vec<(SpineId, u32)>> {
+) -> Option<Vec<(SpineId, u32)>> {
     let l: u32 = set.iter().map(|&(_, a)| a).sum();
-    let mut room: Vec<SpineId> = Vec::new();
-    let mut tmax: Vec<u32> = Vec::new();
-    for m in spine_order(st, view, l as usize) {
+    // (slots it can take, best-fit rank, spine)
+    let mut room: Vec<(Reverse<u32>, usize, SpineId)> = Vec::new();
+    for (rank, m) in spine_order(st, view, l as usize).into_iter().enumerate() {
         let per_slot = set
             .iter()
             .map(|&(n, a)| {
@@ -171,41 +185,20 @@ fn slot_plans(
             })
             .min()
             .unwrap_or(0);
-        let cap = view.spine_usable(m) as u32 / l;
-        if cap.min(per_slot) > 0 {
-            room.push(m);
-            tmax.push(cap.min(per_slot));
+        let most = (view.spine_usable(m) as u32 / l).min(per_slot);
+        if most > 0 {
+            room.push((Reverse(most), rank, m));
         }
     }
-    let fill = |order: &mut dyn Iterator<Item = usize>, per: u32| {
-        let mut left = s as u32;
-        let mut v = Vec::new();
-        for i in order {
-            if left == 0 {
-                break;
-            }
-            let take = tmax[i].min(per).min(left);
-            v.push((room[i], take));
-            left -= take;
-        }
-        (left == 0).then_some(v)
-    };
-    let mut out: Vec<Vec<(SpineId, u32)>> = Vec::new();
-    let candidates = [
-        fill(&mut (0..room.len()), u32::MAX),
-        fill(&mut (0..room.len()), 1),
-        fill(&mut (0..room.len()).rev(), u32::MAX),
-    ];
-    for c in candidates.into_iter().flatten() {
-        if !out.contains(&c) {
-            out.push(c);
-        }
-    }
-    out
+    room.sort_unstable();
+    take_first(
+        room.into_iter().map(|(Reverse(most), _, m)| (m, most)),
+        s as u32,
+    )
 }
 
-/// The heuristic's slot layouts for `set` (leaf, virtual leaves), each
-/// with the flow heuristic's OCS assignment; direct cables first.
+/// The heuristic for `set` (leaf, virtual leaves): [`slot_layout`], then
+/// the flow heuristic's OCS assignment; direct cables first.
 fn fill_spines(
     st: &FabricState,
     view: &OcsView,
@@ -218,32 +211,29 @@ fn fill_spines(
         *direct.entry((n, m)).or_default() += 1;
     }
     let leaf_cap: Vec<Vec<u32>> = set.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
-    for slots in slot_plans(st, view, set, s, &direct) {
-        let dx: Vec<Vec<u32>> = set
-            .iter()
-            .map(|&(n, a)| {
-                slots
-                    .iter()
-                    .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
-                    .collect()
-            })
-            .collect();
-        let need: Vec<Vec<u32>> = dx
-            .iter()
-            .zip(set)
-            .map(|(row, &(_, a))| {
-                row.iter()
-                    .zip(&slots)
-                    .map(|(d, (_, c))| a * c - d)
-                    .collect()
-            })
-            .collect();
-        let spine_cap: Vec<Vec<u32>> = slots.iter().map(|&(m, _)| spine_caps(view, m)).collect();
-        if let Some(x) = assign(&need, &leaf_cap, &spine_cap) {
-            return build(st, view, set, &slots, &x, &dx, per_vleaf);
-        }
-    }
-    None
+    let slots = slot_layout(st, view, set, s, &direct)?;
+    let dx: Vec<Vec<u32>> = set
+        .iter()
+        .map(|&(n, a)| {
+            slots
+                .iter()
+                .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
+                .collect()
+        })
+        .collect();
+    let need: Vec<Vec<u32>> = dx
+        .iter()
+        .zip(set)
+        .map(|(row, &(_, a))| {
+            row.iter()
+                .zip(&slots)
+                .map(|(d, (_, c))| a * c - d)
+                .collect()
+        })
+        .collect();
+    let spine_cap: Vec<Vec<u32>> = slots.iter().map(|&(m, _)| spine_caps(view, m)).collect();
+    let x = assign(&need, &leaf_cap, &spine_cap)?;
+    build(st, view, set, &slots, &x, &dx, per_vleaf)
 }
 
 fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
@@ -263,9 +253,9 @@ fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
 fn exact(
     st: &FabricState,
     view: &OcsView,
+    links: &LinkView,
     cand: &[(LeafId, u32)],
-    l: u32,
-    s: u32,
+    (l, s): (u32, u32),
     per_vleaf: u32,
 ) -> Result<Option<Plan>, Cutoff> {
     let ns = st.topology().spines.len();
@@ -314,10 +304,17 @@ fn exact(
     };
     // The paper's preference first (fewest idle servers, fewest free
     // ports), briefly: a slice there keeps fragmentation low. If that
-    // search cannot settle, the complete search walks the roomiest leaves
-    // and spines first, where a slice is found (or ruled out) fastest.
+    // search cannot settle, vClos's quick search on the links as patched
+    // (a slice there needs no rewiring), then the complete search walks the
+    // roomiest leaves and spines first, where a slice is found (or ruled
+    // out) fastest.
     let found = match solve(&leaves, &spines, PREFERRED_BUDGET) {
         Err(Cutoff) => {
+            if let Some(plan) =
+                vclos::find_slice(st, links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
+            {
+                return Ok(Some(plan));
+            }
             leaves.reverse();
             spines.reverse();
             solve(&leaves, &spines, SEARCH_BUDGET)?
