@@ -165,6 +165,21 @@ fn redirect(uplink: &str) -> Item {
     }
 }
 
+/// Rebind the address item of port `name` into `vrf` (`None`: the global
+/// table), keeping its address.
+fn set_vrf(s: &mut BTreeSet<Item>, name: &str, vrf: Option<intent::VrfName>) {
+    let old = s
+        .iter()
+        .find(|i| matches!(i, Item::Address { port, .. } if port.as_str() == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no address on {name}"));
+    let Item::Address { port, net, .. } = old.clone() else {
+        unreachable!()
+    };
+    s.remove(&old);
+    s.insert(Item::Address { port, vrf, net });
+}
+
 /// TL1 commands through the real TL1 driver.
 async fn tl1(lab: &Lab, cmds: &str) -> Result<(), vclos_drivers::DriverError> {
     let mut drv = lab.drivers.driver("ocs1")?;
@@ -234,22 +249,12 @@ async fn switch_configs_make_ocs_links_busy_whoever_asks() {
     // spine1-1:100GE1/0/1 (ocs1:33) bound to a job VRF.
     let vrf = intent::VrfName::new("Vrf-t-1").unwrap();
     let bind = |s: &mut BTreeSet<Item>, on: bool| {
-        let addr = s
-            .iter()
-            .find(|i| matches!(i, Item::Address { port, .. } if port.as_str() == "100GE1/0/1"))
-            .cloned()
-            .unwrap();
-        let Item::Address { port, net, .. } = addr.clone() else {
-            unreachable!()
-        };
-        s.remove(&addr);
         if on {
             s.insert(Item::Vrf { name: vrf.clone() });
         } else {
             s.retain(|i| !matches!(i, Item::Vrf { .. }));
         }
-        let vrf = on.then(|| vrf.clone());
-        s.insert(Item::Address { port, vrf, net });
+        set_vrf(s, "100GE1/0/1", on.then(|| vrf.clone()));
     };
     lab.edit("spine1", |s| bind(s, true)).await;
     let e = tl1(&lab, "DLT-PATCH::1&33:1;").await.unwrap_err();
@@ -328,20 +333,11 @@ async fn configs_broken_on_the_devices_are_caught() {
     //    toward leaf2 (job b's) is bound into job a's VRF of spine1-1.
     let good = lab.items("spine1").await;
     lab.edit("spine1", |s| {
-        let old = s
-            .iter()
-            .find(|i| matches!(i, Item::Address { port, .. } if port.as_str() == "100GE1/0/10"))
-            .cloned()
-            .unwrap();
-        let Item::Address { port, net, .. } = old.clone() else {
-            unreachable!()
-        };
-        s.remove(&old);
-        s.insert(Item::Address {
-            port,
-            vrf: Some(intent::VrfName::new("Vrf-a-1").unwrap()),
-            net,
-        });
+        set_vrf(
+            s,
+            "100GE1/0/10",
+            Some(intent::VrfName::new("Vrf-a-1").unwrap()),
+        )
     })
     .await;
     let v = violations(&lab.verify(&held).await);
@@ -432,23 +428,8 @@ async fn vclos_verify_reads_the_devices_and_exits_nonzero_on_violations() {
     );
 
     // Break job b's VRF binding on the device; the JSON names the port.
-    lab.edit("spine1", |s| {
-        let old = s
-            .iter()
-            .find(|i| matches!(i, Item::Address { port, .. } if port.as_str() == "100GE1/0/10"))
-            .cloned()
-            .unwrap();
-        let Item::Address { port, net, .. } = old.clone() else {
-            unreachable!()
-        };
-        s.remove(&old);
-        s.insert(Item::Address {
-            port,
-            vrf: None,
-            net,
-        });
-    })
-    .await;
+    lab.edit("spine1", |s| set_vrf(s, "100GE1/0/10", None))
+        .await;
     let (code, out, err) = run(true, topo_file.clone()).await;
     assert_eq!(code, Some(1), "{out}{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -18,7 +18,6 @@
 //! [`slot_layout`] for why that matters.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
 
 use super::super::assign::{assign, Assignment, Budget, Cutoff};
 use super::super::stage3::{self, Problem};
@@ -168,7 +167,6 @@ fn slot_layout(
     view: &OcsView,
     set: &[(LeafId, u32)],
     s: usize,
-    direct: &HashMap<(LeafId, SpineId), u32>,
 ) -> Option<Vec<(SpineId, u32)>> {
     let l: u32 = set.iter().map(|&(_, a)| a).sum();
     // (slots it can take, best-fit rank, spine)
@@ -180,7 +178,7 @@ fn slot_layout(
                 let reach = (0..view.k)
                     .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
                     .sum::<usize>() as u32
-                    + direct.get(&(n, m)).copied().unwrap_or(0);
+                    + view.direct_count(n, m) as u32;
                 reach / a
             })
             .min()
@@ -206,18 +204,14 @@ fn fill_spines(
     s: usize,
     per_vleaf: u32,
 ) -> Option<Plan> {
-    let mut direct: HashMap<(LeafId, SpineId), u32> = HashMap::new();
-    for &(n, _, m, _) in &view.direct {
-        *direct.entry((n, m)).or_default() += 1;
-    }
     let leaf_cap: Vec<Vec<u32>> = set.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
-    let slots = slot_layout(st, view, set, s, &direct)?;
+    let slots = slot_layout(st, view, set, s)?;
     let dx: Vec<Vec<u32>> = set
         .iter()
         .map(|&(n, a)| {
             slots
                 .iter()
-                .map(|&(m, c)| (a * c).min(direct.get(&(n, m)).copied().unwrap_or(0)))
+                .map(|&(m, c)| (a * c).min(view.direct_count(n, m) as u32))
                 .collect()
         })
         .collect();
