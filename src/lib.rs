@@ -19,6 +19,7 @@ pub mod names;
 pub mod placement;
 pub mod plan;
 pub mod replay;
+pub mod schema;
 pub mod state;
 pub mod topology;
 pub mod trace;

@@ -9,20 +9,13 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-fn on_path(bin: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-}
+#[path = "../interop/mod.rs"]
+mod interop;
 
-/// Whether `ssh` and `sshpass` are there; prints the skip notice if not.
+/// Whether `ssh` and `sshpass` are there; prints the skip notice if not
+/// (fails instead under `VCLOS_REQUIRE_INTEROP`, as in CI).
 pub fn available() -> bool {
-    let ok = on_path("ssh") && on_path("sshpass");
-    if !ok {
-        eprintln!(
-            "SKIPPED: `ssh` and `sshpass` not on PATH (apt-get install openssh-client sshpass)"
-        );
-    }
-    ok
+    interop::on_path("ssh") && interop::on_path("sshpass")
 }
 
 /// Log in as admin/admin on 127.0.0.1:`port` (host key checked against

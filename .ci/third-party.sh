@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Third-party parts the schema and interop tests use, from package
+# registries only (nothing is copied into the repository):
+#   - Debian: cmake + libpcre2-dev (libyang, built by the `yang2` crate's
+#     `bundled` feature), libyang2-tools (yanglint), openssh-client, sshpass,
+#     telnet;
+#   - PyPI into a venv: ncclient, netmiko (real NETCONF / CLI clients);
+#   - PyPI sdist `ydk-models-openconfig` (OpenConfig models, 2020-05-06
+#     bundle): its .yang files are extracted, with pattern anchors removed
+#     (see unanchor-patterns.py).
+# Everything lands in $VCLOS_THIRD_PARTY (default: target/third-party);
+# the tests find it there or through that variable.
+# Usage: bash .ci/third-party.sh   (root for apt-get; idempotent)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest="${VCLOS_THIRD_PARTY:-$PWD/target/third-party}"
+mkdir -p "$dest"
+
+need=()
+for bin in ssh:openssh-client sshpass:sshpass telnet:telnet cmake:cmake yanglint:libyang2-tools; do
+  command -v "${bin%%:*}" >/dev/null 2>&1 || need+=("${bin##*:}")
+done
+[ -e /usr/include/pcre2.h ] || need+=(libpcre2-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
+  else
+    echo "error: missing ${need[*]} and cannot apt-get install them" >&2
+    exit 1
+  fi
+fi
+
+py="$dest/venv/bin/python"
+if ! "$py" -c 'import ncclient, netmiko' 2>/dev/null; then
+  python3 -m venv "$dest/venv"
+  "$py" -m pip install -q --disable-pip-version-check 'ncclient==0.7.*' 'netmiko==4.*'
+fi
+
+yang="$dest/openconfig-yang"
+if [ ! -e "$yang/openconfig-network-instance.yang" ]; then
+  tmp="$(mktemp -d)"
+  "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$tmp" 'ydk-models-openconfig==0.1.9'
+  mkdir -p "$yang.new"
+  tar -xzf "$tmp"/ydk-models-openconfig-0.1.9.tar.gz -C "$yang.new" \
+    --wildcards '*/_yang/*.yang' --strip-components=5
+  python3 .ci/unanchor-patterns.py "$yang.new"
+  rm -rf "$yang" "$tmp"
+  mv "$yang.new" "$yang"
+fi
+echo "third-party parts in $dest: $(ls "$yang" | wc -l) YANG modules, $("$py" -c 'import ncclient, netmiko; print("ncclient", ncclient.__version__ if hasattr(ncclient, "__version__") else "?", "netmiko", netmiko.__version__)')"
