@@ -170,6 +170,9 @@ mod tests {
         assert_eq!(back, Some(&up));
         // The port's own address is not a next hop through it.
         let own = uplink_address(LeafId(1), 0).addr;
-        assert_eq!(port_of_next_hop(addrs.iter().map(|(n, p)| (n, p)), own), None);
+        assert_eq!(
+            port_of_next_hop(addrs.iter().map(|(n, p)| (n, p)), own),
+            None
+        );
     }
 }

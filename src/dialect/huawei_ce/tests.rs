@@ -46,12 +46,21 @@ fn next_hop_redirect_maps_to_the_uplink_holding_it() {
         assert_eq!(redirect_uplink(&text).as_deref(), Some("100GE1/0/18"));
     }
     // Options after the address do not change the primary next hop.
-    let text = leaf("redirect nexthop 10.0.0.1 10.0.0.3 fail-action discard", true);
+    let text = leaf(
+        "redirect nexthop 10.0.0.1 10.0.0.3 fail-action discard",
+        true,
+    );
     assert_eq!(redirect_uplink(&text).as_deref(), Some("100GE1/0/17"));
     // A next hop on no addressed port, or the leaf's own address, steers
     // nowhere vclos knows.
-    assert_eq!(redirect_uplink(&leaf("redirect nexthop 10.9.9.9", true)), None);
-    assert_eq!(redirect_uplink(&leaf("redirect nexthop 10.0.0.0", true)), None);
+    assert_eq!(
+        redirect_uplink(&leaf("redirect nexthop 10.9.9.9", true)),
+        None
+    );
+    assert_eq!(
+        redirect_uplink(&leaf("redirect nexthop 10.0.0.0", true)),
+        None
+    );
     // A next hop in a VPN instance is looked up in that instance only.
     let vpn = leaf("redirect vpn-instance Vrf-x nexthop 10.0.0.1", true);
     assert_eq!(redirect_uplink(&vpn), None);
