@@ -19,24 +19,31 @@
 //! redirection *to an interface* "takes effect for only packets forwarded at
 //! Layer 2", while redirection *to a next hop address* is policy-based
 //! routing of Layer-3 packets:
-//! * "Overview of Redirection", CloudEngine 12800 and 12800E Series Switches
-//!   Configuration Guide - QoS, V200R005C10 (EDOC1100075349),
+//! * "Overview of Redirection", CloudEngine 12800 and 12800E Series
+//!   Switches Configuration Guide - QoS (document EDOC1100075349),
 //!   <https://support.huawei.com/enterprise/en/doc/EDOC1100075349/4f9b75b1/overview-of-redirection>;
-//! * "Configuring PBR", CloudEngine 12800 and 12800E Series Switches
-//!   Configuration Guide - IP Routing, V200R005C10 (EDOC1100075354),
-//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100075354/df2fa186/configuring-pbr>:
-//!   `traffic behavior NAME`, then `redirect [ vpn-instance vpn-instance-name ]
-//!   nexthop ip-address &<1-16> [ fail-action discard ] ...` ("takes effect
-//!   only for Layer 3 forwarding"); a policy with a redirect action is
-//!   applied inbound only (`traffic-policy NAME inbound` in the interface
-//!   view); interfaces need their IP addresses first.
+//! * "Configuring PBR", CloudEngine 8800, 7800, 6800 and 5800 V200R005C10
+//!   Configuration Guide - IP Unicast Routing (EDOC1100074760),
+//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100074760/df2fa186/configuring-pbr>,
+//!   and the same section for the CE12800 (EDOC1100075354,
+//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100075354/df2fa186/configuring-pbr>):
+//!   "PBR can redirect the Layer 3 packets received on an interface to a
+//!   specified next hop address"; in the traffic behavior view
+//!   `redirect [ vpn-instance vpn-instance-name ] nexthop ip-address
+//!   &<1-16> [ fail-action discard ] [ low-precedence ]` (the action "takes
+//!   effect only for Layer 3 forwarding"); a policy holding a redirect is
+//!   applied inbound only (`traffic-policy NAME inbound`, interface view);
+//!   interface IP addresses are a prerequisite. The CE spelling is
+//!   `nexthop`; the S-series `redirect ip-nexthop` and the NetEngine
+//!   `redirect ip-nexthop A vpn V` are other products' forms.
 //!
 //! The next hop is the peer's address on the chosen uplink's /31
 //! ([`next_hops`], shared with the OpenConfig dialect), with
 //! `vpn-instance V` when the uplink's address is bound to VPN instance `V`
 //! (never on a vclos leaf: uplinks are in the public network). No
 //! `fail-action discard`: if the uplink is down, traffic falls back to the
-//! routing table (connectivity over isolation; `vclos verify` reports it).
+//! routing table (connectivity over isolation; a link failure is not
+//! visible in configurations, so `vclos verify` cannot report it).
 //! A redirect onto an uplink without a /31 address is not expressible and
 //! is not written (intent built from a topology always addresses uplinks).
 //!

@@ -37,6 +37,12 @@
 //!   shut down is a no-op.
 //! * `ip binding vpn-instance V` requires `ip vpn-instance V` to exist and
 //!   removes the interface's `ip address` lines (real behaviour).
+//! * Ethernet interfaces (and Eth-Trunks) work in Layer 2 mode by default;
+//!   `ip address` is accepted only after `undo portswitch` switched them
+//!   to Layer 3 (CloudEngine configuration guide, "Switching an interface
+//!   to Layer 3 mode": by default Ethernet interfaces are in Layer 2 mode,
+//!   and after `undo portswitch` IP addresses can be configured; cited in
+//!   `docs/devices/huawei-ce.md`).
 //!
 //! # Strictness: documented syntax only
 //! Each view accepts only the commands listed in `leaf_valid` (others are
@@ -113,6 +119,10 @@ pub enum VrpError {
     /// interface name).
     #[error("Error: Wrong parameter found at '^' position.")]
     WrongParameter { column: usize },
+    /// A Layer-3 command on an interface still in Layer 2 mode (the
+    /// wording is the emulator's).
+    #[error("Error: The interface works in Layer 2 mode; run undo portswitch first.")]
+    Layer2Interface,
     /// An MQC object referred to before it exists (`classifier C behavior
     /// B`, `traffic-policy P inbound`).
     #[error("Error: The {0} does not exist.")]
@@ -380,7 +390,23 @@ impl VrpConfig {
             .last()
             .is_some_and(|k| ctx_of_key(k) == Ctx::Interface);
         let top = cursor.is_empty();
+        // Ethernet interfaces start in Layer 2 mode; an address needs
+        // `undo portswitch` first (module doc).
+        let layer2 = at_interface
+            && cursor
+                .last()
+                .and_then(|k| k.strip_prefix("interface "))
+                .is_some_and(|i| {
+                    !i.contains('.') && (is_physical(i) || i.starts_with("Eth-Trunk"))
+                });
         let level = self.level_mut(cursor)?;
+        if layer2
+            && !undo
+            && body.starts_with("ip address ")
+            && !level.iter().any(|n| n.text == "undo portswitch")
+        {
+            return Err(VrpError::Layer2Interface);
+        }
         match (opener, undo) {
             (Some(key), true) => {
                 let before = level.len();

@@ -124,6 +124,7 @@ fn replace_keys_overwrite_single_valued_leaves() {
             "interface 100GE1/0/1",
             "description a",
             "description b",
+            "undo portswitch",
             "ip address 10.0.0.1 31",
             "ip address 10.0.0.3 31",
         ],
@@ -218,6 +219,14 @@ fn refused(cfg: &mut VrpConfig, lines: &[&str]) -> VrpError {
 fn addresses_and_masks_are_validated() {
     let mut cfg = VrpConfig::new("S");
     let i = "interface 100GE1/0/1";
+    // Ethernet interfaces start in Layer 2 mode: no address before
+    // `undo portswitch`.
+    assert_eq!(
+        refused(&mut cfg, &[i, "ip address 10.0.0.0 31"]),
+        VrpError::Layer2Interface
+    );
+    typed(&mut cfg, &[i, "undo portswitch"]);
+    typed(&mut cfg, &["interface LoopBack0", "ip address 10.9.9.9 32"]);
     let wrong = |column| VrpError::WrongParameter { column };
     // `ip address ` is 11 wide: the caret is under the address or the mask.
     for (line, want) in [
