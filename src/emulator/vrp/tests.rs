@@ -452,3 +452,24 @@ fn policies_need_their_objects_and_objects_in_use_stay() {
     );
     assert!(!cfg.render().contains("traffic"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any typed line, in any view, is applied or refused with an error:
+    /// never a panic (the grammar indexes words and columns).
+    #[test]
+    fn any_line_in_any_view_is_answered(
+        view in proptest::sample::select(vec![
+            "interface 100GE1/0/1", "acl name A advance", "traffic classifier C",
+            "traffic behavior B", "traffic policy P", "ip vpn-instance V",
+        ]),
+        line in "(undo )?(ip|rule|redirect|classifier|if-match|description|interface|traffic|route-distinguisher|sysname|mtu|vlan)( [a-z0-9./:-]{0,12}){0,7}",
+    ) {
+        let mut cfg = VrpConfig::new("S");
+        let mut cursor = Vec::new();
+        cfg.apply(&mut cursor, view).unwrap();
+        let _ = cfg.apply(&mut cursor, &line);
+        let _ = cfg.render();
+    }
+}
