@@ -268,7 +268,13 @@ fn huawei_policy_is_unbound_before_it_is_deleted() {
         uplink: PortName::new("100GE1/0/19").unwrap(),
         destinations: vec!["10.128.1.0/24".parse::<Ipv4Net>().unwrap()],
     };
-    let with: BTreeSet<Item> = [r].into_iter().collect();
+    // The uplink's /31: the redirect's next hop is its far end.
+    let up = Item::Address {
+        port: PortName::new("100GE1/0/19").unwrap(),
+        vrf: None,
+        net: "10.0.0.4/31".parse::<Ipv4Net>().unwrap(),
+    };
+    let with: BTreeSet<Item> = [r, up].into_iter().collect();
     let del = HuaweiCe.changes(&with, &BTreeSet::new());
     let unbind = del
         .iter()
@@ -289,7 +295,17 @@ fn huawei_policy_is_unbound_before_it_is_deleted() {
         .position(|c| c == "traffic-policy v-j1-p3 inbound")
         .unwrap();
     assert!(create < bind, "{add:#?}");
-    assert!(add.contains(&"redirect interface 100GE1/0/19".to_string()));
+    assert!(add.contains(&"redirect nexthop 10.0.0.5".to_string()));
+    // The next hop's address is configured before the behavior using it.
+    let addr = add
+        .iter()
+        .position(|c| c == "ip address 10.0.0.4 31")
+        .unwrap();
+    let behavior = add
+        .iter()
+        .position(|c| c == "redirect nexthop 10.0.0.5")
+        .unwrap();
+    assert!(addr < behavior, "{add:#?}");
     assert!(add.contains(&"rule 5 permit ip destination 10.128.1.0 0.0.0.255".to_string()));
 }
 

@@ -46,6 +46,7 @@ fn opts(srv: &SshServer, check: HostKeyCheck, password: &str) -> SshOptions {
 const INTENT: &str = "\
 acl number 3001
  rule 5 permit ip source 10.1.0.0 0.0.255.255
+traffic policy P1
 interface 100GE1/0/1
  traffic-policy P1 inbound
 ";

@@ -7,23 +7,71 @@
 //! system-view and commits): a view is entered by its header line and left
 //! with `quit`; `undo <line>` removes a line or a whole view.
 //!
-//! Source routing of one server-facing port is four objects sharing one name
-//! `v-<job>-p<n>` ([`policy_name`]): an advanced ACL matching the job's
+//! # Source routing: policy-based routing to the uplink's next hop
+//! Source routing of one server-facing port is four MQC objects sharing one
+//! name `v-<job>-p<n>` ([`policy_name`]): an advanced ACL matching the job's
 //! remote leaves' GPU prefixes (so leaf-local traffic is never redirected),
-//! a classifier on that ACL, a behavior `redirect interface <uplink>`, and a
+//! a classifier on that ACL, a behavior `redirect nexthop <peer>`, and a
 //! policy joining them, applied `inbound` on the port.
+//!
+//! Leaf server ports are routed (`undo portswitch`, `ip address`), so the
+//! traffic to steer is forwarded at Layer 3. Huawei documents that
+//! redirection *to an interface* "takes effect for only packets forwarded at
+//! Layer 2", while redirection *to a next hop address* is policy-based
+//! routing of Layer-3 packets:
+//! * "Overview of Redirection", CloudEngine 12800 and 12800E Series
+//!   Switches Configuration Guide - QoS (document EDOC1100075349),
+//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100075349/4f9b75b1/overview-of-redirection>;
+//! * "Configuring PBR", CloudEngine 8800, 7800, 6800 and 5800 V200R005C10
+//!   Configuration Guide - IP Unicast Routing (EDOC1100074760),
+//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100074760/df2fa186/configuring-pbr>,
+//!   and the same section for the CE12800 (EDOC1100075354,
+//!   <https://support.huawei.com/enterprise/en/doc/EDOC1100075354/df2fa186/configuring-pbr>):
+//!   "PBR can redirect the Layer 3 packets received on an interface to a
+//!   specified next hop address"; in the traffic behavior view
+//!   `redirect [ vpn-instance vpn-instance-name ] nexthop ip-address
+//!   &<1-16> [ fail-action discard ] [ low-precedence ]` (the action "takes
+//!   effect only for Layer 3 forwarding"); a policy holding a redirect is
+//!   applied inbound only (`traffic-policy NAME inbound`, interface view);
+//!   interface IP addresses are a prerequisite. The CE spelling is
+//!   `nexthop`; the S-series `redirect ip-nexthop` and the NetEngine
+//!   `redirect ip-nexthop A vpn V` are other products' forms.
+//!
+//! The next hop is the peer's address on the chosen uplink's /31
+//! ([`next_hops`], shared with the OpenConfig dialect), with
+//! `vpn-instance V` when the uplink's address is bound to VPN instance `V`
+//! (never on a vclos leaf: uplinks are in the public network). No
+//! `fail-action discard`: if the uplink is down, traffic falls back to the
+//! routing table (connectivity over isolation; a link failure is not
+//! visible in configurations, so `vclos verify` cannot report it).
+//! A redirect onto an uplink without a /31 address is not expressible and
+//! is not written (intent built from a topology always addresses uplinks).
+//!
+//! The parser maps the next hop back to the port whose subnet holds it
+//! ([`port_of_next_hop`]). It still reads the older
+//! `redirect interface <port>` behaviors, and applies the Layer-2/Layer-3
+//! rule: bound on a routed port (`undo portswitch`) such a behavior does not
+//! steer anything, so it yields no [`Item::Redirect`] (the busy-link oracle,
+//! `vclos verify` and the plan then see the port as not source-routed, and
+//! the next plan rewrites the behavior to the next-hop form); bound on a
+//! Layer-2 port it is read as steering onto that interface. A behavior
+//! whose next hop is on no addressed port, or that redirects nowhere,
+//! steers nothing either.
 //!
 //! Order constraints of the real device that [`HuaweiCe::changes`] keeps:
 //! a traffic policy is unbound from its interface before it is deleted and
 //! created before it is bound; a VRF exists before a port binds to it and is
 //! deleted after every binding and route using it is gone; `ip binding
 //! vpn-instance` clears the interface address, so the address is removed
-//! before the binding is undone and set again after binding.
+//! before the binding is undone and set again after binding; interface
+//! addresses are set before the behaviors whose next hops they hold, and a
+//! behavior whose uplink address changed is rewritten with the new next hop.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
 use super::{Dialect, ParseError};
+use crate::intent::addressing::{next_hops, port_of_next_hop};
 use crate::intent::name::{parse_policy_name, policy_name};
 use crate::intent::{
     route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
@@ -66,6 +114,40 @@ fn rule_lines(dest: &[Ipv4Net]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Redirect next hops of one item set: the far end of each addressed
+/// port's /31, and the VPN instance the port is bound to.
+struct Hops<'a> {
+    addr: BTreeMap<&'a PortName, Ipv4Addr>,
+    vrf: HashMap<&'a PortName, &'a VrfName>,
+}
+
+impl<'a> Hops<'a> {
+    fn of(items: &'a BTreeSet<Item>) -> Self {
+        let vrf = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Address {
+                    port, vrf: Some(v), ..
+                } => Some((port, v)),
+                _ => None,
+            })
+            .collect();
+        Hops {
+            addr: next_hops(items),
+            vrf,
+        }
+    }
+
+    /// The behavior line redirecting onto `uplink`, if it has a /31.
+    fn redirect(&self, uplink: &PortName) -> Option<String> {
+        let nh = self.addr.get(uplink)?;
+        Some(match self.vrf.get(uplink) {
+            Some(v) => format!("redirect vpn-instance {v} nexthop {nh}"),
+            None => format!("redirect nexthop {nh}"),
+        })
+    }
 }
 
 /// Per-interface lines, in the order the device displays them.
@@ -124,7 +206,13 @@ impl Dialect for HuaweiCe {
         let mut routes = String::new();
         let mut ifaces: HashMap<&str, Iface> = HashMap::new();
         let mut ports: Vec<&PortName> = Vec::new();
+        let hops = Hops::of(items);
         for item in items {
+            if let Item::Redirect { uplink, .. } = item {
+                if hops.redirect(uplink).is_none() {
+                    continue;
+                }
+            }
             let port = item.port();
             if let Some(p) = port {
                 if !ifaces.contains_key(p.as_str()) {
@@ -168,6 +256,7 @@ impl Dialect for HuaweiCe {
                     Some(e),
                 ) => {
                     let n = pname(job, *index);
+                    let action = hops.redirect(uplink).unwrap_or_default();
                     let _ = writeln!(acls, "acl name {n} advance");
                     for l in rule_lines(destinations) {
                         let _ = writeln!(acls, " {l}");
@@ -177,10 +266,7 @@ impl Dialect for HuaweiCe {
                         classifiers,
                         "traffic classifier {n} type or\n if-match acl {n}\n#\n"
                     );
-                    let _ = write!(
-                        behaviors,
-                        "traffic behavior {n}\n redirect interface {uplink}\n#\n"
-                    );
+                    let _ = write!(behaviors, "traffic behavior {n}\n {action}\n#\n");
                     let _ = write!(
                         policies,
                         "traffic policy {n}\n classifier {n} behavior {n}\n#\n"
@@ -284,6 +370,7 @@ impl Dialect for HuaweiCe {
         out.extend(vrfs);
 
         // Additions, dependencies first.
+        let hops = Hops::of(candidate);
         let mut iface: BTreeMap<&PortName, Iface> = BTreeMap::new();
         let mut routes = Vec::new();
         let mut objects = Vec::new();
@@ -317,6 +404,9 @@ impl Dialect for HuaweiCe {
                     uplink,
                     destinations,
                 } => {
+                    let Some(action) = hops.redirect(uplink) else {
+                        continue;
+                    };
                     let n = pname(job, *index);
                     objects.push(format!("acl name {n} advance"));
                     objects.extend(rule_lines(destinations));
@@ -326,7 +416,7 @@ impl Dialect for HuaweiCe {
                         format!("if-match acl {n}"),
                         "quit".into(),
                         format!("traffic behavior {n}"),
-                        format!("redirect interface {uplink}"),
+                        action,
                         "quit".into(),
                         format!("traffic policy {n}"),
                         format!("classifier {n} behavior {n}"),
@@ -337,6 +427,22 @@ impl Dialect for HuaweiCe {
                         .push(format!("traffic-policy {n} inbound"));
                 }
                 Item::Patch { .. } => {}
+            }
+        }
+        // Redirects kept whose uplink's next hop moved: rewrite the action.
+        let old_hops = Hops::of(running);
+        for item in running.intersection(candidate) {
+            if let Item::Redirect {
+                job, index, uplink, ..
+            } = item
+            {
+                let new = hops.redirect(uplink);
+                if new.is_some() && new != old_hops.redirect(uplink) {
+                    let n = pname(job, *index);
+                    objects.extend([format!("traffic behavior {n}")]);
+                    objects.extend(new);
+                    objects.push("quit".into());
+                }
             }
         }
         push_views(
@@ -428,13 +534,24 @@ fn tree<'t>(device: &str, text: &'t str) -> Result<Vec<Node<'t>>, ParseError> {
     Ok(roots)
 }
 
+/// What a behavior redirects to.
+enum Action {
+    /// `redirect interface X`: acts on Layer-2 forwarded packets only.
+    Interface(PortName),
+    /// `redirect [vpn-instance V] nexthop A ...`: the first (primary) next
+    /// hop, in the public network or VPN instance `V` (Layer-3 packets).
+    NextHop(Option<VrfName>, Ipv4Addr),
+    /// No redirect action.
+    Nothing,
+}
+
 #[derive(Default)]
 struct Parser<'a> {
     device: &'a str,
     items: BTreeSet<Item>,
     acls: HashMap<String, Vec<Ipv4Net>>,
     classifiers: HashMap<String, (usize, String)>,
-    behaviors: HashMap<String, (usize, PortName)>,
+    behaviors: HashMap<String, (usize, Action)>,
     policies: HashMap<String, (usize, String, String)>,
     bindings: Vec<(usize, PortName, String)>,
 }
@@ -546,15 +663,8 @@ impl<'a> Parser<'a> {
             } else if t.starts_with("traffic behavior ") {
                 let name = self.word(n, "traffic behavior ")?;
                 if name.starts_with(OWN) {
-                    let c = n
-                        .children
-                        .iter()
-                        .find(|c| c.text.starts_with("redirect interface "))
-                        .ok_or_else(|| {
-                            self.err(n.line, format!("behavior {name} redirects nowhere"))
-                        })?;
-                    let up = self.port(c.line, self.word(c, "redirect interface ")?)?;
-                    self.behaviors.insert(name.into(), (n.line, up));
+                    let action = self.behavior(n)?;
+                    self.behaviors.insert(name.into(), (n.line, action));
                 }
             } else if t.starts_with("traffic policy ") {
                 let name = self.word(n, "traffic policy ")?;
@@ -591,6 +701,25 @@ impl<'a> Parser<'a> {
         }
         self.redirects()?;
         Ok(self.items)
+    }
+
+    /// The redirect action of a behavior view (the last one wins, as on the
+    /// device, where a new redirect replaces the old one).
+    fn behavior(&self, n: &Node<'_>) -> Result<Action, ParseError> {
+        let mut action = Action::Nothing;
+        for c in &n.children {
+            let w: Vec<&str> = c.text.split_whitespace().collect();
+            action = match w.as_slice() {
+                ["redirect", "interface", port, ..] => Action::Interface(self.port(c.line, port)?),
+                ["redirect", "vpn-instance", v, "nexthop", a, ..] => {
+                    Action::NextHop(Some(self.vrf(c.line, v)?), self.ip(c.line, Some(a))?)
+                }
+                ["redirect", "nexthop", a, ..] => Action::NextHop(None, self.ip(c.line, Some(a))?),
+                ["redirect", ..] => Action::Nothing,
+                _ => continue,
+            };
+        }
+        Ok(action)
     }
 
     fn interface(&mut self, n: &Node<'_>) -> Result<(), ParseError> {
@@ -636,6 +765,17 @@ impl<'a> Parser<'a> {
     }
 
     fn redirects(&mut self) -> Result<(), ParseError> {
+        let mut routed = BTreeSet::new();
+        let mut addrs = Vec::new();
+        for i in &self.items {
+            match i {
+                Item::Routed { port } => {
+                    routed.insert(port.clone());
+                }
+                Item::Address { port, vrf, net } => addrs.push((*net, port.clone(), vrf.clone())),
+                _ => {}
+            }
+        }
         for (line, port, policy) in std::mem::take(&mut self.bindings) {
             let (job, index) = parse_policy_name(&policy)
                 .ok_or_else(|| self.err(line, format!("`{policy}` is not a vclos policy name")))?;
@@ -652,10 +792,26 @@ impl<'a> Parser<'a> {
                 .get(acl)
                 .ok_or_else(|| self.err(*cline, format!("acl {acl} is not defined")))?
                 .clone();
-            let (_, uplink) = self
+            let (_, action) = self
                 .behaviors
                 .get(be)
                 .ok_or_else(|| self.err(*pl, format!("traffic behavior {be} is not defined")))?;
+            // The Layer-2/Layer-3 rule (module doc): only what acts steers.
+            let uplink = match action {
+                Action::NextHop(vrf, hop) => port_of_next_hop(
+                    addrs
+                        .iter()
+                        .filter(|(_, _, v)| v == vrf)
+                        .map(|(n, p, _)| (n, p)),
+                    *hop,
+                )
+                .cloned(),
+                Action::Interface(up) if !routed.contains(&port) => Some(up.clone()),
+                Action::Interface(_) | Action::Nothing => None,
+            };
+            let Some(uplink) = uplink else {
+                continue;
+            };
             self.items.insert(Item::Redirect {
                 job,
                 index,
@@ -667,3 +823,6 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

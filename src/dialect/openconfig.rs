@@ -26,6 +26,7 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use super::{Dialect, ParseError};
+use crate::intent::addressing::{next_hops, port_of_next_hop};
 use crate::intent::name::{parse_policy_name, policy_name};
 use crate::intent::{
     route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
@@ -280,17 +281,6 @@ fn pf(inner: El) -> El {
 
 fn pname(job: &crate::names::JobId, index: u16) -> String {
     policy_name(job, index).unwrap_or_else(|_| format!("v-{job}-p{index}"))
-}
-
-/// The peer address on each addressed port's /31 (redirect next hops).
-fn next_hops(items: &BTreeSet<Item>) -> BTreeMap<&PortName, Ipv4Addr> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Address { port, net, .. } if net.len == 31 => Some((port, net.other_end())),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One `<config>` fragment per item, for rendering (merged) and changes.
@@ -663,10 +653,8 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
             .get(id)
             .ok_or_else(|| err(i, format!("policy {id} is not defined")))?;
         let hop = hop.ok_or_else(|| err(pol, format!("policy {id} has no rules")))?;
-        let uplink = hops
-            .iter()
-            .find(|(n, _)| n.contains(hop) && n.addr != hop)
-            .map(|(_, p)| p.clone())
+        let uplink = port_of_next_hop(hops.iter().map(|(n, p)| (n, p)), hop)
+            .cloned()
             .ok_or_else(|| {
                 err(
                     pol,

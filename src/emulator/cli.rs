@@ -40,13 +40,14 @@
 //! and `commit` consults [`Faults::on_commit`] (refused: an `Error:` line, the
 //! candidate kept). Reply delays are applied by the transport.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use super::faults::{Action, Faults};
 pub use super::shell::{Reply, SessionAction};
 use super::shell::{SessionKind, ShellDevice, ShellSession};
-use super::vrp::{normalize, VrpConfig, VrpError};
+use super::vrp::{is_physical, normalize, VrpConfig, VrpError};
 
 /// One commit point in the device's history.
 #[derive(Debug, Clone)]
@@ -74,6 +75,10 @@ pub struct SwitchDevice {
     name: String,
     running: Mutex<Running>,
     faults: Arc<Faults>,
+    /// The physical interfaces the box has, when known: `interface X` for
+    /// another physical interface is refused, as on a CE (physical
+    /// interfaces are neither created nor deleted by configuration).
+    interfaces: Option<BTreeSet<String>>,
 }
 
 /// First commit id, as on VRP.
@@ -91,7 +96,42 @@ impl SwitchDevice {
                 next_id: FIRST_COMMIT_ID,
             }),
             faults,
+            interfaces: None,
         })
+    }
+
+    /// [`SwitchDevice::new`] for a box whose physical interfaces are exactly
+    /// `interfaces` (logical ones, `Eth-Trunk1`, `Vlanif10`, ..., can still
+    /// be created).
+    pub fn with_interfaces(
+        name: &str,
+        initial: VrpConfig,
+        faults: Arc<Faults>,
+        interfaces: impl IntoIterator<Item = String>,
+    ) -> Arc<Self> {
+        let mut dev = Self::new(name, initial, faults);
+        if let Some(d) = Arc::get_mut(&mut dev) {
+            d.interfaces = Some(interfaces.into_iter().collect());
+        }
+        dev
+    }
+
+    /// Refuse `interface X` (typed as `line`) for a physical interface the
+    /// box does not have: the caret under the name.
+    fn check_interface(&self, line: &str) -> Result<(), VrpError> {
+        let (col, body) = match line.strip_prefix("undo ") {
+            Some(b) => (5, b),
+            None => (0, line),
+        };
+        let (Some(known), Some(name)) = (&self.interfaces, body.strip_prefix("interface ")) else {
+            return Ok(());
+        };
+        // A subinterface (`100GE1/0/1.10`) needs its parent port.
+        let base = name.split('.').next().unwrap_or(name);
+        if is_physical(name) && !known.contains(base) {
+            return Err(VrpError::WrongParameter { column: col + 10 });
+        }
+        Ok(())
     }
 
     pub fn name(&self) -> &str {
@@ -332,6 +372,9 @@ impl CliSession {
 
     fn configure(&mut self, line: &str, prompt_len: usize) -> Reply {
         self.rebase_if_clean();
+        if let Err(e) = self.dev.check_interface(line) {
+            return caret_reply(prompt_len, &e);
+        }
         let before = self.cursor.clone();
         let mut cursor = self.cursor.clone();
         match self.cand.tree.apply(&mut cursor, line) {
@@ -484,7 +527,9 @@ impl CliSession {
 
 fn caret_reply(prompt_len: usize, err: &VrpError) -> Reply {
     match err {
-        VrpError::Unrecognized { column } | VrpError::Incomplete { column } => {
+        VrpError::Unrecognized { column }
+        | VrpError::Incomplete { column }
+        | VrpError::WrongParameter { column } => {
             Reply::text(format!("{}^\n{err}\n", " ".repeat(prompt_len + column)))
         }
         e => Reply::text(format!("{e}\n")),

@@ -158,6 +158,23 @@ pub struct EmulatedFabric {
     _ssh: Vec<SshServer>,
 }
 
+/// Every switch port the topology gives `device` (its physical interfaces).
+fn device_ports(topo: &Topology, device: &crate::topology::Device) -> Vec<String> {
+    use crate::topology::Member;
+    let mut ports = Vec::new();
+    for m in &device.members {
+        match *m {
+            Member::Leaf(l) => {
+                let leaf = topo.leaf(l);
+                ports.extend(leaf.server_ports.iter().chain(&leaf.uplinks).cloned());
+            }
+            Member::Spine(s) => ports.extend(topo.spine(s).ports.iter().cloned()),
+            Member::Ocs(_) => {}
+        }
+    }
+    ports
+}
+
 impl EmulatedFabric {
     /// Build every device of `topology` and start its endpoint. Every
     /// switch starts from the topology's baseline configuration (rendered in
@@ -185,7 +202,12 @@ impl EmulatedFabric {
                 (Protocol::SshCli, Dialect::HuaweiCe) => {
                     let initial = VrpConfig::parse(&text)
                         .map_err(|(line, e)| bad(format!("line {line}: {e}")))?;
-                    Switch::Cli(SwitchDevice::new(&d.name, initial, f))
+                    Switch::Cli(SwitchDevice::with_interfaces(
+                        &d.name,
+                        initial,
+                        f,
+                        device_ports(&topology, d),
+                    ))
                 }
                 (Protocol::SshCli, Dialect::Sonic) => {
                     let db = vclos_drivers::configdb::parse(&text).map_err(bad)?;

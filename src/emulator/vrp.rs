@@ -37,11 +37,45 @@
 //!   shut down is a no-op.
 //! * `ip binding vpn-instance V` requires `ip vpn-instance V` to exist and
 //!   removes the interface's `ip address` lines (real behaviour).
+//! * Ethernet interfaces (and Eth-Trunks) work in Layer 2 mode by default;
+//!   `ip address` is accepted only after `undo portswitch` switched them
+//!   to Layer 3 (CloudEngine configuration guide, "Switching an interface
+//!   to Layer 3 mode": by default Ethernet interfaces are in Layer 2 mode,
+//!   and after `undo portswitch` IP addresses can be configured; cited in
+//!   `docs/devices/huawei-ce.md`).
+//!
+//! # Strictness: documented syntax only
+//! Each view accepts only the commands listed in `leaf_valid` (others are
+//! `Unrecognized`, even in system view: the emulator does not pretend to
+//! configure what it does not model), and every argument is checked by
+//! [`syntax`] against the CloudEngine V200R00x command forms
+//! (`docs/devices/huawei-ce.md` cites each): IPv4 addresses, masks (length
+//! or contiguous dotted) and wildcards; interface addresses neither the
+//! subnet's network nor broadcast address; static-route destinations that
+//! are network addresses; interface names in CE numbering
+//! (`100GE1/0/1`, `25GE1/0/1:2`, `Eth-Trunk1`, `Vlanif10`, ...); ACL
+//! numbers and rules; `traffic classifier N [type and|or]`;
+//! `redirect interface IF` and `redirect [vpn-instance V] nexthop
+//! A{1,16} [fail-action discard] [low-precedence]` (the S-series
+//! `ip-nexthop` spelling is refused). A bad value is `Error: Wrong
+//! parameter found at '^' position.` with the caret under it, an unknown
+//! keyword `Unrecognized`, a missing argument `Incomplete`.
+//!
+//! References, as MQC requires ("Configuring PBR" and "classifier
+//! behavior", cited in the docs): `classifier C behavior B` needs both
+//! objects, `traffic-policy P inbound` needs P, `redirect vpn-instance V`
+//! and `ip route-static vpn-instance V` need V; a policy applied to an
+//! interface, and a classifier or behavior used in a policy, cannot be
+//! deleted (`Error: The ... is being used and cannot be deleted.`; the
+//! wording of these two reference errors is the emulator's). Which physical
+//! interfaces exist is the session's business (`SwitchDevice::with_interfaces`).
 
 use std::collections::HashMap;
 use std::fmt;
 
 use thiserror::Error;
+
+mod syntax;
 
 /// One configuration line and, for a view, the lines typed inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +115,22 @@ pub enum VrpError {
     NoVpnInstance,
     #[error("Error: Incomplete command found at '^' position.")]
     Incomplete { column: usize },
+    /// A value out of range or of the wrong form (an address, a mask, an
+    /// interface name).
+    #[error("Error: Wrong parameter found at '^' position.")]
+    WrongParameter { column: usize },
+    /// A Layer-3 command on an interface still in Layer 2 mode (the
+    /// wording is the emulator's).
+    #[error("Error: The interface works in Layer 2 mode; run undo portswitch first.")]
+    Layer2Interface,
+    /// An MQC object referred to before it exists (`classifier C behavior
+    /// B`, `traffic-policy P inbound`).
+    #[error("Error: The {0} does not exist.")]
+    Missing(&'static str),
+    /// An MQC object deleted while something still refers to it (a policy
+    /// applied to an interface, a classifier or behavior in a policy).
+    #[error("Error: The {0} is being used and cannot be deleted.")]
+    InUse(&'static str),
     /// The view the session was in has been deleted (by another session's
     /// commit, found when a candidate is replayed onto a newer running).
     #[error("Error: The view {0} no longer exists.")]
@@ -147,42 +197,21 @@ fn leaf_valid(ctx: Ctx, line: &str) -> bool {
             "ip route-static",
             "vlan batch",
             "lldp enable",
-            "stp",
-            "info-center",
-            "snmp-agent",
-            "ntp-service",
-            "clock",
             "dhcp enable",
             "stelnet server enable",
-            "ssh",
         ]),
         Ctx::Interface => starts(&[
             "description",
             "ip address",
-            "ip binding vpn-instance",
+            "ip binding",
             "portswitch",
-            "undo portswitch",
             "shutdown",
             "traffic-policy",
-            "traffic-filter",
             "mtu",
-            "port",
-            "lldp",
-            "stp",
-            "jumboframe",
-            "speed",
         ]),
         Ctx::Acl => starts(&["rule", "description", "step"]),
         Ctx::Classifier => starts(&["if-match", "description"]),
-        Ctx::Behavior => starts(&[
-            "redirect",
-            "permit",
-            "deny",
-            "remark",
-            "statistics",
-            "car",
-            "description",
-        ]),
+        Ctx::Behavior => starts(&["redirect", "permit", "deny", "remark", "statistics"]),
         Ctx::Policy => starts(&["classifier", "description", "statistics", "step"]),
         Ctx::VpnInstance => starts(&["description"]),
         Ctx::VpnAf => starts(&[
@@ -226,6 +255,13 @@ fn rank(text: &str) -> u8 {
         ("ip", Some("route-static")) => 8,
         _ => 1,
     }
+}
+
+/// Whether `name` is a well-formed physical interface name (`100GE1/0/1`),
+/// as opposed to a logical one (`Eth-Trunk1`, `Vlanif10`, `LoopBack0`).
+pub fn is_physical(name: &str) -> bool {
+    syntax::interface_name(name)
+        && name.starts_with(|c: char| c.is_ascii_digit() || c == 'G' || c == 'M')
 }
 
 /// Normalise a typed line: trim and collapse runs of blanks.
@@ -331,20 +367,46 @@ impl VrpConfig {
             e => e,
         })?;
         cursor.truncate(depth);
+        let ctx = cursor.last().map_or(Ctx::System, |k| ctx_of_key(k));
+        let shift = |e: VrpError| match e {
+            VrpError::Unrecognized { column } => VrpError::Unrecognized {
+                column: column + body_col,
+            },
+            VrpError::Incomplete { column } => VrpError::Incomplete {
+                column: column + body_col,
+            },
+            VrpError::WrongParameter { column } => VrpError::WrongParameter {
+                column: column + body_col,
+            },
+            e => e,
+        };
+        match &opener {
+            Some(_) => syntax::check_view(&body, undo).map_err(shift)?,
+            None if undo && body == "portswitch" => {}
+            None => syntax::check_leaf(ctx, &body, undo).map_err(shift)?,
+        }
+        self.check_references(ctx, opener.as_deref(), &body, undo)?;
         let at_interface = cursor
             .last()
             .is_some_and(|k| ctx_of_key(k) == Ctx::Interface);
-        let vpn_needed = (!undo)
-            .then(|| body.strip_prefix("ip binding vpn-instance "))
-            .flatten()
-            .map(|v| format!("ip vpn-instance {v}"));
-        if let Some(v) = vpn_needed {
-            if !self.has_view(&v) {
-                return Err(VrpError::NoVpnInstance);
-            }
-        }
         let top = cursor.is_empty();
+        // Ethernet interfaces start in Layer 2 mode; an address needs
+        // `undo portswitch` first (module doc).
+        let layer2 = at_interface
+            && cursor
+                .last()
+                .and_then(|k| k.strip_prefix("interface "))
+                .is_some_and(|i| {
+                    !i.contains('.') && (is_physical(i) || i.starts_with("Eth-Trunk"))
+                });
         let level = self.level_mut(cursor)?;
+        if layer2
+            && !undo
+            && body.starts_with("ip address ")
+            && !level.iter().any(|n| n.text == "undo portswitch")
+        {
+            return Err(VrpError::Layer2Interface);
+        }
         match (opener, undo) {
             (Some(key), true) => {
                 let before = level.len();
@@ -368,6 +430,78 @@ impl VrpConfig {
             (None, false) => set_leaf(level, &body, top),
         }
         Ok(())
+    }
+
+    /// Objects a line refers to must exist; objects still referred to
+    /// cannot be deleted (see the module doc).
+    fn check_references(
+        &self,
+        ctx: Ctx,
+        opener: Option<&str>,
+        body: &str,
+        undo: bool,
+    ) -> Result<(), VrpError> {
+        let w: Vec<&str> = body.split(' ').collect();
+        if undo {
+            let used = |view: &str, child: &dyn Fn(&[&str]) -> bool| {
+                self.top
+                    .iter()
+                    .filter(|n| n.view && n.text.starts_with(view))
+                    .flat_map(|n| &n.children)
+                    .any(|c| child(&c.text.split(' ').collect::<Vec<_>>()))
+            };
+            return match (opener.is_some(), w.as_slice()) {
+                (true, ["traffic", "policy", p]) => {
+                    if used(
+                        "interface ",
+                        &|c| matches!(c, ["traffic-policy", x, _] if x == p),
+                    ) {
+                        Err(VrpError::InUse("traffic policy"))
+                    } else {
+                        Ok(())
+                    }
+                }
+                (true, ["traffic", kind @ ("classifier" | "behavior"), x]) => {
+                    let at = if *kind == "classifier" { 1 } else { 3 };
+                    if used("traffic policy ", &|c| {
+                        c.first() == Some(&"classifier") && c.get(at) == Some(x)
+                    }) {
+                        Err(VrpError::InUse(if at == 1 {
+                            "traffic classifier"
+                        } else {
+                            "traffic behavior"
+                        }))
+                    } else {
+                        Ok(())
+                    }
+                }
+                _ => Ok(()),
+            };
+        }
+        let need = |key: String, what: &'static str| {
+            if self.has_view(&key) {
+                Ok(())
+            } else if what == "VPN instance" {
+                Err(VrpError::NoVpnInstance)
+            } else {
+                Err(VrpError::Missing(what))
+            }
+        };
+        match (ctx, opener, w.as_slice()) {
+            (Ctx::Policy, None, ["classifier", c, "behavior", b, ..]) => {
+                need(format!("traffic classifier {c}"), "traffic classifier")?;
+                need(format!("traffic behavior {b}"), "traffic behavior")
+            }
+            (Ctx::Interface, None, ["traffic-policy", p, ..]) => {
+                need(format!("traffic policy {p}"), "traffic policy")
+            }
+            (Ctx::Interface, None, ["ip", "binding", "vpn-instance", v])
+            | (Ctx::Behavior, None, ["redirect", "vpn-instance", v, ..])
+            | (Ctx::System, None, ["ip", "route-static", "vpn-instance", v, ..]) => {
+                need(format!("ip vpn-instance {v}"), "VPN instance")
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The `display current-configuration` text (see the module doc).

@@ -14,9 +14,10 @@
 //!   one. A link's addresses thus follow the leaf uplink, which never moves,
 //!   not the far end, which an OCS may rewire.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use super::{IntentError, Ipv4Net};
+use super::{IntentError, Ipv4Net, Item, PortName};
 use crate::topology::{LeafId, Topology};
 
 const GPU_BASE: u32 = 0x0A80_0000; // 10.128.0.0
@@ -82,6 +83,33 @@ pub fn uplink_peer_address(leaf: LeafId, u: usize) -> Ipv4Net {
     Ipv4Net::new(a.other_end(), 31)
 }
 
+/// Where a redirect onto each addressed port sends packets: the far end of
+/// the port's /31 (its point-to-point peer). Dialects whose redirect names a
+/// next hop rather than an egress port (OpenConfig policy-forwarding,
+/// Huawei CE `redirect nexthop`) write a redirect to uplink `u` as "next
+/// hop = `next_hops(items)[u]`" and read it back with [`port_of_next_hop`].
+pub fn next_hops(items: &BTreeSet<Item>) -> BTreeMap<&PortName, Ipv4Addr> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Address { port, net, .. } if net.len == 31 => Some((port, net.other_end())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The port a next hop leaves by: the first of `addrs` (interface address,
+/// port) whose subnet holds `hop` without `hop` being the port's own address.
+pub fn port_of_next_hop<'a, P: 'a>(
+    addrs: impl IntoIterator<Item = (&'a Ipv4Net, &'a P)>,
+    hop: Ipv4Addr,
+) -> Option<&'a P> {
+    addrs
+        .into_iter()
+        .find(|(n, _)| n.contains(hop) && n.addr != hop)
+        .map(|(_, p)| p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +138,41 @@ mod tests {
         assert_eq!(
             leaf_gpu_prefix(LeafId(32767)).to_string(),
             "10.255.255.0/24"
+        );
+    }
+
+    #[test]
+    fn next_hop_is_the_far_end_of_the_uplink_and_maps_back() {
+        let up = PortName::new("100GE1/0/17").unwrap();
+        let srv = PortName::new("100GE1/0/1").unwrap();
+        let items: BTreeSet<Item> = [
+            Item::Address {
+                port: up.clone(),
+                vrf: None,
+                net: uplink_address(LeafId(1), 0),
+            },
+            Item::Address {
+                port: srv.clone(),
+                vrf: None,
+                net: server_port_gateway(LeafId(1), 0),
+            },
+        ]
+        .into_iter()
+        .collect();
+        let hops = next_hops(&items);
+        let hop = hops[&up];
+        assert_eq!(hop, uplink_peer_address(LeafId(1), 0).addr);
+        let addrs: Vec<(Ipv4Net, PortName)> = vec![
+            (server_port_gateway(LeafId(1), 0), srv.clone()),
+            (uplink_address(LeafId(1), 0), up.clone()),
+        ];
+        let back = port_of_next_hop(addrs.iter().map(|(n, p)| (n, p)), hop);
+        assert_eq!(back, Some(&up));
+        // The port's own address is not a next hop through it.
+        let own = uplink_address(LeafId(1), 0).addr;
+        assert_eq!(
+            port_of_next_hop(addrs.iter().map(|(n, p)| (n, p)), own),
+            None
         );
     }
 }

@@ -197,3 +197,43 @@ fn utc_formats_known_instants() {
     let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(951_827_696);
     assert_eq!(utc(t), "2000-02-29 12:34:56");
 }
+
+#[test]
+fn wrong_parameters_and_unknown_interfaces_are_refused_with_a_caret() {
+    let dev = SwitchDevice::with_interfaces(
+        "LEAF1",
+        VrpConfig::new("LEAF1"),
+        Arc::new(Faults::new()),
+        ["100GE1/0/1".to_string()],
+    );
+    let mut s = CliSession::new(dev.clone(), "admin");
+    run(&mut s, &["system-view"]);
+    // "[~LEAF1]" is 8 wide; `interface ` 10 more.
+    let r = s.handle_line("interface 100GE1/0/2");
+    assert_eq!(
+        r.output,
+        format!(
+            "{}^\nError: Wrong parameter found at '^' position.\n",
+            " ".repeat(18)
+        )
+    );
+    assert_eq!(s.prompt(), "[~LEAF1]", "nothing entered, nothing changed");
+    run(
+        &mut s,
+        &[
+            "interface 100GE1/0/1",
+            "interface 100GE1/0/1.10",
+            "interface Eth-Trunk1",
+        ],
+    );
+    run(&mut s, &["interface 100GE1/0/1"]);
+    // "[*LEAF1-100GE1/0/1]" is 19 wide; `ip address ` 11 more.
+    let r = s.handle_line("ip address 10.0.0.300 31");
+    assert_eq!(
+        r.output.lines().next().unwrap(),
+        format!("{}^", " ".repeat(30))
+    );
+    assert!(r.output.contains("Error: Wrong parameter found"));
+    run(&mut s, &["commit"]);
+    assert!(!dev.running_config().render().contains("10.0.0.300"));
+}

@@ -16,6 +16,7 @@ fn display_format_matches_the_contract() {
     typed(
         &mut cfg,
         &[
+            "traffic policy P1",
             "interface 100GE1/0/1",
             " traffic-policy P1 inbound",
             "acl number 3001",
@@ -36,6 +37,8 @@ ip vpn-instance JOB7
 #
 acl number 3001
  rule 5 permit ip source 10.1.0.0 0.0.255.255
+#
+traffic policy P1
 #
 interface 100GE1/0/1
  traffic-policy P1 inbound
@@ -121,6 +124,7 @@ fn replace_keys_overwrite_single_valued_leaves() {
             "interface 100GE1/0/1",
             "description a",
             "description b",
+            "undo portswitch",
             "ip address 10.0.0.1 31",
             "ip address 10.0.0.3 31",
         ],
@@ -199,4 +203,273 @@ fn diff_marks_added_removed_and_changed_lines() {
         "#\n-acl number 3001\n- rule 5 permit ip\n#\n interface 100GE1/0/1\n- description a\n+ description b\n#\n+ip route-static 10.0.0.0 8 10.1.1.1\n"
     );
     assert_eq!(new.diff(&new), "");
+}
+
+/// The error of typing `lines` (the last one fails) from system view.
+fn refused(cfg: &mut VrpConfig, lines: &[&str]) -> VrpError {
+    let mut cursor = Vec::new();
+    let (last, before) = lines.split_last().unwrap();
+    for l in before {
+        cfg.apply(&mut cursor, l).unwrap();
+    }
+    cfg.apply(&mut cursor, last).unwrap_err()
+}
+
+#[test]
+fn addresses_and_masks_are_validated() {
+    let mut cfg = VrpConfig::new("S");
+    let i = "interface 100GE1/0/1";
+    // Ethernet interfaces start in Layer 2 mode: no address before
+    // `undo portswitch`.
+    assert_eq!(
+        refused(&mut cfg, &[i, "ip address 10.0.0.0 31"]),
+        VrpError::Layer2Interface
+    );
+    typed(&mut cfg, &[i, "undo portswitch"]);
+    typed(&mut cfg, &["interface LoopBack0", "ip address 10.9.9.9 32"]);
+    let wrong = |column| VrpError::WrongParameter { column };
+    // `ip address ` is 11 wide: the caret is under the address or the mask.
+    for (line, want) in [
+        ("ip address 10.0.0.300 31", wrong(11)),
+        ("ip address 10.0.0.1 33", wrong(20)),
+        ("ip address 10.0.0.1 255.0.255.0", wrong(20)),
+        ("ip address 10.0.0.0 24", wrong(11)), // the subnet's network address
+        ("ip address 10.0.0.255 24", wrong(11)), // its broadcast address
+        ("ip address 224.0.0.1 31", wrong(11)),
+        ("ip address 10.0.0.1", VrpError::Incomplete { column: 20 }),
+        (
+            "ip address 10.0.0.1 31 bogus",
+            VrpError::Unrecognized { column: 23 },
+        ),
+    ] {
+        assert_eq!(refused(&mut cfg, &[i, line]), want, "{line}");
+    }
+    typed(
+        &mut cfg,
+        &[
+            i,
+            "ip address 10.0.0.0 31",
+            "ip address 10.1.0.1 255.255.255.0",
+        ],
+    );
+    // Static routes: a network destination, a valid next hop.
+    assert_eq!(
+        refused(&mut cfg, &["ip route-static 10.0.0.1 8 10.1.1.1"]),
+        wrong(16)
+    );
+    assert_eq!(
+        refused(&mut cfg, &["ip route-static 10.0.0.0 8 10.1.1"]),
+        wrong(27)
+    );
+    assert_eq!(
+        refused(
+            &mut cfg,
+            &["ip route-static vpn-instance NOPE 10.0.0.0 8 10.1.1.1"]
+        ),
+        VrpError::NoVpnInstance
+    );
+    typed(
+        &mut cfg,
+        &["ip route-static 10.0.0.0 255.0.0.0 100GE1/0/1 10.1.1.1"],
+    );
+}
+
+#[test]
+fn interface_names_follow_ce_numbering() {
+    let mut cfg = VrpConfig::new("S");
+    for bad in [
+        "interface 100GE1/0",
+        "interface Ethernet0",
+        "interface 100GE1/0/x",
+    ] {
+        assert_eq!(
+            refused(&mut cfg, &[bad]),
+            VrpError::WrongParameter { column: 10 },
+            "{bad}"
+        );
+    }
+    typed(
+        &mut cfg,
+        &[
+            "interface 100GE1/0/1",
+            "interface 25GE1/0/1:2",
+            "interface Eth-Trunk1",
+            "interface Vlanif10",
+            "interface LoopBack0",
+        ],
+    );
+    // Redirecting to a malformed interface is refused as well.
+    assert_eq!(
+        refused(&mut cfg, &["traffic behavior B", "redirect interface eth0"]),
+        VrpError::WrongParameter { column: 19 }
+    );
+}
+
+#[test]
+fn redirect_takes_the_documented_forms_only() {
+    let mut cfg = VrpConfig::new("S");
+    let b = "traffic behavior B";
+    let un = |column| VrpError::Unrecognized { column };
+    for (line, want) in [
+        // S-series and NetEngine spellings are not CE syntax.
+        ("redirect ip-nexthop 10.0.0.1", un(9)),
+        ("redirect next-hop 10.0.0.1", un(9)),
+        (
+            "redirect nexthop 10.0.0.256",
+            VrpError::WrongParameter { column: 17 },
+        ),
+        (
+            "redirect nexthop 0.0.0.0",
+            VrpError::WrongParameter { column: 17 },
+        ),
+        ("redirect nexthop", VrpError::Incomplete { column: 17 }),
+        ("redirect nexthop 10.0.0.1 forced", un(26)),
+        ("redirect nexthop 10.0.0.1 fail-action forward", un(38)),
+        (
+            "redirect vpn-instance V1 nexthop 10.0.0.1",
+            VrpError::NoVpnInstance,
+        ),
+    ] {
+        assert_eq!(refused(&mut cfg, &[b, line]), want, "{line}");
+    }
+    typed(&mut cfg, &["ip vpn-instance V1", "ipv4-family"]);
+    typed(
+        &mut cfg,
+        &[
+            b,
+            "redirect nexthop 10.0.0.1",
+            "redirect nexthop 10.0.0.1 10.0.0.3 fail-action discard",
+            "redirect vpn-instance V1 nexthop 10.0.0.1 low-precedence",
+            "redirect interface 100GE1/0/17",
+        ],
+    );
+    // One redirect action per behavior: the last replaces the others.
+    let r = cfg.render();
+    assert!(
+        r.contains("traffic behavior B\n redirect interface 100GE1/0/17\n#"),
+        "{r}"
+    );
+}
+
+#[test]
+fn acl_rules_and_other_commands_are_checked() {
+    let mut cfg = VrpConfig::new("S");
+    let a = "acl name v-j1-p1 advance";
+    assert_eq!(
+        refused(&mut cfg, &[a, "rule 5 allow ip"]),
+        VrpError::Unrecognized { column: 7 }
+    );
+    assert_eq!(
+        refused(
+            &mut cfg,
+            &[a, "rule 5 permit ip destination 10.1.0.0 0.255.0.255"]
+        ),
+        VrpError::WrongParameter { column: 38 }
+    );
+    typed(
+        &mut cfg,
+        &[a, "rule 5 permit ip destination 10.128.1.0 0.0.0.255"],
+    );
+    assert_eq!(
+        refused(&mut cfg, &["acl number 1999"]),
+        VrpError::WrongParameter { column: 11 }
+    );
+    assert_eq!(
+        refused(&mut cfg, &["traffic classifier C type xor"]),
+        VrpError::Unrecognized { column: 26 }
+    );
+    // Commands the emulated CE does not model are not accepted silently.
+    for l in [
+        "snmp-agent community read public",
+        "ntp-service unicast-server 1.2.3.4",
+    ] {
+        assert_eq!(
+            refused(&mut cfg, &[l]),
+            VrpError::Unrecognized { column: 0 }
+        );
+    }
+    assert_eq!(
+        refused(&mut cfg, &["interface 100GE1/0/1", "mtu 10000"]),
+        VrpError::WrongParameter { column: 4 }
+    );
+}
+
+#[test]
+fn policies_need_their_objects_and_objects_in_use_stay() {
+    let mut cfg = VrpConfig::new("S");
+    assert_eq!(
+        refused(&mut cfg, &["traffic policy P", "classifier C behavior B"]),
+        VrpError::Missing("traffic classifier")
+    );
+    typed(
+        &mut cfg,
+        &["traffic classifier C type or", "if-match acl 3001"],
+    );
+    assert_eq!(
+        refused(&mut cfg, &["traffic policy P", "classifier C behavior B"]),
+        VrpError::Missing("traffic behavior")
+    );
+    assert_eq!(
+        refused(
+            &mut cfg,
+            &["interface 100GE1/0/1", "traffic-policy Q inbound"]
+        ),
+        VrpError::Missing("traffic policy")
+    );
+    typed(
+        &mut cfg,
+        &[
+            "traffic behavior B",
+            "redirect nexthop 10.0.0.1",
+            "traffic policy P",
+            "classifier C behavior B",
+            "interface 100GE1/0/1",
+            "traffic-policy P inbound",
+        ],
+    );
+    let mut top = Vec::new();
+    for (line, what) in [
+        ("undo traffic policy P", "traffic policy"),
+        ("undo traffic classifier C", "traffic classifier"),
+        ("undo traffic behavior B", "traffic behavior"),
+    ] {
+        assert_eq!(
+            cfg.apply(&mut top, line),
+            Err(VrpError::InUse(what)),
+            "{line}"
+        );
+    }
+    // In the order the dialect removes them, every step is accepted.
+    typed(
+        &mut cfg,
+        &[
+            "interface 100GE1/0/1",
+            "undo traffic-policy P inbound",
+            "undo traffic policy P",
+            "undo traffic behavior B",
+            "undo traffic classifier C",
+        ],
+    );
+    assert!(!cfg.render().contains("traffic"));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any typed line, in any view, is applied or refused with an error:
+    /// never a panic (the grammar indexes words and columns).
+    #[test]
+    fn any_line_in_any_view_is_answered(
+        view in proptest::sample::select(vec![
+            "interface 100GE1/0/1", "acl name A advance", "traffic classifier C",
+            "traffic behavior B", "traffic policy P", "ip vpn-instance V",
+        ]),
+        line in "(undo )?(ip|rule|redirect|classifier|if-match|description|interface|traffic|route-distinguisher|sysname|mtu|vlan)( [a-z0-9./:-]{0,12}){0,7}",
+    ) {
+        let mut cfg = VrpConfig::new("S");
+        let mut cursor = Vec::new();
+        cfg.apply(&mut cursor, view).unwrap();
+        let _ = cfg.apply(&mut cursor, &line);
+        let _ = cfg.render();
+    }
 }
