@@ -9,6 +9,27 @@
 //! are found at run time in a folder ([`openconfig_dir`]), which
 //! `.ci/third-party.sh` fills from PyPI's `ydk-models-openconfig`.
 //!
+//! Two gaps of that bundle are closed here, each citing where upstream
+//! closed it:
+//!
+//! - It has no `openconfig-policy-forwarding` (its
+//!   `openconfig-network-instance` is 0.6.0, 2017-01-13, from before
+//!   network instances carried `policy-forwarding`), so
+//!   [`Schema::validate_config`] and [`Schema::validate_edit`] cut every
+//!   `network-instances/network-instance/policy-forwarding` subtree out,
+//!   give the rest to libyang, and check the subtrees with the rules of
+//!   [`policy_forwarding`] (openconfig-policy-forwarding 0.2.1,
+//!   2018-11-21, encoded by hand).
+//! - Its network-instance `when` conditions on protocol instances cannot
+//!   hold under RFC 7950 (wrong context node, unprefixed identity), which
+//!   makes every static route invalid; the module is loaded with the text
+//!   upstream later gave them ([`fix_protocol_whens`]), patched in memory.
+//!
+//! The pattern anchors the bundle's `pattern` statements carry (POSIX `^`
+//! and `$`, which XSD regular expressions do not have, RFC 7950 Section
+//! 9.4.5) are removed when `.ci/third-party.sh` installs the models
+//! (`.ci/unanchor-patterns.py`).
+//!
 //! libyang is optional (cargo feature `yang`, since it builds C code with
 //! cmake). Without it, or without the models, [`Schema::openconfig`]
 //! answers [`SchemaError::Unavailable`] and callers fall back to their own
@@ -27,6 +48,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use thiserror::Error;
+
+pub mod policy_forwarding;
 
 /// The modules the OpenConfig dialect writes, implemented in one context
 /// together with the identity modules its values name; what they import
@@ -163,11 +186,108 @@ pub fn unwrap_document(xml: &str) -> &str {
     t
 }
 
+/// The text fix of `fixed_network_instance` (feature `yang`): each
+/// `when "../config/identifier = 'ID'"` becomes
+/// `when "./config/identifier = 'oc-pol-types:ID'"`. `None` when the
+/// module does not import openconfig-policy-types as `oc-pol-types` or has
+/// no such condition.
+pub fn fix_protocol_whens(module: &str) -> Option<String> {
+    const OLD: &str = "when \"../config/identifier = '";
+    const NEW: &str = "when \"./config/identifier = 'oc-pol-types:";
+    let imports = module
+        .split("import openconfig-policy-types")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .is_some_and(|stmt| stmt.contains("\"oc-pol-types\"") || stmt.contains(" oc-pol-types;"));
+    (imports && module.contains(OLD)).then(|| module.replace(OLD, NEW))
+}
+
+/// The content of a NETCONF document ([`unwrap_document`]) with the prefix
+/// declarations (`xmlns:p="..."`) of a stripped `<config>`/`<data>`
+/// wrapper copied onto each top-level element that does not declare that
+/// prefix itself, so values and attributes using them (`nc:operation`)
+/// stay bound. Text the scanner cannot read is returned as unwrapped,
+/// for libyang to refuse.
+pub fn document_content(xml: &str) -> std::borrow::Cow<'_, str> {
+    use quick_xml::events::Event;
+    let inner = unwrap_document(xml);
+    let t = xml.trim();
+    let wrapper = &t[..t.len() - inner.len().min(t.len())];
+    let decls: Vec<(String, String)> = if inner.len() == t.len() {
+        Vec::new()
+    } else {
+        let mut r = quick_xml::Reader::from_str(wrapper);
+        match r.read_event() {
+            Ok(Event::Start(s)) => s
+                .attributes()
+                .flatten()
+                .filter_map(|a| {
+                    let key: &str = a.key.as_ref();
+                    key.starts_with("xmlns:").then(|| {
+                        let v = a
+                            .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                            .map(|v| v.into_owned())
+                            .unwrap_or_default();
+                        (key.to_string(), v)
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    if decls.is_empty() {
+        return inner.into();
+    }
+    let mut r = quick_xml::Reader::from_str(inner);
+    let mut depth = 0usize;
+    let mut inserts: Vec<(usize, String)> = Vec::new();
+    loop {
+        let pos = r.buffer_position() as usize;
+        let ev = r.read_event();
+        let start = matches!(ev, Ok(Event::Start(_)));
+        match ev {
+            Ok(Event::Start(s)) | Ok(Event::Empty(s)) if depth == 0 => {
+                let own: Vec<String> = s
+                    .attributes()
+                    .flatten()
+                    .map(|a| AsRef::<str>::as_ref(&a.key).to_string())
+                    .collect();
+                let add: String = decls
+                    .iter()
+                    .filter(|(k, _)| !own.contains(k))
+                    .map(|(k, v)| format!(" {k}=\"{}\"", quick_xml::escape::escape(v.as_str())))
+                    .collect();
+                let name = s.name();
+                inserts.push((pos + 1 + AsRef::<str>::as_ref(&name).len(), add));
+                if start {
+                    depth += 1;
+                }
+            }
+            Ok(Event::Start(_)) => depth += 1,
+            Ok(Event::End(_)) => depth = depth.saturating_sub(1),
+            Ok(Event::Eof) => break,
+            Ok(_) => {}
+            Err(_) => return inner.into(),
+        }
+    }
+    let mut out = String::with_capacity(inner.len() + inserts.len() * 64);
+    let mut from = 0;
+    for (at, add) in inserts {
+        out.push_str(&inner[from..at]);
+        out.push_str(&add);
+        from = at;
+    }
+    out.push_str(&inner[from..]);
+    out.into()
+}
+
 #[cfg(feature = "yang")]
 mod imp {
     use std::sync::Mutex;
 
-    use yang2::context::{Context, ContextFlags};
+    use std::collections::HashMap;
+
+    use yang2::context::{Context, ContextFlags, EmbeddedModuleKey, EmbeddedModules};
     use yang2::data::{DataFormat, DataParserFlags, DataTree, DataValidationFlags};
 
     use super::*;
@@ -192,8 +312,19 @@ mod imp {
             Schema::load(dir, OPENCONFIG_MODULES)
         }
 
-        /// Load `modules` (latest revisions, all features) from `dir`.
+        /// Load `modules` (latest revisions, all features) from `dir`,
+        /// `openconfig-network-instance` with its `when` fix (see
+        /// `fixed_network_instance`).
         pub fn load(dir: &Path, modules: &[&str]) -> Result<Schema, SchemaError> {
+            Schema::load_with(dir, modules, true)
+        }
+
+        /// [`Schema::load`], with or without the `when` fix.
+        pub(super) fn load_with(
+            dir: &Path,
+            modules: &[&str],
+            fix_whens: bool,
+        ) -> Result<Schema, SchemaError> {
             let fail = |module: &str, message: String| SchemaError::Load {
                 module: module.into(),
                 dir: dir.to_path_buf(),
@@ -203,10 +334,25 @@ mod imp {
             let mut ctx = Context::new(flags).map_err(|e| fail("(context)", msg(&e)))?;
             ctx.set_searchdir(dir)
                 .map_err(|e| fail("(searchdir)", msg(&e)))?;
-            for m in modules {
-                ctx.load_module(m, None, &["*"])
-                    .map_err(|e| fail(m, msg(&e)))?;
+            // Modules with the upstream `when` fixes applied (see
+            // `fixed_network_instance`), offered to libyang before the
+            // folder; only while loading, the map lives no longer.
+            let mut embedded = EmbeddedModules::new();
+            if let Some(text) = fixed_network_instance(dir).filter(|_| fix_whens) {
+                embedded.insert(
+                    EmbeddedModuleKey::new("openconfig-network-instance", None, None, None),
+                    text,
+                );
             }
+            ctx.set_embedded_modules(&embedded);
+            let loaded = modules.iter().try_for_each(|m| {
+                ctx.load_module(m, None, &["*"])
+                    .map(drop)
+                    .map_err(|e| fail(m, msg(&e)))
+            });
+            ctx.unset_embedded_modules();
+            drop(embedded);
+            loaded?;
             let modules = ctx
                 .modules(true)
                 .filter(|m| m.is_implemented())
@@ -245,11 +391,15 @@ mod imp {
         /// or a `<config>`/`<data>` document): strict parsing, every type,
         /// mandatory node, key, leafref and `when`/`must` checked.
         pub fn validate_config(&self, xml: &str) -> Result<(), Violation> {
+            let split = policy_forwarding::split(&document_content(xml))?;
             self.parse(
-                unwrap_document(xml),
+                &split.rest,
                 DataParserFlags::STRICT | DataParserFlags::NO_STATE,
                 DataValidationFlags::NO_STATE,
-            )
+            )?;
+            policy_forwarding::check(&split, policy_forwarding::Mode::Config, &|ns| {
+                self.knows_namespace(ns)
+            })
         }
 
         /// Validate the `<config>` of an `edit-config` (RFC 6241 7.2) as
@@ -258,11 +408,15 @@ mod imp {
         /// references are left to [`Schema::validate_config`] of the
         /// resulting datastore.
         pub fn validate_edit(&self, xml: &str) -> Result<(), Violation> {
+            let split = policy_forwarding::split(&document_content(xml))?;
             self.parse(
-                unwrap_document(xml),
+                &split.rest,
                 DataParserFlags::STRICT | DataParserFlags::NO_VALIDATION,
                 DataValidationFlags::empty(),
-            )
+            )?;
+            policy_forwarding::check(&split, policy_forwarding::Mode::Edit, &|ns| {
+                self.knows_namespace(ns)
+            })
         }
 
         fn parse(
@@ -282,6 +436,41 @@ mod imp {
                 .map(drop)
                 .map_err(|e| violation(&e))
         }
+    }
+
+    /// `openconfig-network-instance` from `dir` with its `when` conditions
+    /// on protocol instances fixed as upstream later fixed them, or `None`
+    /// when the module there needs no fix (or cannot be read).
+    ///
+    /// The bundle's revision (0.6.0, 2017-01-13) guards the static-route
+    /// container with `uses oc-loc-rt:local-static-top { when
+    /// "../config/identifier = 'STATIC'" }`. Under RFC 7950 Section 7.21.5
+    /// the context node of a `when` on a `uses` is the list entry
+    /// (`protocol`), so `../config` names nothing, and RFC 7950 Section
+    /// 9.10.3 makes the identityref's value `oc-pol-types:STATIC`, not
+    /// `STATIC`: libyang, which follows both, refuses every static route.
+    /// openconfig/public fixed the path in commit dde2c1c3 (0.13.2,
+    /// 2019-11-28, "Revert incorrect paths in when statements") and the
+    /// prefix in commit 7d8d7f4e (0.16.1, 2021-07-22, "Add prefix to
+    /// qualify when statements"), giving `when "./config/identifier =
+    /// 'oc-pol-types:STATIC'"`; this applies that same text to each
+    /// `../config/identifier = '<ID>'` condition (STATIC, LOCAL_AGGREGATE,
+    /// BGP, ISIS) when the module imports openconfig-policy-types as
+    /// `oc-pol-types`. The text is patched in memory, never written; one
+    /// copy per models folder is kept for the life of the process
+    /// (libyang's import callback takes `'static` text).
+    fn fixed_network_instance(dir: &Path) -> Option<&'static str> {
+        static FIXED: OnceLock<Mutex<HashMap<PathBuf, Option<&'static str>>>> = OnceLock::new();
+        let mut fixed = FIXED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *fixed.entry(dir.to_path_buf()).or_insert_with(|| {
+            let text =
+                std::fs::read_to_string(dir.join("openconfig-network-instance.yang")).ok()?;
+            let patched = fix_protocol_whens(&text)?;
+            Some(Box::leak(patched.into_boxed_str()))
+        })
     }
 
     fn msg(e: &yang2::Error) -> String {
@@ -381,6 +570,63 @@ mod tests {
         assert_eq!(unwrap_document(" <data><a/><b/></data>\n"), "<a/><b/>");
         assert_eq!(unwrap_document("<a/>"), "<a/>");
         assert_eq!(unwrap_document("<config/>"), "<config/>");
+    }
+
+    #[test]
+    fn wrapper_prefixes_stay_bound() {
+        let doc = "<config xmlns=\"urn:nc\" xmlns:nc=\"urn:nc\"><a xmlns=\"urn:a\"><b nc:operation=\"delete\"/></a>\
+                   <c xmlns:nc=\"urn:other\"/><d/></config>";
+        assert_eq!(
+            document_content(doc),
+            "<a xmlns:nc=\"urn:nc\" xmlns=\"urn:a\"><b nc:operation=\"delete\"/></a>\
+             <c xmlns:nc=\"urn:other\"/><d xmlns:nc=\"urn:nc\"/>"
+        );
+        assert_eq!(document_content("<data><a/></data>"), "<a/>");
+        assert_eq!(document_content("<a/>"), "<a/>");
+    }
+
+    #[test]
+    fn protocol_whens_are_fixed_as_upstream_did() {
+        let m = "import openconfig-policy-types { prefix \"oc-pol-types\"; }\n\
+                 uses a { when \"../config/identifier = 'STATIC'\" { } }\n\
+                 uses b { when \"../config/identifier = 'BGP'\" { } }";
+        let fixed = fix_protocol_whens(m).unwrap();
+        assert!(fixed.contains("when \"./config/identifier = 'oc-pol-types:STATIC'\""));
+        assert!(fixed.contains("when \"./config/identifier = 'oc-pol-types:BGP'\""));
+        assert!(!fixed.contains("../config/identifier"));
+        // Already fixed, or the types module imported under another
+        // prefix: left alone.
+        assert_eq!(fix_protocol_whens(&fixed), None);
+        assert_eq!(
+            fix_protocol_whens(&m.replace("\"oc-pol-types\"", "\"pt\"")),
+            None
+        );
+    }
+
+    #[cfg(feature = "yang")]
+    #[test]
+    fn static_routes_need_the_when_fix() {
+        let Some(dir) = openconfig_dir() else {
+            assert!(std::env::var_os("VCLOS_REQUIRE_INTEROP").is_none());
+            eprintln!("SKIPPED: no OpenConfig models (bash .ci/third-party.sh)");
+            return;
+        };
+        let pt = "xmlns:oc-pol-types=\"http://openconfig.net/yang/policy-types\"";
+        let id = format!("<identifier {pt}>oc-pol-types:STATIC</identifier>");
+        let doc = format!(
+            "<network-instances xmlns=\"http://openconfig.net/yang/network-instance\">\
+             <network-instance><name>v</name><config><name>v</name>\
+             <type xmlns:t=\"http://openconfig.net/yang/network-instance-types\">t:L3VRF</type>\
+             </config><protocols><protocol>{id}<name>S</name><config>{id}<name>S</name></config>\
+             <static-routes><static><prefix>10.1.0.0/24</prefix><config><prefix>10.1.0.0/24</prefix>\
+             </config></static></static-routes></protocol></protocols></network-instance>\
+             </network-instances>"
+        );
+        let fixed = Schema::load_with(&dir, OPENCONFIG_MODULES, true).unwrap();
+        fixed.validate_config(&doc).unwrap();
+        let published = Schema::load_with(&dir, OPENCONFIG_MODULES, false).unwrap();
+        let e = published.validate_config(&doc).unwrap_err();
+        assert!(e.message.contains("When condition"), "{e}");
     }
 
     #[cfg(feature = "yang")]

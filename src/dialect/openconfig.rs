@@ -1,11 +1,49 @@
 //! OpenConfig XML, as sent over NETCONF (`edit-config` / `get-config`).
 //!
-//! Models: openconfig-system (host name), openconfig-interfaces and
-//! openconfig-if-ip (descriptions, subinterface 0 addresses),
-//! openconfig-network-instance (one `L3VRF` instance per job VRF with its
-//! interfaces and static routes) and its policy-forwarding (source routing:
-//! a `PBR_POLICY` `v-<job>-p<n>` per server port, one rule per remote job
-//! leaf, applied to the port with `apply-forwarding-policy`).
+//! What vclos writes, and the model node that defines it (the revisions
+//! are those of the models bundle the tests validate against, PyPI
+//! `ydk-models-openconfig` 0.1.9; see `crate::schema` and
+//! docs/devices/openconfig.md):
+//!
+//! - host name: openconfig-system 0.6.0 (2018-07-17),
+//!   `/system/config/hostname`;
+//! - ports: openconfig-interfaces 1.0.2 (2016-05-26),
+//!   `/interfaces/interface[name]/config/{name,type,description}`. `type`
+//!   is mandatory (`mandatory true`, identityref to
+//!   `ietf-interfaces:interface-type`); every port vclos touches is a
+//!   physical Ethernet port, `ianaift:ethernetCsmacd` (iana-if-type
+//!   2014-05-08, RFC 7224);
+//! - addresses: openconfig-if-ip 3.0.0 (2019-01-08),
+//!   `.../subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip]/config/{ip,prefix-length}`,
+//!   subinterface 0 with its `config/index` (the key's leafref target;
+//!   the model's `default 0` would supply it, a device need not);
+//! - job VRFs: openconfig-network-instance 0.6.0 (2017-01-13),
+//!   `/network-instances/network-instance[name]/config/{name,type,route-distinguisher}`
+//!   with `type` `oc-ni-types:L3VRF`, and
+//!   `.../interfaces/interface[id]/config/{id,interface,subinterface}`;
+//! - VRF static routes: the same module with openconfig-local-routing
+//!   1.0.1 (2017-05-15),
+//!   `.../protocols/protocol[identifier,name]/static-routes/static[prefix]/next-hops/next-hop[index]/config/next-hop`,
+//!   protocol `identifier` `oc-pol-types:STATIC`, name `STATIC`;
+//! - source routing: openconfig-policy-forwarding 0.2.1 (2018-11-21),
+//!   under the `default` instance (`type` `oc-ni-types:DEFAULT_INSTANCE`):
+//!   `policy-forwarding/policies/policy[policy-id]` `v-<job>-p<n>` per
+//!   server port, one `rules/rule[sequence-id]` per remote job leaf
+//!   (`ipv4/config/destination-address`, `action/config/next-hop`), and
+//!   `policy-forwarding/interfaces/interface[interface-id]/config/apply-forwarding-policy`.
+//!   No policy `type`: 0.2.1 has none, and from 0.3.0 (2021-05-19) it
+//!   defaults to `PBR_POLICY`, which is what vclos means.
+//!
+//! Identityref values are written as RFC 7950 Section 9.10.3 (XML
+//! encoding) wants them: `prefix:identity`, the prefix declared on the
+//! element itself (`oc-ni-types` for openconfig-network-instance-types
+//! 0.5.0, `oc-pol-types` for openconfig-policy-types 3.0.0, `ianaift` for
+//! iana-if-type: the prefixes those modules declare). The parser accepts
+//! what a device may echo: a prefix bound to the identity's namespace
+//! wherever it is declared, the conventional prefix or the module name
+//! unbound, or no prefix; a `Vrf-` instance whose type is another
+//! identity is refused, and static routes are read from the STATIC
+//! protocol only.
 //!
 //! OpenConfig forwarding actions name a next hop, not an egress port, so a
 //! redirect to an uplink is written as "next hop = the peer's address on
@@ -38,6 +76,38 @@ const OC_SYS: &str = "http://openconfig.net/yang/system";
 const OC_IF: &str = "http://openconfig.net/yang/interfaces";
 const OC_IP: &str = "http://openconfig.net/yang/interfaces/ip";
 const OC_NI: &str = "http://openconfig.net/yang/network-instance";
+const IANA_IFT: &str = "urn:ietf:params:xml:ns:yang:iana-if-type";
+const OC_NI_TYPES: &str = "http://openconfig.net/yang/network-instance-types";
+const OC_POL_TYPES: &str = "http://openconfig.net/yang/policy-types";
+
+/// An identity module: its namespace, the prefix vclos writes (the one the
+/// module itself declares, which the OpenConfig models use when they
+/// import it) and its module name (the JSON-style prefix).
+#[derive(Debug, Clone, Copy)]
+struct IdentityModule {
+    ns: &'static str,
+    prefix: &'static str,
+    module: &'static str,
+}
+
+/// iana-if-type (RFC 7224): interface types.
+const IFT: IdentityModule = IdentityModule {
+    ns: IANA_IFT,
+    prefix: "ianaift",
+    module: "iana-if-type",
+};
+/// openconfig-network-instance-types: network instance types.
+const NI_TYPES: IdentityModule = IdentityModule {
+    ns: OC_NI_TYPES,
+    prefix: "oc-ni-types",
+    module: "openconfig-network-instance-types",
+};
+/// openconfig-policy-types: routing protocol identifiers.
+const POL_TYPES: IdentityModule = IdentityModule {
+    ns: OC_POL_TYPES,
+    prefix: "oc-pol-types",
+    module: "openconfig-policy-types",
+};
 
 /// The OpenConfig dialect.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,6 +121,9 @@ struct El {
     text: String,
     children: Vec<El>,
     line: usize,
+    /// For a parsed element whose text is `prefix:name`: the namespace
+    /// that prefix is bound to where the element stands, if any.
+    value_ns: Option<String>,
 }
 
 impl El {
@@ -73,6 +146,26 @@ impl El {
             name: name.into(),
             text: text.to_string(),
             ..Default::default()
+        }
+    }
+    /// An identityref leaf (RFC 7950 Section 9.10.3): the value prefixed,
+    /// the prefix declared on the element itself.
+    fn identity(name: &str, m: IdentityModule, id: &str) -> El {
+        let mut e = El::leaf(name, format!("{}:{id}", m.prefix));
+        e.attrs.push((format!("xmlns:{}", m.prefix), m.ns.into()));
+        e
+    }
+    /// The identity an identityref leaf names, if it is one of module
+    /// `m`: `prefix:name` with the prefix bound to `m`'s namespace, or
+    /// with `m`'s conventional prefix or module name left unbound, or a
+    /// bare `name` (devices echo any of these).
+    fn identity_of(&self, m: IdentityModule) -> Option<&str> {
+        match self.text.split_once(':') {
+            None => Some(self.text.as_str()),
+            Some((p, id)) => match &self.value_ns {
+                Some(ns) => (ns == m.ns).then_some(id),
+                None => (p == m.prefix || p == m.module).then_some(id),
+            },
         }
     }
     fn with(mut self, c: El) -> El {
@@ -157,10 +250,13 @@ fn interface(port: &PortName) -> El {
     El::new("interface").with(El::leaf("name", port))
 }
 
-fn iface_config(port: &PortName, text: &Description) -> El {
+/// `interfaces/interface/config`: the name (the list key's leafref
+/// target) and the mandatory type; every port vclos configures is a
+/// physical Ethernet port (iana-if-type `ethernetCsmacd`).
+fn iface_config(port: &PortName) -> El {
     El::new("config")
         .with(El::leaf("name", port))
-        .with(El::leaf("description", text))
+        .with(El::identity("type", IFT, "ethernetCsmacd"))
 }
 
 fn address(net: &Ipv4Net) -> El {
@@ -171,9 +267,15 @@ fn address(net: &Ipv4Net) -> El {
     )
 }
 
-fn subif(inner: El) -> El {
+/// Subinterface 0 holding `inner` addresses; `config` (the key's leafref
+/// target) is written when the subinterface is created, not on deletes.
+fn subif(inner: El, config: bool) -> El {
+    let mut s = El::new("subinterface").with(El::leaf("index", 0));
+    if config {
+        s = s.with(El::new("config").with(El::leaf("index", 0)));
+    }
     El::new("subinterfaces").with(
-        El::new("subinterface").with(El::leaf("index", 0)).with(
+        s.with(
             El::new("ipv4")
                 .ns(OC_IP)
                 .with(El::new("addresses").with(inner)),
@@ -188,7 +290,7 @@ fn instance(name: &str) -> El {
 fn vrf_config(name: &VrfName) -> El {
     El::new("config")
         .with(El::leaf("name", name))
-        .with(El::leaf("type", "L3VRF"))
+        .with(El::identity("type", NI_TYPES, "L3VRF"))
         .with(El::leaf(
             "route-distinguisher",
             format!("65000:{}", route_distinguisher(name)),
@@ -222,11 +324,11 @@ fn static_route(prefix: &Ipv4Net, nh: &Ipv4Addr) -> El {
 fn protocols(inner: El) -> El {
     El::new("protocols").with(
         El::new("protocol")
-            .with(El::leaf("identifier", "STATIC"))
+            .with(El::identity("identifier", POL_TYPES, "STATIC"))
             .with(El::leaf("name", "STATIC"))
             .with(
                 El::new("config")
-                    .with(El::leaf("identifier", "STATIC"))
+                    .with(El::identity("identifier", POL_TYPES, "STATIC"))
                     .with(El::leaf("name", "STATIC")),
             )
             .with(El::new("static-routes").with(inner)),
@@ -250,11 +352,7 @@ fn policy(name: &str, dest: &[Ipv4Net], nh: Ipv4Addr) -> El {
     }
     El::new("policy")
         .with(El::leaf("policy-id", name))
-        .with(
-            El::new("config")
-                .with(El::leaf("policy-id", name))
-                .with(El::leaf("type", "PBR_POLICY")),
-        )
+        .with(El::new("config").with(El::leaf("policy-id", name)))
         .with(rules)
 }
 
@@ -272,7 +370,7 @@ fn pf(inner: El) -> El {
     let default = instance("default").with(
         El::new("config")
             .with(El::leaf("name", "default"))
-            .with(El::leaf("type", "DEFAULT_INSTANCE")),
+            .with(El::identity("type", NI_TYPES, "DEFAULT_INSTANCE")),
     );
     El::new("network-instances")
         .ns(OC_NI)
@@ -300,7 +398,9 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
                     El::new("config").with(El::leaf("description", "").op("delete")),
                 ))]
             } else {
-                vec![ifs(interface(port).with(iface_config(port, text)))]
+                let mut config = iface_config(port);
+                config.children.push(El::leaf("description", text));
+                vec![ifs(interface(port).with(config))]
             }
         }
         Item::Vrf { name } => vec![nis(op(instance(name.as_str())).with(vrf_config(name)))],
@@ -311,7 +411,12 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
                     instance(v.as_str()).with(El::new("interfaces").with(op(vrf_interface(port))))
                 ));
             }
-            out.push(ifs(interface(port).with(subif(op(address(net))))));
+            let iface = if delete {
+                interface(port)
+            } else {
+                interface(port).with(iface_config(port))
+            };
+            out.push(ifs(iface.with(subif(op(address(net)), !delete))));
             if let (Some(v), false) = (vrf, delete) {
                 out.push(nis(
                     instance(v.as_str()).with(El::new("interfaces").with(vrf_interface(port)))
@@ -447,6 +552,9 @@ fn line_at(text: &str, pos: usize) -> usize {
 fn dom(device: &str, text: &str) -> Result<El, ParseError> {
     let mut reader = Reader::from_str(text);
     let mut stack: Vec<El> = vec![El::new("#document")];
+    // Prefix declarations (`xmlns:p`) of each open element, innermost
+    // last, to resolve the prefix of identityref values.
+    let mut scopes: Vec<Vec<(String, String)>> = vec![Vec::new()];
     let err = |pos: u64, m: String| ParseError::at(device, Some(line_at(text, pos as usize)), m);
     loop {
         let pos = reader.buffer_position();
@@ -457,6 +565,7 @@ fn dom(device: &str, text: &str) -> Result<El, ParseError> {
             Event::Start(s) => {
                 let mut el = El::new(s.local_name().as_ref());
                 el.line = line_at(text, pos as usize);
+                scopes.push(prefix_declarations(&s));
                 stack.push(el);
             }
             Event::Empty(s) => {
@@ -479,6 +588,17 @@ fn dom(device: &str, text: &str) -> Result<El, ParseError> {
                 }
             }
             Event::End(_) => {
+                if let Some(el) = stack.last_mut() {
+                    el.value_ns = el.text.split_once(':').and_then(|(p, _)| {
+                        scopes
+                            .iter()
+                            .rev()
+                            .flatten()
+                            .find(|(q, _)| q == p)
+                            .map(|(_, ns)| ns.clone())
+                    });
+                }
+                scopes.pop();
                 let el = stack.pop().filter(|_| !stack.is_empty());
                 match (el, stack.last_mut()) {
                     (Some(el), Some(top)) => top.children.push(el),
@@ -505,6 +625,22 @@ fn dom(device: &str, text: &str) -> Result<El, ParseError> {
         doc = doc.children.remove(0);
     }
     Ok(doc)
+}
+
+/// The `xmlns:prefix="uri"` declarations of a start tag (malformed
+/// attributes are left to the caller's reading of the values).
+fn prefix_declarations(s: &quick_xml::events::BytesStart<'_>) -> Vec<(String, String)> {
+    s.attributes()
+        .flatten()
+        .filter_map(|a| {
+            let key: &str = a.key.as_ref();
+            let prefix = key.strip_prefix("xmlns:")?;
+            let value = a
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .ok()?;
+            Some((prefix.to_string(), value.into_owned()))
+        })
+        .collect()
 }
 
 fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
@@ -578,6 +714,14 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         let name = need(ni, &["name"])?;
         if name.starts_with("Vrf-") {
             let vrf = VrfName::new(name.as_str()).map_err(|x| err(ni, x.to_string()))?;
+            if let Some(t) = ni.path(&["config", "type"]) {
+                if t.identity_of(NI_TYPES) != Some("L3VRF") {
+                    return Err(err(
+                        t,
+                        format!("network instance {name} has type {:?}, not L3VRF", t.text),
+                    ));
+                }
+            }
             items.insert(Item::Vrf { name: vrf.clone() });
             for i in ni
                 .child("interfaces")
@@ -590,6 +734,11 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
             let statics = protos
                 .iter()
                 .flat_map(|x| x.all("protocol"))
+                .filter(|p| {
+                    p.child("identifier")
+                        .or_else(|| p.path(&["config", "identifier"]))
+                        .is_none_or(|i| i.identity_of(POL_TYPES) == Some("STATIC"))
+                })
                 .filter_map(|p| p.child("static-routes"))
                 .flat_map(|s| s.all("static"));
             for st in statics {
@@ -679,4 +828,91 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         }
     }
     Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VRF with one static route; `ty` and `id` are the `type` and
+    /// `identifier` elements as a device may echo them.
+    fn doc(ty: &str, id: &str) -> String {
+        format!(
+            "<data><network-instances xmlns=\"{OC_NI}\" xmlns:pt=\"{OC_POL_TYPES}\">\
+             <network-instance><name>Vrf-j-1</name><config><name>Vrf-j-1</name>{ty}</config>\
+             <protocols><protocol>{id}<name>STATIC</name><static-routes><static>\
+             <prefix>10.1.0.0/24</prefix><next-hops><next-hop><index>10.0.0.1</index>\
+             <config><next-hop>10.0.0.1</next-hop></config></next-hop></next-hops></static>\
+             </static-routes></protocol></protocols></network-instance></network-instances></data>"
+        )
+    }
+
+    fn routes(items: &BTreeSet<Item>) -> usize {
+        items
+            .iter()
+            .filter(|i| matches!(i, Item::Route { .. }))
+            .count()
+    }
+
+    #[test]
+    fn identities_are_read_prefixed_or_not() {
+        let id = "<identifier>STATIC</identifier>";
+        for ty in [
+            "<type>L3VRF</type>".to_string(),
+            "<type>oc-ni-types:L3VRF</type>".to_string(),
+            "<type>openconfig-network-instance-types:L3VRF</type>".to_string(),
+            format!("<type xmlns:x=\"{OC_NI_TYPES}\">x:L3VRF</type>"),
+            // A conventional prefix bound to the right namespace.
+            format!("<type xmlns:oc-ni-types=\"{OC_NI_TYPES}\">oc-ni-types:L3VRF</type>"),
+        ] {
+            let items = OpenConfig.parse("d", &doc(&ty, id)).unwrap();
+            assert!(items.iter().any(|i| matches!(i, Item::Vrf { .. })), "{ty}");
+            assert_eq!(routes(&items), 1, "{ty}");
+        }
+        for ty in [
+            "<type>oc-ni-types:L2VSI</type>".to_string(),
+            "<type>other:L3VRF</type>".to_string(),
+            // The conventional prefix bound elsewhere is not the identity.
+            "<type xmlns:oc-ni-types=\"urn:other\">oc-ni-types:L3VRF</type>".to_string(),
+        ] {
+            let e = OpenConfig.parse("d", &doc(&ty, id)).unwrap_err();
+            assert!(e.to_string().contains("not L3VRF"), "{ty}: {e}");
+        }
+    }
+
+    #[test]
+    fn static_routes_come_from_the_static_protocol_only() {
+        let ty = "<type>L3VRF</type>";
+        for id in [
+            "<identifier>STATIC</identifier>",
+            "<identifier>oc-pol-types:STATIC</identifier>",
+            // Bound on an ancestor (the network-instances element).
+            "<identifier>pt:STATIC</identifier>",
+            "<config><identifier>openconfig-policy-types:STATIC</identifier></config>",
+            "",
+        ] {
+            let items = OpenConfig.parse("d", &doc(ty, id)).unwrap();
+            assert_eq!(routes(&items), 1, "{id}");
+        }
+        for id in [
+            "<identifier>BGP</identifier>",
+            "<identifier>oc-pol-types:BGP</identifier>",
+            "<identifier xmlns:pt=\"urn:other\">pt:STATIC</identifier>",
+        ] {
+            let items = OpenConfig.parse("d", &doc(ty, id)).unwrap();
+            assert_eq!(routes(&items), 0, "{id}");
+        }
+    }
+
+    #[test]
+    fn rendered_identities_carry_their_namespace() {
+        let vrf = VrfName::new("Vrf-j-1").unwrap();
+        let text = OpenConfig.render(&BTreeSet::from([Item::Vrf { name: vrf }]));
+        assert!(
+            text.contains(&format!(
+                "<type xmlns:oc-ni-types=\"{OC_NI_TYPES}\">oc-ni-types:L3VRF</type>"
+            )),
+            "{text}"
+        );
+    }
 }
