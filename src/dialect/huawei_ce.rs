@@ -111,7 +111,7 @@ impl Dialect for HuaweiCe {
     }
 
     fn claims(&self, kind: ItemKind) -> bool {
-        kind != ItemKind::Patch
+        !matches!(kind, ItemKind::Patch | ItemKind::ForeignSteering)
     }
 
     fn render(&self, items: &BTreeSet<Item>) -> String {
@@ -274,7 +274,7 @@ impl Dialect for HuaweiCe {
                     // keep two `sysname` lines.
                     out.push("undo sysname".into())
                 }
-                Item::Patch { .. } => {}
+                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
             }
         }
         push_views(&mut out, unbind);
@@ -336,7 +336,7 @@ impl Dialect for HuaweiCe {
                         .or_default()
                         .push(format!("traffic-policy {n} inbound"));
                 }
-                Item::Patch { .. } => {}
+                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
             }
         }
         push_views(
@@ -351,11 +351,14 @@ impl Dialect for HuaweiCe {
 
     fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
         let roots = tree(device, text)?;
-        Parser {
+        let mut items = Parser {
             device,
             ..Default::default()
         }
-        .run(&roots)
+        .run(&roots)?;
+        let foreign = foreign_steering(&roots, &items);
+        items.extend(foreign);
+        Ok(items)
     }
 }
 
@@ -666,4 +669,69 @@ impl<'a> Parser<'a> {
         }
         Ok(())
     }
+}
+
+/// Foreign steering (docs/devices/foreign-steering.md): every
+/// `traffic-policy P inbound` on an interface whose policy `P` is not
+/// vclos's (`v-<job>-p<n>`) and joins, by `classifier C behavior B` lines,
+/// a behavior holding a `redirect` line. Huawei CloudEngine command
+/// reference (VRP V200R0xx, "Traffic Policy Configuration": `traffic
+/// behavior` view, `redirect interface`, `redirect nexthop`; S-series and
+/// NetEngine references for `redirect ip-nexthop` and
+/// `redirect ipv4-multinhp nhp`): a redirect names an outbound interface, or
+/// next-hop addresses, resolved here to the port whose subnet holds them.
+/// Malformed foreign lines are not vclos's to judge: what cannot be read
+/// gives an unresolved target, never an error.
+fn foreign_steering(roots: &[Node<'_>], items: &BTreeSet<Item>) -> Vec<Item> {
+    let mut behaviors: HashMap<&str, Vec<Option<PortName>>> = HashMap::new();
+    let mut policies: HashMap<&str, Vec<&str>> = HashMap::new();
+    for n in roots {
+        let w: Vec<&str> = n.text.split_whitespace().collect();
+        match w.as_slice() {
+            ["traffic", "behavior", b, ..] => {
+                let targets: Vec<Option<PortName>> = n
+                    .children
+                    .iter()
+                    .filter(|c| c.text.starts_with("redirect "))
+                    .flat_map(|c| super::foreign::redirect_targets(c.text, items))
+                    .collect();
+                if !targets.is_empty() {
+                    behaviors.insert(b, targets);
+                }
+            }
+            ["traffic", "policy", p, ..] => {
+                let bs = n.children.iter().filter_map(|c| {
+                    match c.text.split_whitespace().collect::<Vec<_>>().as_slice() {
+                        ["classifier", _, "behavior", b, ..] => Some(*b),
+                        _ => None,
+                    }
+                });
+                policies.entry(p).or_default().extend(bs);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for n in roots.iter().filter(|n| n.text.starts_with("interface ")) {
+        let Some(Ok(port)) = n.text.split_whitespace().nth(1).map(PortName::new) else {
+            continue;
+        };
+        for c in &n.children {
+            let w: Vec<&str> = c.text.split_whitespace().collect();
+            let ["traffic-policy", p, "inbound"] = w.as_slice() else {
+                continue;
+            };
+            if p.starts_with(OWN) {
+                continue;
+            }
+            let targets = policies
+                .get(p)
+                .into_iter()
+                .flatten()
+                .filter_map(|b| behaviors.get(b))
+                .flatten();
+            out.extend(super::foreign::items(&port, p, targets.cloned()));
+        }
+    }
+    out
 }
