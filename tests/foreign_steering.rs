@@ -54,6 +54,26 @@ async fn push(emu: &common::Emu, device: &str, payload: &str) {
     drv.close().await.unwrap();
 }
 
+/// `vclos ARGS --topology emu.yaml --state DIR` through the binary (off the
+/// runtime serving the emulated fabric): success and stdout + stderr.
+async fn cli(emu: &common::Emu, args: &[&str]) -> (bool, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_vclos"));
+    cmd.args(args)
+        .arg("--topology")
+        .arg(emu.dir.path().join("emu.yaml"))
+        .arg("--state")
+        .arg(emu.state_dir());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// The device's running items, parsed in its dialect.
 fn items(emu: &common::Emu, device: &str) -> BTreeSet<Item> {
     let sw = emu.fab.switch(device).unwrap();
@@ -226,6 +246,24 @@ async fn huawei_ce_traffic_policy_counts_is_reported_and_stops_apply_and_fix() {
     let p = plan(&f);
     let port = routed_server_port(&p, "leaf1");
     steer_onto_first_uplink(&emu, &mut f, &port, false).await;
+    // The command line names device, port and policy, and says vclos
+    // leaves it alone.
+    let uplink = emu.topo.leaves[0].uplinks[0].clone();
+    for cmd in ["reconcile", "status"] {
+        let (ok, out) = cli(&emu, &[cmd]).await;
+        assert!(!ok, "{cmd}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("! foreign"))
+            .unwrap_or_default();
+        for w in [port.as_str(), POLICY, uplink.as_str()] {
+            assert!(line.contains(w), "{cmd}: {w} not in {line:?}\n{out}");
+        }
+        assert!(
+            out.contains("leaf1") && out.contains("never deleted"),
+            "{out}"
+        );
+    }
     assert_refused(&emu, &mut f, &p, "leaf1", &port).await;
 
     // `reconcile --fix` that must configure the port refuses, sends nothing.
@@ -251,6 +289,13 @@ async fn huawei_ce_traffic_policy_counts_is_reported_and_stops_apply_and_fix() {
             .any(|c| c.device == "leaf1" && c.port == port && c.policy == POLICY),
         "{r:?}"
     );
+    assert_eq!(emu.configs(&f).await, before);
+    let (ok, out) = cli(&emu, &["reconcile", "--fix"]).await;
+    assert!(!ok, "{out}");
+    let refused = out.split("--fix REFUSED").nth(1).unwrap_or_default();
+    for w in ["leaf1", &port, POLICY] {
+        assert!(refused.contains(w), "{w} not named: {out}");
+    }
     assert_eq!(emu.configs(&f).await, before);
     push(
         &emu,
