@@ -100,7 +100,9 @@ fn huawei_ce_traffic_policies() {
          interface 100GE1/0/1\n traffic-policy FOREIGN-A inbound\n#\n\
          interface 100GE1/0/2\n traffic-policy FOREIGN-B inbound\n#\n\
          interface 100GE1/0/3\n traffic-policy FOREIGN-D inbound\n#\n\
-         interface 100GE1/0/4\n traffic-policy FOREIGN-A outbound\n#\n"
+         interface 100GE1/0/4\n traffic-policy FOREIGN-A outbound\n#\n\
+         traffic policy v-FOREIGN\n classifier FOREIGN-C behavior FOREIGN-IF\n#\n\
+         interface 100GE1/0/5\n traffic-policy v-FOREIGN inbound\n#\n"
     );
     let text = text.replace("return\n", &format!("{extra}return\n"));
     check(
@@ -112,6 +114,8 @@ fn huawei_ce_traffic_policies() {
             foreign("100GE1/0/2", "FOREIGN-B", Some("100GE1/0/18")),
             // A next hop on no subnet of the device: steering, unresolved.
             foreign("100GE1/0/2", "FOREIGN-B", None),
+            // vclos's prefix alone does not make a policy vclos's.
+            foreign("100GE1/0/5", "v-FOREIGN", Some("100GE1/0/17")),
         ],
     );
 }

@@ -624,7 +624,7 @@ impl<'a> Parser<'a> {
             } else if t.starts_with("traffic-policy ") {
                 let w: Vec<&str> = t.split_whitespace().collect();
                 if let ["traffic-policy", p, "inbound"] = w.as_slice() {
-                    if p.starts_with(OWN) {
+                    if parse_policy_name(p).is_some() {
                         self.bindings.push((c.line, port.clone(), p.to_string()));
                     }
                 }
@@ -673,15 +673,17 @@ impl<'a> Parser<'a> {
 
 /// Foreign steering (docs/devices/foreign-steering.md): every
 /// `traffic-policy P inbound` on an interface whose policy `P` is not
-/// vclos's (`v-<job>-p<n>`) and joins, by `classifier C behavior B` lines,
-/// a behavior holding a `redirect` line. Huawei CloudEngine command
-/// reference (VRP V200R0xx, "Traffic Policy Configuration": `traffic
-/// behavior` view, `redirect interface`, `redirect nexthop`; S-series and
-/// NetEngine references for `redirect ip-nexthop` and
-/// `redirect ipv4-multinhp nhp`): a redirect names an outbound interface, or
-/// next-hop addresses, resolved here to the port whose subnet holds them.
-/// Malformed foreign lines are not vclos's to judge: what cannot be read
-/// gives an unresolved target, never an error.
+/// vclos's (not read by `parse_policy_name` as `v-<job>-p<n>`) and joins,
+/// by `classifier C behavior B` lines, a behavior holding a `redirect`
+/// line. Huawei, CloudEngine 12800 and 12800E Series Switches Configuration
+/// Guide - QoS (EDOC1100075349), "Overview of Redirection" (to an interface,
+/// to a next hop) and "Configuring Redirection" (`traffic behavior`,
+/// `redirect interface`; a policy with redirection applies inbound only);
+/// the `redirect ip-nexthop` / `redirect ipv4-multinhp nhp` forms as in the
+/// Huawei S-series and NetEngine 8000 command references. A redirect names
+/// an outbound interface, or next-hop addresses, resolved to the port whose
+/// subnet holds them. Malformed foreign lines are not vclos's to judge:
+/// what cannot be read gives an unresolved target, never an error.
 fn foreign_steering(roots: &[Node<'_>], items: &BTreeSet<Item>) -> Vec<Item> {
     let mut behaviors: HashMap<&str, Vec<Option<PortName>>> = HashMap::new();
     let mut policies: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -721,7 +723,7 @@ fn foreign_steering(roots: &[Node<'_>], items: &BTreeSet<Item>) -> Vec<Item> {
             let ["traffic-policy", p, "inbound"] = w.as_slice() else {
                 continue;
             };
-            if p.starts_with(OWN) {
+            if parse_policy_name(p).is_some() {
                 continue;
             }
             let targets = policies
