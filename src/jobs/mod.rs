@@ -40,9 +40,9 @@
 //! naming device, port and policy, before anything is sent; `reconcile`
 //! lists foreign steering on managed ports as drift and never deletes it.
 //!
-//! Recovery and `reconcile --fix` are not guarded by the state this way, on purpose:
-//! every command they send moves a device back to the intent of the state
-//! itself, so an OCS command on a held port re-makes that job's own
+//! Recovery and `reconcile --fix` are not guarded by the state this way, on
+//! purpose: every command they send moves a device back to the intent of
+//! the state itself, so an OCS command on a held port re-makes that job's own
 //! circuit where the device drifted from it (a repair, not a move). The OCS
 //! still refuses to move a link its switches steer traffic onto.
 
