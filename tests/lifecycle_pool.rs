@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use common::hook::{At, Hooked, Then};
 use vclos::controller::{DeviceStatus, NoProgress, Outcome, PoolOptions, SessionPool};
-use vclos::jobs::Fabric;
+use vclos::jobs::{foreign, Fabric};
 use vclos::names::JobId;
 use vclos::placement::Policy;
+use vclos::plan::Plan;
 
 fn id(s: &str) -> JobId {
     JobId::new(s).unwrap()
@@ -27,6 +28,22 @@ fn logins(emu: &common::Emu) -> BTreeMap<String, u64> {
         .iter()
         .map(|d| (d.name.clone(), emu.fab.faults(&d.name).unwrap().logins()))
         .collect()
+}
+
+/// Every device a plan's apply opens a session to: the devices it changes,
+/// and before them the switches the foreign-steering check reads.
+fn sessions_of(emu: &common::Emu, plan: &Plan) -> Vec<String> {
+    let mut d: Vec<String> = plan.devices.iter().map(|d| d.diff.device.clone()).collect();
+    d.extend(foreign::touched(&emu.topo, &plan.devices).into_keys());
+    d.sort();
+    d.dedup();
+    d
+}
+
+/// Sessions lent by a plan's apply: one per device changed, plus one per
+/// switch the foreign-steering check reads first.
+fn lent_by(emu: &common::Emu, plan: &Plan) -> usize {
+    plan.devices.len() + foreign::touched(&emu.topo, &plan.devices).len()
 }
 
 fn pool(emu: &common::Emu) -> Arc<SessionPool> {
@@ -47,10 +64,10 @@ async fn submits_and_releases_reuse_one_session_per_device() {
     for j in ["a", "b"] {
         let r = f.submit(&id(j), 24, &NoProgress).await.unwrap();
         assert!(r.report.is_committed(), "{}", r.report);
-        lent += r.plan.devices.len();
+        lent += lent_by(&emu, &r.plan);
         let r = f.release(&id(j), &NoProgress).await.unwrap();
         assert!(r.report.is_committed(), "{}", r.report);
-        lent += r.plan.devices.len();
+        lent += lent_by(&emu, &r.plan);
     }
     assert!(lent >= 4, "the transactions touched devices");
     assert_eq!(logins(&emu), first, "no device was logged in to again");
@@ -66,10 +83,13 @@ async fn submits_and_releases_reuse_one_session_per_device() {
     let r = f.submit(&id("c"), 24, &NoProgress).await.unwrap();
     assert!(r.report.is_committed(), "{}", r.report);
     assert!(pool.idle_devices().is_empty());
-    let touched = r.plan.devices.iter().map(|d| &d.diff.device);
+    // Without kept sessions, the check's read and the change log in apart.
     let after = logins(&emu);
-    for d in touched {
-        assert_eq!(after[d], first[d] + 1, "{d}");
+    let checked = foreign::touched(&emu.topo, &r.plan.devices);
+    for d in sessions_of(&emu, &r.plan) {
+        let changed = r.plan.devices.iter().any(|p| p.diff.device == d);
+        let want = first[&d] + u64::from(changed) + u64::from(checked.contains_key(&d));
+        assert_eq!(after[&d], want, "{d}");
     }
 }
 
@@ -87,12 +107,7 @@ async fn sessions_the_devices_dropped_are_reconnected_transparently() {
     }
     let r = f.release(&id("a"), &NoProgress).await.unwrap();
     assert!(r.report.is_committed(), "{}", r.report);
-    let touched: Vec<String> = r
-        .plan
-        .devices
-        .iter()
-        .map(|d| d.diff.device.clone())
-        .collect();
+    let touched = sessions_of(&emu, &r.plan);
     assert!(touched.contains(&"ocs1".to_string()), "{touched:?}");
     let after = logins(&emu);
     for (d, n) in &after {
@@ -139,7 +154,8 @@ async fn a_session_broken_mid_transaction_is_not_returned_and_rollback_is_exact(
         },
     );
     let mut h = emu.fabric_with(hooked).with_policy(Policy::OcsVclos);
-    let r = h.submit(&id("b"), 8, &NoProgress).await.unwrap().report;
+    let hb = h.submit(&id("b"), 8, &NoProgress).await.unwrap();
+    let r = hb.report;
     assert!(matches!(r.outcome, Outcome::RolledBack { .. }), "{r}");
     assert_eq!(
         r.device("ocs1").unwrap().status,
@@ -164,14 +180,13 @@ async fn a_session_broken_mid_transaction_is_not_returned_and_rollback_is_exact(
         let want = again[d] + u64::from(d == "leaf2");
         assert_eq!(*n, want, "{d}: logins {warm:?} -> {again:?} -> {after:?}");
     }
-    let mut touched: Vec<String> = b
-        .plan
-        .devices
-        .iter()
-        .map(|d| d.diff.device.clone())
+    let mut used: Vec<String> = [&a.plan, &hb.plan, &b.plan]
+        .into_iter()
+        .flat_map(|p| sessions_of(&emu, p))
         .collect();
-    touched.sort();
-    assert_eq!(g.sessions().unwrap().idle_devices(), touched);
+    used.sort();
+    used.dedup();
+    assert_eq!(g.sessions().unwrap().idle_devices(), used);
     g.shutdown().await;
     assert!(pool.idle_devices().is_empty());
 }

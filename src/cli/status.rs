@@ -28,21 +28,32 @@ pub struct ReconcileArgs {
     json: bool,
 }
 
-fn print_drift(d: &Drift) {
-    println!(
-        "  {} ({}): {} missing, {} unexpected",
-        d.device,
-        d.role,
+/// "N missing, N unexpected, N foreign".
+fn counts(d: &Drift) -> String {
+    format!(
+        "{} missing, {} unexpected, {} foreign",
         d.missing.len(),
-        d.extra.len()
-    );
+        d.extra.len(),
+        d.foreign.len()
+    )
+}
+
+fn print_drift(d: &Drift) {
+    println!("  {} ({}): {}", d.device, d.role, counts(d));
     for i in &d.missing {
         println!("    - missing: {i}");
     }
     for i in &d.extra {
         println!("    + unexpected: {i}");
     }
+    for i in &d.foreign {
+        println!("    ! foreign: {i}");
+    }
 }
+
+/// What vclos does with foreign steering, printed under any drift listing it.
+const FOREIGN_NOTE: &str = "foreign steering (not written by vclos) is never deleted or overwritten by vclos: \
+     remove it on the device if it is unwanted; an apply or fix that must configure its port is refused";
 
 pub fn status(a: StatusArgs) -> Result<ExitCode> {
     let f = a.fabric.load()?;
@@ -69,15 +80,25 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
     for d in &s.devices {
         match (&d.error, &d.drift) {
             (Some(e), _) => println!("  {:<10} {:<5} UNREACHABLE: {e}", d.device, d.role),
-            (None, Some(x)) if !x.is_empty() => println!(
-                "  {:<10} {:<5} reachable, DRIFT: {} missing, {} unexpected",
-                d.device,
-                d.role,
-                x.missing.len(),
-                x.extra.len()
-            ),
+            (None, Some(x)) if !x.is_empty() => {
+                println!(
+                    "  {:<10} {:<5} reachable, DRIFT: {}",
+                    d.device,
+                    d.role,
+                    counts(x)
+                );
+                for i in &x.foreign {
+                    println!("      ! foreign: {i}");
+                }
+            }
             _ => println!("  {:<10} {:<5} reachable, in sync", d.device, d.role),
         }
+    }
+    if s.devices
+        .iter()
+        .any(|d| d.drift.as_ref().is_some_and(|x| !x.foreign.is_empty()))
+    {
+        println!("{FOREIGN_NOTE}");
     }
     let bad = s
         .devices
@@ -106,6 +127,15 @@ pub fn reconcile(a: ReconcileArgs) -> Result<ExitCode> {
                     r.drift.len()
                 );
                 r.drift.iter().for_each(print_drift);
+                if r.drift.iter().any(|d| !d.foreign.is_empty()) {
+                    println!("{FOREIGN_NOTE}");
+                }
+            }
+            if !r.fix_refused.is_empty() {
+                println!("--fix REFUSED, nothing was sent to any device:");
+                for c in &r.fix_refused {
+                    println!("  {c}");
+                }
             }
             for (d, e) in &r.unreachable {
                 println!("  {d}: UNREACHABLE: {e}");
@@ -115,6 +145,7 @@ pub fn reconcile(a: ReconcileArgs) -> Result<ExitCode> {
             }
         }
         let ok = r.unreachable.is_empty()
+            && r.fix_refused.is_empty()
             && match &r.fix {
                 Some(fix) => fix.is_committed(),
                 None => r.drift.is_empty(),

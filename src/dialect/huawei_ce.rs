@@ -193,7 +193,7 @@ impl Dialect for HuaweiCe {
     }
 
     fn claims(&self, kind: ItemKind) -> bool {
-        kind != ItemKind::Patch
+        !matches!(kind, ItemKind::Patch | ItemKind::ForeignSteering)
     }
 
     fn render(&self, items: &BTreeSet<Item>) -> String {
@@ -360,7 +360,7 @@ impl Dialect for HuaweiCe {
                     // keep two `sysname` lines.
                     out.push("undo sysname".into())
                 }
-                Item::Patch { .. } => {}
+                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
             }
         }
         push_views(&mut out, unbind);
@@ -426,7 +426,7 @@ impl Dialect for HuaweiCe {
                         .or_default()
                         .push(format!("traffic-policy {n} inbound"));
                 }
-                Item::Patch { .. } => {}
+                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
             }
         }
         // Redirects kept whose uplink's next hop moved: rewrite the action.
@@ -457,11 +457,14 @@ impl Dialect for HuaweiCe {
 
     fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
         let roots = tree(device, text)?;
-        Parser {
+        let mut items = Parser {
             device,
             ..Default::default()
         }
-        .run(&roots)
+        .run(&roots)?;
+        let foreign = foreign_steering(&roots, &items);
+        items.extend(foreign);
+        Ok(items)
     }
 }
 
@@ -750,7 +753,7 @@ impl<'a> Parser<'a> {
             } else if t.starts_with("traffic-policy ") {
                 let w: Vec<&str> = t.split_whitespace().collect();
                 if let ["traffic-policy", p, "inbound"] = w.as_slice() {
-                    if p.starts_with(OWN) {
+                    if parse_policy_name(p).is_some() {
                         self.bindings.push((c.line, port.clone(), p.to_string()));
                     }
                 }
@@ -822,6 +825,75 @@ impl<'a> Parser<'a> {
         }
         Ok(())
     }
+}
+
+/// Foreign steering (docs/devices/foreign-steering.md): every
+/// `traffic-policy P inbound` on an interface whose policy `P` is not
+/// vclos's (not read by `parse_policy_name` as `v-<job>-p<n>`) and joins,
+/// by `classifier C behavior B` lines, a behavior holding a `redirect`
+/// line. Huawei, CloudEngine 12800 and 12800E Series Switches Configuration
+/// Guide - QoS (EDOC1100075349), "Overview of Redirection" (to an interface,
+/// to a next hop) and "Configuring Redirection" (`traffic behavior`,
+/// `redirect interface`; a policy with redirection applies inbound only);
+/// the `redirect ip-nexthop` / `redirect ipv4-multinhp nhp` forms as in the
+/// Huawei S-series and NetEngine 8000 command references. A redirect names
+/// an outbound interface, or next-hop addresses, resolved to the port whose
+/// subnet holds them. Malformed foreign lines are not vclos's to judge:
+/// what cannot be read gives an unresolved target, never an error.
+fn foreign_steering(roots: &[Node<'_>], items: &BTreeSet<Item>) -> Vec<Item> {
+    let mut behaviors: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut policies: HashMap<&str, Vec<&str>> = HashMap::new();
+    for n in roots {
+        let w: Vec<&str> = n.text.split_whitespace().collect();
+        match w.as_slice() {
+            ["traffic", "behavior", b, ..] => {
+                let redirects: Vec<&str> = n
+                    .children
+                    .iter()
+                    .filter(|c| c.text.starts_with("redirect "))
+                    .map(|c| c.text)
+                    .collect();
+                if !redirects.is_empty() {
+                    behaviors.insert(b, redirects);
+                }
+            }
+            ["traffic", "policy", p, ..] => {
+                let bs = n.children.iter().filter_map(|c| {
+                    match c.text.split_whitespace().collect::<Vec<_>>().as_slice() {
+                        ["classifier", _, "behavior", b, ..] => Some(*b),
+                        _ => None,
+                    }
+                });
+                policies.entry(p).or_default().extend(bs);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for n in roots.iter().filter(|n| n.text.starts_with("interface ")) {
+        let Some(Ok(port)) = n.text.split_whitespace().nth(1).map(PortName::new) else {
+            continue;
+        };
+        let routed = n.children.iter().any(|c| c.text == "undo portswitch");
+        for c in &n.children {
+            let w: Vec<&str> = c.text.split_whitespace().collect();
+            let ["traffic-policy", p, "inbound"] = w.as_slice() else {
+                continue;
+            };
+            if parse_policy_name(p).is_some() {
+                continue;
+            }
+            let targets = policies
+                .get(p)
+                .into_iter()
+                .flatten()
+                .filter_map(|b| behaviors.get(b))
+                .flatten()
+                .flat_map(|line| super::foreign::redirect_targets(line, routed, items));
+            out.extend(super::foreign::items(&port, p, targets));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

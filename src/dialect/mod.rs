@@ -12,8 +12,12 @@
 //!
 //! Parsers read only what vclos manages (its own object names, the ports
 //! and lines it writes) and ignore the rest of a real configuration;
-//! malformed managed lines are errors naming the device and line.
+//! malformed managed lines are errors naming the device and line. The one
+//! exception is steering vclos did not write: every redirect bound to a
+//! port is reported as an [`Item::ForeignSteering`] (see [`foreign`]),
+//! which no dialect claims, so it is never rendered nor removed.
 
+pub mod foreign;
 pub mod huawei_ce;
 pub mod openconfig;
 pub mod sonic;

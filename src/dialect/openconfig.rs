@@ -452,7 +452,7 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
                 vec![pol, bind]
             }
         }
-        Item::Routed { .. } | Item::Patch { .. } => Vec::new(),
+        Item::Routed { .. } | Item::Patch { .. } | Item::ForeignSteering { .. } => Vec::new(),
     }
 }
 
@@ -470,7 +470,10 @@ impl Dialect for OpenConfig {
     }
 
     fn claims(&self, kind: ItemKind) -> bool {
-        !matches!(kind, ItemKind::Routed | ItemKind::Patch)
+        !matches!(
+            kind,
+            ItemKind::Routed | ItemKind::Patch | ItemKind::ForeignSteering
+        )
     }
 
     fn render(&self, items: &BTreeSet<Item>) -> String {
@@ -536,7 +539,10 @@ impl Dialect for OpenConfig {
 
     fn parse(&self, device: &str, text: &str) -> Result<BTreeSet<Item>, ParseError> {
         let root = dom(device, text)?;
-        interpret(device, &root)
+        let mut items = interpret(device, &root)?;
+        let foreign = foreign_forwarding(&root, &items);
+        items.extend(foreign);
+        Ok(items)
     }
 }
 
@@ -828,6 +834,66 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         }
     }
     Ok(items)
+}
+
+/// Foreign steering (docs/devices/foreign-steering.md): every
+/// `apply-forwarding-policy` naming a policy vclos did not name. Model:
+/// openconfig-policy-forwarding, under
+/// `/network-instances/network-instance/policy-forwarding`: submodule
+/// openconfig-pf-interfaces (revisions 2017-02-28 to 2025-02-11, grouping
+/// `pf-interface-config`), `interfaces/interface/config/
+/// apply-forwarding-policy` binds a policy to an interface (ingress);
+/// submodule openconfig-pf-forwarding-policies,
+/// `policies/policy/rules/rule/action/config/next-hop` is the redirect,
+/// resolved to the port whose subnet holds it. A policy with no
+/// next hop (a `network-instance` or `discard` action, or undefined) still
+/// steers the port: its target is unresolved.
+fn foreign_forwarding(root: &El, items: &BTreeSet<Item>) -> BTreeSet<Item> {
+    let pfs: Vec<&El> = root
+        .all("network-instances")
+        .flat_map(|x| x.all("network-instance"))
+        .filter_map(|ni| ni.child("policy-forwarding"))
+        .collect();
+    let hops = |id: &str| -> Vec<Option<PortName>> {
+        let rules = pfs
+            .iter()
+            .flat_map(|pf| {
+                pf.child("policies")
+                    .into_iter()
+                    .flat_map(|x| x.all("policy"))
+            })
+            .filter(|p| p.text_at(&["policy-id"]) == Some(id))
+            .flat_map(|p| p.child("rules").into_iter().flat_map(|x| x.all("rule")));
+        let mut t: Vec<Option<PortName>> = rules
+            .filter_map(|r| r.text_at(&["action", "config", "next-hop"]))
+            .map(|h| {
+                h.parse()
+                    .ok()
+                    .and_then(|h| super::foreign::next_hop_port(items, h))
+            })
+            .collect();
+        if t.is_empty() {
+            t.push(None);
+        }
+        t
+    };
+    let mut out = BTreeSet::new();
+    for i in pfs
+        .iter()
+        .flat_map(|pf| pf.all("interfaces").flat_map(|x| x.all("interface")))
+    {
+        let Some(id) = i.text_at(&["config", "apply-forwarding-policy"]) else {
+            continue;
+        };
+        if parse_policy_name(id).is_some() {
+            continue;
+        }
+        let Some(Ok(port)) = i.text_at(&["interface-id"]).map(PortName::new) else {
+            continue;
+        };
+        out.extend(super::foreign::items(&port, id, hops(id)));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
                     );
                 }
             }
-            Item::Routed { .. } | Item::Patch { .. } => {}
+            Item::Routed { .. } | Item::Patch { .. } | Item::ForeignSteering { .. } => {}
         }
     }
     for (key, nhs) in routes {
@@ -150,7 +150,10 @@ impl Dialect for Sonic {
     }
 
     fn claims(&self, kind: ItemKind) -> bool {
-        !matches!(kind, ItemKind::Routed | ItemKind::Patch)
+        !matches!(
+            kind,
+            ItemKind::Routed | ItemKind::Patch | ItemKind::ForeignSteering
+        )
     }
 
     fn render(&self, items: &BTreeSet<Item>) -> String {
@@ -334,6 +337,8 @@ impl Dialect for Sonic {
                 destinations,
             });
         }
+        let foreign = super::foreign::acl_steering(doc, &items);
+        items.extend(foreign);
         Ok(items)
     }
 }

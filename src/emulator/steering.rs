@@ -2,7 +2,10 @@
 //!
 //! An OCS port is busy when the switch port at the far end of its cable has
 //! traffic steered onto it by the switch's *running* configuration: a leaf
-//! uplink that a source route (`Redirect`) targets, or a spine port bound to
+//! uplink that a source route (`Redirect`) targets, a port that a redirect
+//! vclos did not write targets (`ForeignSteering`: a hand-made CE traffic
+//! policy, SONiC ACL or OpenConfig forwarding policy,
+//! docs/devices/foreign-steering.md), or a spine port bound to
 //! a job VRF (an `Address` in a VRF). Whoever configured the switch — the
 //! controller, a test over SSH, a human — the OCS then refuses to rewire the
 //! link, as the paper's idle-only rule demands.
@@ -73,6 +76,10 @@ impl SteeredBusy {
             .iter()
             .filter_map(|i| match i {
                 Item::Redirect { uplink, .. } => Some(uplink.to_string()),
+                // Steering vclos did not write counts the same.
+                Item::ForeignSteering {
+                    target: Some(t), ..
+                } => Some(t.to_string()),
                 Item::Address {
                     port, vrf: Some(_), ..
                 } => Some(port.to_string()),

@@ -156,6 +156,18 @@ pub enum Item {
     },
     /// An OCS cross-connect between two ports (`a` before `b` in port order).
     Patch { a: PortName, b: PortName },
+    /// Steering vclos did not write, found in a running configuration: the
+    /// policy `policy` (a CE traffic policy, a SONiC ACL table, an
+    /// OpenConfig forwarding policy) bound to `port` redirects traffic, onto
+    /// `target` when the redirect resolves to a port of the device. Only
+    /// parsers make it; it is never rendered, and no change command ever
+    /// deletes or overwrites it (no dialect [claims](crate::dialect::Dialect::claims)
+    /// its kind). See docs/devices/foreign-steering.md.
+    ForeignSteering {
+        port: PortName,
+        policy: String,
+        target: Option<PortName>,
+    },
 }
 
 /// The kinds of [`Item`], for dialect claims and summaries.
@@ -170,9 +182,12 @@ pub enum ItemKind {
     Route,
     Redirect,
     Patch,
+    ForeignSteering,
 }
 
 impl ItemKind {
+    /// The kinds of vclos's own intent (every kind but
+    /// [`ItemKind::ForeignSteering`], which only parsers produce).
     pub const ALL: [ItemKind; 8] = [
         ItemKind::Hostname,
         ItemKind::Description,
@@ -196,6 +211,7 @@ impl Item {
             Item::Route { .. } => ItemKind::Route,
             Item::Redirect { .. } => ItemKind::Redirect,
             Item::Patch { .. } => ItemKind::Patch,
+            Item::ForeignSteering { .. } => ItemKind::ForeignSteering,
         }
     }
 
@@ -205,9 +221,15 @@ impl Item {
             Item::Description { port, .. }
             | Item::Routed { port }
             | Item::Address { port, .. }
-            | Item::Redirect { port, .. } => Some(port),
+            | Item::Redirect { port, .. }
+            | Item::ForeignSteering { port, .. } => Some(port),
             _ => None,
         }
+    }
+
+    /// Whether vclos wrote it (every item but [`Item::ForeignSteering`]).
+    pub fn is_foreign(&self) -> bool {
+        matches!(self, Item::ForeignSteering { .. })
     }
 
     /// A patch with its ends in port order.
@@ -250,6 +272,18 @@ impl fmt::Display for Item {
                 Ok(())
             }
             Item::Patch { a, b } => write!(f, "patch {a}~{b}"),
+            Item::ForeignSteering {
+                port,
+                policy,
+                target,
+            } => {
+                // The policy name is the device's, unchecked: shown escaped.
+                write!(f, "foreign steering on {port}: policy {policy:?}")?;
+                match target {
+                    Some(t) => write!(f, " redirects onto {t}"),
+                    None => write!(f, " redirects (target not resolved)"),
+                }
+            }
         }
     }
 }

@@ -26,7 +26,8 @@ use super::JobsError;
 
 /// The vclos-managed part of a device's parsed items: items without a port,
 /// and items on ports the topology gives the device (the rest of a real
-/// configuration is not ours to judge).
+/// configuration is not ours to judge); foreign steering also when it
+/// redirects onto such a port.
 pub fn managed(base: &FabricIntent, device: &str, items: BTreeSet<Item>) -> BTreeSet<Item> {
     let ports: BTreeSet<_> = base
         .device(device)
@@ -34,7 +35,10 @@ pub fn managed(base: &FabricIntent, device: &str, items: BTreeSet<Item>) -> BTre
         .unwrap_or_default();
     items
         .into_iter()
-        .filter(|i| i.port().is_none_or(|p| ports.contains(p)))
+        .filter(|i| {
+            i.port().is_none_or(|p| ports.contains(p))
+                || matches!(i, Item::ForeignSteering { target: Some(t), .. } if ports.contains(t))
+        })
         .collect()
 }
 
@@ -58,7 +62,10 @@ pub fn verify(base: Arc<FabricIntent>, intent: &DeviceIntent) -> Verify {
     let d = dialect(intent.dialect);
     Verify::Custom(Arc::new(move |running: &str| {
         let items = d.parse(&device, running).map_err(|e| e.to_string())?;
-        let have = managed(&base, &device, items);
+        // Foreign steering is not vclos's to verify (the apply was refused
+        // if it sat on a port the change configures).
+        let mut have = managed(&base, &device, items);
+        have.retain(|i| !i.is_foreign());
         let (missing, extra) = compare(&have, &want);
         if missing.is_empty() && extra.is_empty() {
             return Ok(());

@@ -108,10 +108,19 @@ pub struct Drift {
     pub missing: Vec<Item>,
     /// On the device (on a port vclos manages), not in intent.
     pub extra: Vec<Item>,
+    /// Steering vclos did not write on (or onto) a port vclos manages
+    /// ([`Item::ForeignSteering`]): reported, never deleted by vclos.
+    pub foreign: Vec<Item>,
 }
 
 impl Drift {
+    /// Nothing to report: vclos's items match and no foreign steering.
     pub fn is_empty(&self) -> bool {
+        self.holds_intent() && self.foreign.is_empty()
+    }
+
+    /// vclos's own items are exactly the intent (foreign steering aside).
+    pub fn holds_intent(&self) -> bool {
         self.missing.is_empty() && self.extra.is_empty()
     }
 }
@@ -119,11 +128,14 @@ impl Drift {
 /// A device's running items set against its intent.
 pub fn drift(intent: &FabricIntent, device: &str, have: &BTreeSet<Item>) -> Option<Drift> {
     let want = intent.device(device)?;
-    let (missing, extra) = compare(have, &expected(want));
+    let (foreign, own): (BTreeSet<Item>, BTreeSet<Item>) =
+        have.iter().cloned().partition(Item::is_foreign);
+    let (missing, extra) = compare(&own, &expected(want));
     Some(Drift {
         device: device.to_string(),
         role: want.role,
         missing,
         extra,
+        foreign: foreign.into_iter().collect(),
     })
 }

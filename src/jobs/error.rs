@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+use super::foreign::ForeignConflict;
 use crate::controller::ChangeSetError;
 use crate::dialect::ParseError;
 use crate::intent::IntentError;
@@ -39,6 +40,11 @@ pub enum JobsError {
         port: String,
         holder: JobId,
     },
+    /// Ports the change must configure carry steering vclos did not write
+    /// (each conflict names device, port and foreign policy). Nothing was
+    /// sent to any device.
+    #[error("refused before sending anything: {}", describe_foreign(.0))]
+    ForeignSteering(Vec<ForeignConflict>),
     /// A change the controller will not send (unknown device or port, a
     /// command it cannot check). Nothing was sent.
     #[error("refused before sending anything: {device}: {message}")]
@@ -56,4 +62,10 @@ pub enum JobsError {
     Parse(#[from] ParseError),
     #[error("unknown device `{0}`")]
     UnknownDevice(String),
+}
+
+fn describe_foreign(c: &[ForeignConflict]) -> String {
+    let mut s: Vec<String> = c.iter().map(ToString::to_string).collect();
+    s.push("vclos never deletes or overwrites foreign configuration: remove it on the device, or choose other ports".into());
+    s.join("; ")
 }

@@ -33,15 +33,23 @@
 //! no `ENT-PATCH`/`DLT-PATCH` may touch a port held by another job. A plan
 //! that does not match the state (stale or forged) is refused too.
 //!
-//! Recovery and `reconcile --fix` are not guarded this way, on purpose:
-//! every command they send moves a device back to the intent of the state
-//! itself, so an OCS command on a held port re-makes that job's own
+//! Every apply, recovery push and `reconcile --fix` is also checked against
+//! steering vclos did not write ([`foreign`]): the devices it configures are
+//! read first, and a port it must configure (or rewire through the OCS) that
+//! carries a foreign policy stops it with [`JobsError::ForeignSteering`],
+//! naming device, port and policy, before anything is sent; `reconcile`
+//! lists foreign steering on managed ports as drift and never deletes it.
+//!
+//! Recovery and `reconcile --fix` are not guarded by the state this way, on
+//! purpose: every command they send moves a device back to the intent of
+//! the state itself, so an OCS command on a held port re-makes that job's own
 //! circuit where the device drifted from it (a repair, not a move). The OCS
 //! still refuses to move a link its switches steer traffic onto.
 
 pub mod changes;
 pub mod devices;
 mod error;
+pub mod foreign;
 pub mod journal;
 #[cfg(test)]
 mod tests;
@@ -69,6 +77,7 @@ use crate::topology::{Role, Topology};
 
 pub use devices::Drift;
 pub use error::JobsError;
+pub use foreign::ForeignConflict;
 pub use journal::{Journal, Operation};
 
 /// A fabric under management: topology, committed state, device access.
@@ -186,6 +195,9 @@ pub struct Reconcile {
     pub unreachable: Vec<(String, String)>,
     /// The transaction pushing intent, with `fix`.
     pub fix: Option<ApplyReport>,
+    /// Why `fix` was not run: ports it must configure carry foreign
+    /// steering (nothing was sent to any device).
+    pub fix_refused: Vec<ForeignConflict>,
 }
 
 impl Fabric {
@@ -432,6 +444,7 @@ impl Fabric {
                 "its device changes are not those the current state gives".into(),
             ));
         }
+        self.guard_foreign(&plan.devices).await?;
         let devices = set.changes.iter().map(|c| c.device.clone()).collect();
         let j = Journal::new(
             &self.topo.name,
@@ -543,6 +556,29 @@ impl Fabric {
         (running, bad)
     }
 
+    /// Refuse (before sending anything) device plans that configure a port
+    /// carrying foreign steering; the devices they configure are read first.
+    async fn guard_foreign(&self, plans: &[DevicePlan]) -> Result<(), JobsError> {
+        let touched = foreign::touched(&self.topo, plans);
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = touched.keys().cloned().collect();
+        let (running, bad) = self.read(&names).await;
+        if let Some((device, e)) = bad.into_iter().next() {
+            return Err(JobsError::Refused {
+                device,
+                message: format!("cannot be read to check it for foreign steering: {e}"),
+            });
+        }
+        let conflicts = foreign::conflicts(&touched, &running);
+        if conflicts.is_empty() {
+            Ok(())
+        } else {
+            Err(JobsError::ForeignSteering(conflicts))
+        }
+    }
+
     fn all_devices(&self) -> Vec<String> {
         self.topo.devices.iter().map(|d| d.name.clone()).collect()
     }
@@ -583,7 +619,7 @@ impl Fabric {
         }
         let new_intent = intent::build(&self.topo, &j.new)?;
         let drift = self.drifts(&new_intent, &running);
-        if drift.iter().all(Drift::is_empty) {
+        if drift.iter().all(Drift::holds_intent) {
             store::save_journaled(&self.dir, &self.topo.name, &j.new)?;
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.new)?;
             journal::remove(&self.dir)?;
@@ -600,6 +636,9 @@ impl Fabric {
         let old_intent = intent::build(&self.topo, &j.old)?;
         let undo_admit = j.operation == Operation::Admit;
         let plans = plan::device_plans(&self.topo, &old_intent, &old_intent, &running, !undo_admit);
+        // A foreign policy on a port the rollback configures: the journal
+        // stays (this error) until it is removed by hand.
+        self.guard_foreign(&plans).await?;
         let set = changes::change_set(&plans, &old_intent, &self.base)?;
         let report = controller::apply(set, self.factory.as_ref(), &self.options, progress).await?;
         let outcome = if report.is_committed() {
@@ -645,10 +684,19 @@ impl Fabric {
             .into_iter()
             .filter(|d| !d.is_empty())
             .collect();
-        let fix = if fix && !drift.is_empty() {
+        let mut fix_refused = Vec::new();
+        let fix = if fix && drift.iter().any(|d| !d.holds_intent()) {
+            // Foreign steering is never deleted (no dialect renders its
+            // removal); a fix that must configure a port carrying it is
+            // refused whole, with every conflict listed.
             let plans = plan::device_plans(&self.topo, &intent, &intent, &running, true);
-            let set = changes::change_set(&plans, &intent, &self.base)?;
-            Some(controller::apply(set, self.factory.as_ref(), &self.options, progress).await?)
+            fix_refused = foreign::conflicts(&foreign::touched(&self.topo, &plans), &running);
+            if fix_refused.is_empty() {
+                let set = changes::change_set(&plans, &intent, &self.base)?;
+                Some(controller::apply(set, self.factory.as_ref(), &self.options, progress).await?)
+            } else {
+                None
+            }
         } else {
             None
         };
@@ -656,6 +704,7 @@ impl Fabric {
             drift,
             unreachable,
             fix,
+            fix_refused,
         })
     }
 

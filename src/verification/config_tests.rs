@@ -330,3 +330,28 @@ fn ocs_and_unknown_ports_are_device_findings() {
         "{v}"
     );
 }
+
+#[test]
+fn foreign_steering_on_a_job_server_port_breaks_its_source_route() {
+    let t = testbed();
+    let held = jobs(&t);
+    let foreign = |p: &str| Item::ForeignSteering {
+        port: port(p),
+        policy: "FOREIGN-P".into(),
+        target: Some(port("100GE1/0/30")),
+    };
+    // A port no job uses: nothing to report.
+    let mut all = items(&t, &held);
+    all.get_mut("leaf1").unwrap().insert(foreign("100GE1/0/9"));
+    assert_eq!(violations(&t, &held, &all), "");
+    // Job a's first server port: its traffic goes where the policy says.
+    all.get_mut("leaf1").unwrap().insert(foreign("100GE1/0/1"));
+    let v = violations(&t, &held, &all);
+    assert!(
+        v.starts_with("a: ")
+            && v.contains("leaf1")
+            && v.contains("100GE1/0/1")
+            && v.contains("FOREIGN-P"),
+        "{v}"
+    );
+}

@@ -12,7 +12,11 @@
 //!   the verifier reports an egress outside the VRF. On a chassis, a port
 //!   name resolves to its logical spine; a route out of another logical
 //!   spine is recorded as unresolved, with the reason;
-//! * an OCS's patch table is its `Patch` items.
+//! * an OCS's patch table is its `Patch` items;
+//! * steering vclos did not write on a leaf server port
+//!   (`ForeignSteering`, docs/devices/foreign-steering.md) takes that
+//!   port's traffic wherever its policy says: the port's source route is
+//!   broken, so a job using it fails verification naming the policy.
 //!
 //! It also notes which jobs the devices hold configuration of (source
 //! routes, VRFs by their [`vrf_name`](crate::intent::name::vrf_name)), so
@@ -44,7 +48,10 @@ pub fn forwarding_state(
         let mut spines = Vec::new();
         for m in &dev.members {
             match *m {
-                Member::Leaf(l) => leaf(topo, l, items, &mut fwd),
+                Member::Leaf(l) => {
+                    leaf(topo, l, items, &mut fwd);
+                    foreign_on_leaf(topo, l, items, &mut fwd);
+                }
                 Member::Spine(s) => spines.push(s),
                 Member::Ocs(o) => ocs(topo, o, items, &mut fwd),
             }
@@ -113,6 +120,19 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
                 sp,
                 format!("{what}: {uplink} is not an uplink of {}", leaf.name),
             ),
+        }
+    }
+}
+
+/// Foreign steering on a server port breaks that port's source route.
+fn foreign_on_leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
+    let leaf = topo.leaf(l);
+    for item in items {
+        let Item::ForeignSteering { port, .. } = item else {
+            continue;
+        };
+        if let Some(sp) = leaf.server_ports.iter().position(|p| p == port.as_str()) {
+            fwd.set_broken_redirect(l, sp as u16, format!("{}: {item}", leaf.name));
         }
     }
 }

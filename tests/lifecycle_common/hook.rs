@@ -13,6 +13,8 @@ use vclos_drivers::{Capabilities, CommitId, Driver, DriverError, LoadMode};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum At {
     Commit,
+    /// The close of a session that committed (read-only sessions, such as
+    /// the foreign-steering check before an apply, do not count).
     Close,
 }
 
@@ -63,6 +65,7 @@ impl DriverFactory for Hooked {
             at: self.at,
             then: self.then.clone(),
             fired: self.fired.clone(),
+            committed: false,
         }))
     }
 }
@@ -72,6 +75,8 @@ struct HookDriver {
     at: At,
     then: Then,
     fired: Arc<AtomicBool>,
+    /// This session committed (At::Close fires only then).
+    committed: bool,
 }
 
 impl HookDriver {
@@ -93,7 +98,7 @@ impl Driver for HookDriver {
         self.inner.open().await
     }
     async fn close(&mut self) -> Result<(), DriverError> {
-        if self.fire(At::Close) {
+        if self.committed && self.fire(At::Close) {
             return self.hooked_close().await;
         }
         self.inner.close().await
@@ -109,7 +114,9 @@ impl Driver for HookDriver {
     }
     async fn commit(&mut self, confirm: Option<Duration>) -> Result<CommitId, DriverError> {
         if !self.fire(At::Commit) {
-            return self.inner.commit(confirm).await;
+            let r = self.inner.commit(confirm).await;
+            self.committed |= r.is_ok();
+            return r;
         }
         match self.then.clone() {
             Then::Around { before, after } => {
