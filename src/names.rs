@@ -5,11 +5,44 @@
 //! charsets are deliberately strict: no whitespace, no line breaks, no `;`,
 //! no quotes, so no name can smuggle a second command into a CLI session, a
 //! TL1 line or an XML document.
+//!
+//! **Job ids** are also bounded by the names vclos derives from them
+//! (listed with their device limits in `crate::intent::name`): the longest
+//! is the per-port ACL / traffic policy `v-<id>-p<n>` for a leaf's last
+//! possible server port, n = 65535 (a port list holds at most 65535 ports),
+//! under the 31-character cap of Huawei CE and OpenConfig object names; so
+//! [`MAX_JOB_ID`] = 31 - 4 - 5 = 22. A fabric may bound them further (SONiC
+//! VRF names, chassis with many logical spines):
+//! `crate::intent::name::check_job_id` applies the topology's own limit.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+/// Longest VRF / ACL / policy name on Huawei CE (vpn-instance names are
+/// 1-31 characters: Huawei CloudEngine `ip vpn-instance`, as Ansible's
+/// `community.network.ce_vrf` documents it) and the cap vclos applies to
+/// OpenConfig names too.
+pub const MAX_OBJECT_NAME: usize = 31;
+
+/// Largest 1-based server-port index on a leaf (a port list holds at most
+/// `u16::MAX` ports; the topology loader refuses more).
+pub const MAX_PORT_INDEX: u16 = u16::MAX;
+
+/// Decimal digits of `n`.
+pub const fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Longest job id: `v-<id>-p<MAX_PORT_INDEX>` fits [`MAX_OBJECT_NAME`].
+pub const MAX_JOB_ID: usize =
+    MAX_OBJECT_NAME - "v-".len() - "-p".len() - digits(MAX_PORT_INDEX as u64);
 
 /// What kind of name failed validation; used in error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,16 +96,38 @@ fn rule(kind: NameKind) -> (usize, fn(char) -> bool, &'static str) {
             (63, ident, "letters, digits, '_', '-', '.'")
         }
         NameKind::Port => (64, port, "letters, digits, '_', '-', '.', '/', ':'"),
-        // Job ids become part of VRF/ACL/policy names, which vendors cap at
-        // ~31 characters; 24 leaves room for a prefix and a spine suffix.
-        NameKind::Job => (24, job, "letters, digits, '_', '-'"),
+        // Job ids become part of VRF/ACL/policy names (see MAX_JOB_ID).
+        NameKind::Job => (MAX_JOB_ID, job, "letters, digits, '_', '-'"),
         NameKind::Host => (253, host, "letters, digits, '-', '.', ':'"),
     }
 }
 
 /// Check `value` against the rule for `kind`.
 pub fn validate(kind: NameKind, value: &str) -> Result<(), NameError> {
-    let (max, allowed, charset) = rule(kind);
+    let (max, _, _) = rule(kind);
+    if value.chars().count() > max {
+        let reason = match kind {
+            NameKind::Job => format!(
+                "longer than {max} characters: vclos names per-job device objects after the \
+                 job id, the longest being the ACL / traffic policy `v-<id>-p{MAX_PORT_INDEX}` \
+                 (a leaf's last possible server port), and Huawei CE and OpenConfig object \
+                 names hold at most {MAX_OBJECT_NAME} characters"
+            ),
+            _ => format!("longer than {max} characters"),
+        };
+        return Err(NameError {
+            kind,
+            shown: format!("{value:?}"),
+            reason,
+        });
+    }
+    validate_chars(kind, value)
+}
+
+/// Check `value` against the charset rule for `kind` only (not its length):
+/// for names embedded in longer names that have their own length rule.
+pub fn validate_chars(kind: NameKind, value: &str) -> Result<(), NameError> {
+    let (_, allowed, charset) = rule(kind);
     let err = |reason: String| NameError {
         kind,
         shown: format!("{value:?}"),
@@ -80,9 +135,6 @@ pub fn validate(kind: NameKind, value: &str) -> Result<(), NameError> {
     };
     if value.is_empty() {
         return Err(err("must not be empty".into()));
-    }
-    if value.chars().count() > max {
-        return Err(err(format!("longer than {max} characters")));
     }
     if let Some(bad) = value.chars().find(|c| !allowed(*c)) {
         return Err(err(format!(
@@ -168,6 +220,24 @@ mod tests {
         validate(NameKind::Device, "spine1-1").unwrap();
         assert!(validate(NameKind::Device, "leaf:1").is_err());
         assert!(validate(NameKind::Job, &"a".repeat(25)).is_err());
+    }
+
+    #[test]
+    fn the_longest_job_id_is_bounded_by_its_longest_derived_name() {
+        assert_eq!(MAX_JOB_ID, 22);
+        let longest = "j".repeat(MAX_JOB_ID);
+        JobId::new(longest.as_str()).unwrap();
+        assert_eq!(
+            format!("v-{longest}-p{MAX_PORT_INDEX}").len(),
+            MAX_OBJECT_NAME
+        );
+        let e = JobId::new(format!("{longest}x")).unwrap_err().to_string();
+        assert!(e.contains("longer than 22 characters"), "{e}");
+        assert!(e.contains("v-<id>-p65535"), "{e}");
+        assert!(e.contains("31 characters"), "{e}");
+        // Serialised state is checked by the same rule.
+        let r: Result<JobId, _> = serde_json::from_str(&format!("\"{longest}x\""));
+        assert!(r.is_err());
     }
 
     #[test]

@@ -232,3 +232,41 @@ fn switches_serve_ssh_to_openssh_with_verified_host_keys() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// Whether the server closes a connection that sends nothing within `limit`.
+fn closed_within(port: u64, limit: Duration) -> bool {
+    let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            // A read timeout (WouldBlock/TimedOut): still open.
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn session_timeout_flags_reach_every_endpoint() {
+    let (_srv, map) = serve(&["--login-timeout-secs", "1", "--idle-timeout-secs", "1"]);
+    for dev in ["ocs1", "leaf1"] {
+        let port = map[dev]["port"].as_u64().unwrap();
+        assert!(closed_within(port, Duration::from_secs(10)), "{dev}");
+    }
+    // An idle TL1 login is cancelled after a second.
+    let port = map["ocs1"]["port"].as_u64().unwrap();
+    let reply = tl1(port, &["ACT-USER::admin:1::admin;", "RTRV-HDR:::2;"]);
+    assert!(reply.contains("M  2 COMPLD"), "{reply}");
+    let mut s = TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    s.write_all(b"ACT-USER::admin:1::admin;\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(all.contains("Session Timeout: admin"), "{all}");
+    // The defaults keep a silent connection open for longer than that.
+    let (_srv, map) = serve(&[]);
+    let port = map["ocs1"]["port"].as_u64().unwrap();
+    assert!(!closed_within(port, Duration::from_secs(2)));
+}

@@ -23,11 +23,7 @@ fn id(s: &str) -> JobId {
 
 /// Successful logins so far, per device.
 fn logins(emu: &common::Emu) -> BTreeMap<String, u64> {
-    emu.topo
-        .devices
-        .iter()
-        .map(|d| (d.name.clone(), emu.fab.faults(&d.name).unwrap().logins()))
-        .collect()
+    emu.logins()
 }
 
 /// Every device a plan's apply opens a session to: the devices it changes,
@@ -105,23 +101,7 @@ async fn sessions_the_devices_dropped_are_reconnected_transparently() {
     for d in &emu.topo.devices {
         emu.fab.faults(&d.name).unwrap().disconnect_all();
     }
-    let r = f.release(&id("a"), &NoProgress).await.unwrap();
-    assert!(r.report.is_committed(), "{}", r.report);
-    let touched = sessions_of(&emu, &r.plan);
-    assert!(touched.contains(&"ocs1".to_string()), "{touched:?}");
-    let after = logins(&emu);
-    for (d, n) in &after {
-        let want = before[d] + u64::from(touched.contains(d));
-        assert_eq!(*n, want, "{d}: one reconnect if touched, none otherwise");
-    }
-    let s = f.sessions().unwrap().stats();
-    assert_eq!(s.reconnected as usize, touched.len(), "{s:?}");
-    // And the fabric is as the state says.
-    let rec = f.reconcile(false, &NoProgress).await.unwrap();
-    assert!(
-        rec.drift.is_empty() && rec.unreachable.is_empty(),
-        "{rec:?}"
-    );
+    emu.release_reconnecting(&mut f, &id("a"), &before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

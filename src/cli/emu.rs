@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
+use vclos::emulator::timeouts::{self, SessionTimeouts};
 use vclos::emulator::Login;
 use vclos::topology;
 
@@ -41,6 +42,15 @@ pub struct ServeArgs {
     /// the emulator's SSH host keys to OUT.known_hosts, which it references).
     #[arg(long = "write-topology", value_name = "OUT.yaml")]
     write_topology: Option<PathBuf>,
+    /// Close a connection that has not logged in this many seconds after
+    /// connecting (SSH authentication, TL1 ACT-USER; OpenSSH's
+    /// LoginGraceTime). 0: never.
+    #[arg(long = "login-timeout-secs", default_value_t = timeouts::DEFAULT_LOGIN_TIMEOUT.as_secs())]
+    login_timeout_secs: u64,
+    /// Close a logged-in session that sent nothing for this many seconds
+    /// (a command still running never counts as idle). 0: never.
+    #[arg(long = "idle-timeout-secs", default_value_t = timeouts::DEFAULT_IDLE_TIMEOUT.as_secs())]
+    idle_timeout_secs: u64,
     /// Arm a fault: DEVICE:drop | DEVICE:delay=MS | DEVICE:refuse-commit | DEVICE:fail-after=N.
     #[arg(long = "fault", value_name = "DEVICE:KIND")]
     faults: Vec<String>,
@@ -67,6 +77,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
             username: args.user.clone(),
             password: args.password.clone(),
         },
+        timeouts: SessionTimeouts::from_secs(args.login_timeout_secs, args.idle_timeout_secs),
     };
     let fabric = EmulatedFabric::start(topo, opts).await?;
     for f in &args.faults {

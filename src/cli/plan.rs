@@ -54,6 +54,7 @@ fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
 /// Place `JOB:GPUS` with the fabric's policy on the held state.
 fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Result<Decision> {
     let (id, gpus) = super::apply::parse_submit(spec)?;
+    vclos::intent::name::check_job_id(topo, &id)?;
     let job = id.to_string();
     let state = FabricState::from_decisions(Arc::clone(topo), held)?;
     let mut placer: Box<dyn Placer> = if topo.ocs.is_empty() {

@@ -32,6 +32,7 @@ use super::ocs::OcsModel;
 use super::sonic::{validate, SonicDevice};
 use super::ssh::{self, Service, SshServer};
 use super::steering::SteeredBusy;
+use super::timeouts::SessionTimeouts;
 use super::tl1::{self, Tl1Options, Tl1Server};
 use super::vrp::VrpConfig;
 use super::Login;
@@ -50,6 +51,8 @@ pub struct FabricOptions {
     pub switch_delay: Duration,
     /// The one login every emulated device accepts.
     pub login: Login,
+    /// Login grace and idle timeouts of every endpoint (SSH and TL1).
+    pub timeouts: SessionTimeouts,
 }
 
 impl Default for FabricOptions {
@@ -58,6 +61,7 @@ impl Default for FabricOptions {
             listen: IpAddr::from([127, 0, 0, 1]),
             switch_delay: super::ocs::DEFAULT_SWITCHING_DELAY,
             login: Login::default(),
+            timeouts: SessionTimeouts::default(),
         }
     }
 }
@@ -250,6 +254,7 @@ impl EmulatedFabric {
                 bind,
                 login: opts.login.clone(),
                 faults: faults[&o.name].clone(),
+                timeouts: opts.timeouts,
             };
             let server =
                 tl1::serve(model.clone(), options)
@@ -279,7 +284,7 @@ impl EmulatedFabric {
                 Switch::Netconf(dev) => Service::Netconf(dev.clone()),
             };
             let bind = SocketAddr::new(opts.listen, 0).to_string();
-            let server = ssh::serve_on(&bind, service, opts.login.clone())
+            let server = ssh::serve_with(&bind, service, opts.login.clone(), opts.timeouts)
                 .await
                 .map_err(|e| EmuError::Ssh {
                     device: name.clone(),

@@ -16,6 +16,7 @@ pub mod shell;
 pub mod sonic;
 pub mod ssh;
 pub mod steering;
+pub mod timeouts;
 pub mod tl1;
 pub mod vrp;
 

@@ -11,21 +11,30 @@
 //!
 //! Each channel is a tokio task owning the russh `Channel` and its session
 //! state, so a slow reply (injected delay) blocks only that channel.
+//!
+//! Session timeouts ([`SessionTimeouts`], models and citations in
+//! [`super::timeouts`]): each connection has a watchdog that disconnects it
+//! when it has not authenticated within the login grace time (counted from
+//! the TCP accept, so it covers a client that never sends its version line
+//! too), or when, authenticated, no channel received input for the idle
+//! time while no command was running. Dead clients are found by russh's
+//! keepalives (OpenSSH's `ClientAliveInterval`/`ClientAliveCountMax`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use russh::keys::{Algorithm, PrivateKey, PublicKey};
-use russh::server::{Auth, Handle, Msg, Server as _, Session};
+use russh::server::{Auth, Handle, Msg, Session};
 use russh::{Channel, ChannelId, ChannelMsg, Disconnect};
 use thiserror::Error;
 use tokio::task::JoinHandle;
-use tracing::{debug, info_span, Instrument};
+use tracing::{debug, info, info_span, Instrument};
 
 use super::faults::Faults;
 use super::netconf::{NetconfDevice, NetconfSession};
 use super::shell::{SessionAction, SessionKind, ShellDevice};
+use super::timeouts::{Activity, SessionTimeouts, CLIENT_ALIVE_COUNT_MAX, CLIENT_ALIVE_INTERVAL};
 use vclos_drivers::netconf::framing::{encode, Decoder, Framing};
 
 /// What the server runs.
@@ -109,6 +118,16 @@ pub async fn serve(service: Service, login: Login) -> Result<SshServer, ServeErr
 
 /// Start serving on a given address (e.g. a fixed port for `vclos emu serve`).
 pub async fn serve_on(bind: &str, service: Service, login: Login) -> Result<SshServer, ServeError> {
+    serve_with(bind, service, login, SessionTimeouts::default()).await
+}
+
+/// Start serving on a given address with the given session timeouts.
+pub async fn serve_with(
+    bind: &str,
+    service: Service,
+    login: Login,
+    timeouts: SessionTimeouts,
+) -> Result<SshServer, ServeError> {
     let key = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
         .map_err(|e| ServeError::HostKey(e.to_string()))?;
     let host_key = key.public_key().clone();
@@ -116,22 +135,50 @@ pub async fn serve_on(bind: &str, service: Service, login: Login) -> Result<SshS
         keys: vec![key],
         auth_rejection_time: Duration::from_millis(200),
         auth_rejection_time_initial: Some(Duration::ZERO),
-        inactivity_timeout: Some(Duration::from_secs(3600)),
+        // Dead-peer detection only (the watchdog handles login and idle):
+        // a live client answers the keepalives, which resets this timer.
+        keepalive_interval: Some(CLIENT_ALIVE_INTERVAL),
+        keepalive_max: CLIENT_ALIVE_COUNT_MAX,
+        inactivity_timeout: Some(CLIENT_ALIVE_INTERVAL * (CLIENT_ALIVE_COUNT_MAX as u32 + 1)),
         methods: russh::MethodSet::from(&[russh::MethodKind::Password][..]),
         nodelay: true,
         ..Default::default()
     });
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
-    let mut server = Server {
-        service: service.clone(),
-        login: Arc::new(login),
-    };
+    let login = Arc::new(login);
     let span = info_span!("emu.ssh", device = %service.name(), %addr);
     let task = tokio::spawn(
         async move {
-            if let Err(e) = server.run_on_socket(config, &listener).await {
-                debug!(error = %e, "ssh server stopped");
+            // Dropped with this task: every connection is then disconnected.
+            let (stop, _) = tokio::sync::watch::channel(());
+            loop {
+                let (socket, peer) = match listener.accept().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        debug!(error = %e, "ssh accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = socket.set_nodelay(true);
+                let activity = Activity::new();
+                let conn = Conn {
+                    service: service.clone(),
+                    login: login.clone(),
+                    user: String::new(),
+                    activity: activity.clone(),
+                };
+                let span = info_span!("emu.ssh.conn", %peer);
+                let served = connection(
+                    config.clone(),
+                    socket,
+                    conn,
+                    activity,
+                    timeouts,
+                    stop.subscribe(),
+                );
+                tokio::spawn(served.instrument(span));
             }
         }
         .instrument(span),
@@ -143,27 +190,82 @@ pub async fn serve_on(bind: &str, service: Service, login: Login) -> Result<SshS
     })
 }
 
-#[derive(Clone)]
-struct Server {
-    service: Service,
-    login: Arc<Login>,
+/// Serve one accepted connection until it ends or its timers close it.
+async fn connection(
+    config: Arc<russh::server::Config>,
+    socket: tokio::net::TcpStream,
+    conn: Conn,
+    activity: Arc<Activity>,
+    timeouts: SessionTimeouts,
+    mut stopped: tokio::sync::watch::Receiver<()>,
+) {
+    // A second handle on the socket, to shut it down whatever state the
+    // SSH session is in: during a key exchange russh does not act on a
+    // disconnect request, so a client stalling there would otherwise stay.
+    let (socket, killer) = match split_killer(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            debug!(error = %e, "cannot take over the ssh socket");
+            return;
+        }
+    };
+    // Until the client's version line arrives there is no session to
+    // disconnect: the login grace time then just drops the socket.
+    let session = tokio::select! {
+        r = russh::server::run_stream(config, socket, conn) => match r {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(error = %e, "ssh connection setup failed");
+                return;
+            }
+        },
+        why = activity.expired(timeouts) => {
+            info!(reason = why.reason(), "dropping the ssh connection before its version line");
+            return;
+        }
+        _ = stopped.changed() => return,
+    };
+    let handle = session.handle();
+    tokio::pin!(session);
+    // The watchdog runs beside the session and ends it with a disconnect
+    // message, as sshd does; so does stopping the server.
+    let why = tokio::select! {
+        r = &mut session => {
+            if let Err(e) = r {
+                debug!(error = %e, "ssh connection ended");
+            }
+            return;
+        }
+        why = activity.expired(timeouts) => why.reason(),
+        _ = stopped.changed() => "server stopped",
+    };
+    info!(reason = why, "closing the ssh connection");
+    let _ = handle
+        .disconnect(Disconnect::ByApplication, why.into(), "en".into())
+        .await;
+    // A client gets a moment to read the message and close; then the
+    // socket goes, whether or not the session acted on the request.
+    let _ = tokio::time::timeout(DISCONNECT_GRACE, &mut session).await;
+    let _ = killer.shutdown(std::net::Shutdown::Both);
 }
 
-impl russh::server::Server for Server {
-    type Handler = Conn;
-    fn new_client(&mut self, _peer: Option<SocketAddr>) -> Conn {
-        Conn {
-            service: self.service.clone(),
-            login: self.login.clone(),
-            user: String::new(),
-        }
-    }
+/// How long a disconnected client has to close before the socket is shut down.
+const DISCONNECT_GRACE: Duration = Duration::from_secs(1);
+
+/// The socket back for tokio, and a clone of it that can shut it down.
+fn split_killer(
+    socket: tokio::net::TcpStream,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::TcpStream)> {
+    let std = socket.into_std()?;
+    let killer = std.try_clone()?;
+    Ok((tokio::net::TcpStream::from_std(std)?, killer))
 }
 
 struct Conn {
     service: Service,
     login: Arc<Login>,
     user: String,
+    activity: Arc<Activity>,
 }
 
 impl russh::server::Handler for Conn {
@@ -172,6 +274,7 @@ impl russh::server::Handler for Conn {
     async fn auth_password(&mut self, user: &str, password: &str) -> Result<Auth, Self::Error> {
         if user == self.login.username && password == self.login.password {
             self.user = user.to_string();
+            self.activity.logged_in();
             self.service.faults().count_login();
             Ok(Auth::Accept)
         } else {
@@ -191,6 +294,7 @@ impl russh::server::Handler for Conn {
             service: self.service.clone(),
             user: self.user.clone(),
             handle: handle.clone(),
+            activity: self.activity.clone(),
         };
         let span = info_span!("emu.channel", device = %self.service.name());
         // An injected disconnect ends the channel and the whole connection.
@@ -265,6 +369,9 @@ struct ChannelTask {
     service: Service,
     user: String,
     handle: Handle,
+    /// The connection's activity: input and running commands hold off its
+    /// idle timeout.
+    activity: Arc<Activity>,
 }
 
 /// Minimal line editor for the interactive shell.
@@ -357,6 +464,7 @@ impl ChannelTask {
     }
 
     async fn exec(&self, channel: Channel<Msg>, dev: Arc<dyn ShellDevice>, command: &str) {
+        let _running = self.activity.running();
         let mut s = dev.clone().session(&self.user, SessionKind::Exec);
         let r = s.handle_line(command);
         tokio::time::sleep(dev.faults().reply_delay()).await;
@@ -383,6 +491,8 @@ impl ChannelTask {
                 Some(ChannelMsg::Eof) | Some(ChannelMsg::Close) | None => (b"\n".to_vec(), true),
                 Some(_) => continue,
             };
+            // Until this input is answered the session is not idle.
+            let _running = self.activity.running();
             for b in data {
                 match ed.feed(b) {
                     Some(Edit::Echo(e)) if pty => pending.extend(e),
@@ -449,6 +559,8 @@ impl ChannelTask {
                 ChannelMsg::Eof | ChannelMsg::Close => break,
                 _ => continue,
             }
+            // Until this input is answered the session is not idle.
+            let _running = self.activity.running();
             loop {
                 let m = match dec.next_message() {
                     Ok(Some(m)) => m,

@@ -7,16 +7,32 @@
 //! whitespace (except single inner spaces in descriptions), line breaks,
 //! `;`, quotes, `<`, `>` and `&`, so no name can end a CLI line, a TL1
 //! command, a JSON string or an XML element early.
+//!
+//! ## Names derived from a job id, and their device limits
+//!
+//! | name | dialect: where | limit |
+//! |---|---|---|
+//! | `v-<id>-p<n>` (n: 1-based server port on the leaf, at most 65535) | Huawei CE: `acl name`, `traffic classifier`, `traffic behavior`, `traffic policy`; SONiC: `ACL_TABLE` key (and `ACL_RULE` key `<table>\|RULE_<k>`); OpenConfig: policy-forwarding policy `policy-id` | 31, vclos's cap [`MAX_OBJECT_NAME`] (CE traffic behavior names allow 1-64, CloudEngine command reference "traffic behavior"; sonic-acl.yang `ACL_TABLE_NAME` is an unbounded string, `RULE_NAME` 1..255; OpenConfig policy ids are strings) |
+//! | `Vrf-<id>`, `Vrf-<id>-<m>` (m: logical spine on a chassis, 1-based) | Huawei CE: `ip vpn-instance`; OpenConfig: `network-instance` `name` | 31: CE vpn-instance names are 1-31 characters (Ansible `community.network.ce_vrf`: "the length of vrf name is 1 - 31") |
+//! | same | SONiC: `VRF` key | 15: sonic-vrf.yang `VRF_LIST/name` is `stypes:interface_name` (sonic-types.yang: length 1..15, "Represents IFNAMSIZ defined in <net/if.h>"), pattern `Vrf[a-zA-Z0-9_-]+`: a SONiC VRF is a Linux network device |
+//! | `vclos <id>` | SONiC: `ACL_TABLE` `policy_desc` | 255 (sonic-acl.yang `length 1..255`) |
+//! | (none) | TL1: the OCS patch table names only ports | - |
+//!
+//! [`JobId`] enforces the topology-independent bound
+//! ([`crate::names::MAX_JOB_ID`], 22: `v-<id>-p65535` within 31);
+//! [`check_job_id`] the bound of one fabric (its largest leaf, its chassis
+//! sizes, its SONiC spines), so a job is refused at the id check before
+//! anything is placed or rendered.
 
 use std::cmp::Ordering;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{validate, JobId, NameError, NameKind};
+use crate::names::{digits, validate, validate_chars, JobId, NameError, NameKind};
+use crate::topology::{Member, Role, Topology};
 
-/// Vendors cap VRF / ACL / policy names at 31 characters (Huawei VRP).
-pub const MAX_OBJECT_NAME: usize = 31;
+pub use crate::names::MAX_OBJECT_NAME;
 
 macro_rules! checked_string {
     ($(#[$doc:meta])* $name:ident, $check:expr) => {
@@ -107,7 +123,8 @@ fn check_vrf(v: &str) -> Result<(), NameError> {
             format!("VRF name longer than {MAX_OBJECT_NAME} characters"),
         ));
     }
-    validate(NameKind::Job, rest)
+    // `<id>` or `<id>-<m>`: the job charset; the length rule is the VRF's.
+    validate_chars(NameKind::Job, rest)
 }
 
 fn check_description(v: &str) -> Result<(), NameError> {
@@ -156,6 +173,100 @@ pub fn policy_name(job: &JobId, index: u16) -> Result<String, NameError> {
         ));
     }
     Ok(name)
+}
+
+/// The longest job id a fabric can carry, and the derived name that sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobIdLimit {
+    /// Longest id, in characters.
+    pub max: usize,
+    /// The derived name at its longest, e.g. `Vrf-<id>` or `v-<id>-p48`.
+    pub name: String,
+    /// The device it is configured on (`None`: the fabric-independent bound).
+    pub device: Option<String>,
+    /// The device's limit for that name.
+    pub limit: usize,
+}
+
+/// The longest job id `topo` can carry: the fabric-independent
+/// [`crate::names::MAX_JOB_ID`], or less where one of its devices holds a
+/// longer derived name than its limit allows (see the table above).
+pub fn job_id_limit(topo: &Topology) -> JobIdLimit {
+    let mut best = JobIdLimit {
+        max: crate::names::MAX_JOB_ID,
+        name: format!("v-<id>-p{}", crate::names::MAX_PORT_INDEX),
+        device: None,
+        limit: MAX_OBJECT_NAME,
+    };
+    for d in &topo.devices {
+        let (name, fixed, limit) = match d.role {
+            Role::Leaf => {
+                let ports = d
+                    .members
+                    .iter()
+                    .filter_map(|m| match m {
+                        Member::Leaf(l) => Some(topo.leaf(*l).server_ports.len()),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0)
+                    .max(1) as u64;
+                (
+                    format!("v-<id>-p{ports}"),
+                    4 + digits(ports),
+                    MAX_OBJECT_NAME,
+                )
+            }
+            Role::Spine => {
+                let limit = crate::dialect::max_name_len(d.mgmt.dialect);
+                match d.members.len() as u64 {
+                    m if m > 1 => (format!("Vrf-<id>-{m}"), 5 + digits(m), limit),
+                    _ => ("Vrf-<id>".to_string(), 4, limit),
+                }
+            }
+            Role::Ocs => continue,
+        };
+        let max = limit.saturating_sub(fixed);
+        if max < best.max {
+            best = JobIdLimit {
+                max,
+                name,
+                device: Some(d.name.clone()),
+                limit,
+            };
+        }
+    }
+    best
+}
+
+/// Refuse `job` if a name derived from it would be too long for a device of
+/// `topo`, with the longest id and the reason.
+pub fn check_job_id(topo: &Topology, job: &JobId) -> Result<(), NameError> {
+    let lim = job_id_limit(topo);
+    let len = job.as_str().chars().count();
+    if len <= lim.max {
+        return Ok(());
+    }
+    let Some(device) = &lim.device else {
+        // JobId's own rule already covers the fabric-independent bound.
+        return validate(NameKind::Job, job.as_str());
+    };
+    let dialect = topo
+        .devices
+        .iter()
+        .find(|d| &d.name == device)
+        .map(|d| d.mgmt.dialect.to_string())
+        .unwrap_or_default();
+    Err(err(
+        NameKind::Job,
+        job.as_str(),
+        format!(
+            "longer than {} characters, the longest job id this fabric takes: {device} \
+             ({dialect}) would be configured with `{}`, and its limit for that name is {} \
+             characters",
+            lim.max, lim.name, lim.limit
+        ),
+    ))
 }
 
 /// Split a policy name made by [`policy_name`] back into job and index.
@@ -234,9 +345,10 @@ mod tests {
         assert!(VrfName::new("Vrf-a b").is_err());
         assert!(VrfName::new("job1").is_err());
         assert!(serde_json::from_str::<PortName>("\"a\\nb\"").is_err());
-        let j = JobId::new("a".repeat(24)).unwrap();
+        let j = JobId::new("a".repeat(22)).unwrap();
         assert!(vrf_name(&j, None).is_ok());
-        assert!(vrf_name(&j, Some(99)).is_err());
+        assert!(vrf_name(&j, Some(9998)).is_ok());
+        assert!(vrf_name(&j, Some(9999)).is_err());
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum JobsError {
     Placement(#[from] PlacementError),
     #[error(transparent)]
     Intent(#[from] IntentError),
+    #[error(transparent)]
+    Name(#[from] crate::names::NameError),
     #[error("job `{job}` cannot be placed now: {why}")]
     Blocked { job: JobId, why: &'static str },
     #[error("change set refused: {0}")]

@@ -340,6 +340,8 @@ impl Fabric {
 
     /// Place a job of `gpus` GPUs and plan its admission. Touches nothing.
     pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
+        // Before placement: an id too long for this fabric's derived names.
+        intent::name::check_job_id(&self.topo, job)?;
         let st = self.state.clone();
         let mut placer: Box<dyn Placer> = match self.policy {
             Policy::Vclos => Box::new(VclosPlacer::with_state(st)),

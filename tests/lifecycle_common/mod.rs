@@ -30,13 +30,18 @@ pub async fn emu(switch_delay: Duration) -> Emu {
 
 /// The emulated fabric of the topology file `text`.
 pub async fn emu_on(text: &str, switch_delay: Duration) -> Emu {
-    std::env::set_var(PASSWORD_VAR, "admin");
-    let dir = tempfile::tempdir().unwrap();
-    let base = Arc::new(topology::from_str("t.yaml", text).unwrap());
     let opts = FabricOptions {
         switch_delay,
         ..FabricOptions::default()
     };
+    emu_with(text, opts).await
+}
+
+/// The emulated fabric of the topology file `text`, served with `opts`.
+pub async fn emu_with(text: &str, opts: FabricOptions) -> Emu {
+    std::env::set_var(PASSWORD_VAR, "admin");
+    let dir = tempfile::tempdir().unwrap();
+    let base = Arc::new(topology::from_str("t.yaml", text).unwrap());
     let fab = EmulatedFabric::start(base, opts).await.unwrap();
     let text = fab
         .aim("t", text, &dir.path().join("known_hosts"), PASSWORD_VAR)
@@ -72,6 +77,58 @@ impl Emu {
             out.insert(d.name.clone(), f.device_config(&d.name).await.unwrap());
         }
         out
+    }
+
+    /// Successful logins so far, per device.
+    pub fn logins(&self) -> BTreeMap<String, u64> {
+        self.topo
+            .devices
+            .iter()
+            .map(|d| (d.name.clone(), self.fab.faults(&d.name).unwrap().logins()))
+            .collect()
+    }
+
+    /// Release `job` on `f`, whose pooled sessions every device has closed
+    /// since `before` (logins then): each device the release touches (the
+    /// OCS among them) is logged in to once more, no other is, the pool
+    /// counts one reconnect per touched device, and the fabric ends as the
+    /// state says.
+    pub async fn release_reconnecting(
+        &self,
+        f: &mut Fabric,
+        job: &vclos::names::JobId,
+        before: &BTreeMap<String, u64>,
+    ) {
+        let reconnected = f.sessions().unwrap().stats().reconnected;
+        let r = f.release(job, &NoProgress).await.unwrap();
+        assert!(r.report.is_committed(), "{}", r.report);
+        // The devices changed, and the switches the foreign-steering check
+        // reads before them.
+        let mut touched: Vec<String> = r
+            .plan
+            .devices
+            .iter()
+            .map(|d| d.diff.device.clone())
+            .collect();
+        touched.extend(vclos::jobs::foreign::touched(&self.topo, &r.plan.devices).into_keys());
+        touched.sort();
+        touched.dedup();
+        assert!(touched.contains(&"ocs1".to_string()), "{touched:?}");
+        for (d, n) in &self.logins() {
+            let want = before[d] + u64::from(touched.contains(d));
+            assert_eq!(*n, want, "{d}: one reconnect if touched, none otherwise");
+        }
+        let s = f.sessions().unwrap().stats();
+        assert_eq!(
+            (s.reconnected - reconnected) as usize,
+            touched.len(),
+            "{s:?}"
+        );
+        let rec = f.reconcile(false, &NoProgress).await.unwrap();
+        assert!(
+            rec.drift.is_empty() && rec.unreachable.is_empty(),
+            "{rec:?}"
+        );
     }
 
     /// state.json bytes (empty when absent).

@@ -15,6 +15,15 @@
 //! fabric from one process, and TL1 needs only line framing and IAC
 //! stripping, which the drivers crate already has for its client.
 //!
+//! Session timeouts ([`SessionTimeouts`], models and citations in
+//! [`crate::emulator::timeouts`]): a connection that has not completed
+//! `ACT-USER` within the login grace time (counted from the accept, and
+//! again from a `CANC-USER`) is closed without a word; a logged-in session
+//! with no input for the idle time gets the autonomous `CANC` message TL1
+//! network elements send on a session time-out, then is closed. The clock
+//! is not running while a command executes (a 50 ms OCS switch, an injected
+//! delay): it restarts when the reply has been written.
+//!
 //! Fault injection ([`Faults`]): at every command a session may drop the
 //! connection or DENY (`SROF`); `ENT-PATCH`/`DLT-PATCH` are the commits that
 //! `refuse_commits` DENYs; every reply can be delayed; `disconnect_all`
@@ -30,6 +39,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tracing::Instrument;
 use vclos_drivers::telnet::IacFilter;
 
@@ -38,6 +48,7 @@ pub use session::{Login, Outcome, Session};
 
 use super::faults::Faults;
 use super::ocs::OcsModel;
+use super::timeouts::{self, SessionTimeouts};
 
 /// Longest input line accepted, in bytes.
 const MAX_LINE: usize = 4096;
@@ -49,6 +60,8 @@ pub struct Tl1Options {
     pub bind: SocketAddr,
     pub login: Login,
     pub faults: Arc<Faults>,
+    /// Login grace and idle timeouts.
+    pub timeouts: SessionTimeouts,
 }
 
 impl Tl1Options {
@@ -58,6 +71,7 @@ impl Tl1Options {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             login,
             faults: Arc::new(Faults::new()),
+            timeouts: SessionTimeouts::default(),
         }
     }
 }
@@ -93,6 +107,7 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
     tracing::info!(device = %device, %addr, "tl1 server listening (telnet, plaintext)");
     let login = Arc::new(opts.login);
     let faults = opts.faults;
+    let limits = opts.timeouts;
     let task = tokio::spawn(
         async move {
             // Sessions live in the set, so aborting this task ends them too.
@@ -106,7 +121,7 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
                             let session = Session::new(model.clone(), login.clone(), faults.clone());
                             let gone = faults.disconnects();
                             let span = tracing::info_span!("tl1-session", device = %model.name(), %peer);
-                            sessions.spawn(run_session(stream, session, gone).instrument(span));
+                            sessions.spawn(run_session(stream, session, gone, limits).instrument(span));
                         }
                         Err(e) => tracing::warn!(error = %e, "tl1 accept failed"),
                     },
@@ -119,24 +134,39 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
     Ok(Tl1Server { addr, task })
 }
 
-/// Serve one connection until the peer leaves or a fault drops it (at a
-/// command, or [`Faults::disconnect_all`] at any time).
+/// Serve one connection until the peer leaves, a fault drops it (at a
+/// command, or [`Faults::disconnect_all`] at any time) or its timers close it.
 async fn run_session(
     mut stream: TcpStream,
     mut session: Session,
     mut gone: tokio::sync::watch::Receiver<u64>,
+    limits: SessionTimeouts,
 ) {
     tracing::debug!("tl1 session open");
     let mut filter = IacFilter::new();
     let mut line = Vec::with_capacity(256);
     let mut overflow = false;
     let mut buf = [0u8; 4096];
+    // Login grace counts from here (and from a logout); idle from the last
+    // input or reply.
+    let (mut waiting_since, mut last) = (Instant::now(), Instant::now());
+    let mut was_logged_in = false;
     loop {
+        let due = timeouts::deadline(&limits, session.logged_in(), waiting_since, last);
         // Biased: once disconnected, no further command is answered.
         let read = tokio::select! {
             biased;
             Ok(()) = gone.changed() => {
                 tracing::debug!("tl1 session dropped (injected disconnect)");
+                return;
+            }
+            () = timeouts::sleep_until(due.map(|(at, _)| at)) => {
+                if let Some((_, why)) = due {
+                    tracing::info!(reason = why.reason(), "closing the tl1 session");
+                    if let Some(msg) = session.timed_out() {
+                        let _ = stream.write_all(msg.as_bytes()).await;
+                    }
+                }
                 return;
             }
             r = stream.read(&mut buf) => r,
@@ -147,6 +177,7 @@ async fn run_session(
         };
         let (mut data, mut replies) = (Vec::with_capacity(n), Vec::new());
         filter.feed(&buf[..n], &mut data, &mut replies);
+        let n_data = data.len();
         if !replies.is_empty() && stream.write_all(&replies).await.is_err() {
             break;
         }
@@ -171,6 +202,15 @@ async fn run_session(
                 _ => line.push(b),
             }
         }
+        // Only input restarts the idle clock (not Telnet negotiation), and
+        // it restarts once the commands it carried have been answered.
+        if n_data > 0 {
+            last = Instant::now();
+        }
+        if was_logged_in && !session.logged_in() {
+            waiting_since = Instant::now();
+        }
+        was_logged_in = session.logged_in();
     }
     tracing::debug!("tl1 session closed");
 }

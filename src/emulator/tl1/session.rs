@@ -119,6 +119,20 @@ impl Session {
         Outcome::Reply(reply)
     }
 
+    /// The autonomous message announcing that the logged-in user's session
+    /// timed out (`A atag CANC`, the user, `/* Session Timeout: <uid> */`,
+    /// as in the Wide Bank 28 DS3 TL1 manual's "Cancel User Session
+    /// Message"); `None` when nobody is logged in. Logs the user out.
+    pub fn timed_out(&mut self) -> Option<String> {
+        let user = self.user.take()?;
+        tracing::info!(device = %self.model.name(), user = %user, "tl1 session timed out");
+        let mut out = self.header();
+        out.push_str(&format!(
+            "A  1 CANC\r\n   \"{user}\"\r\n   /* Session Timeout: {user} */\r\n;\r\n"
+        ));
+        Some(out)
+    }
+
     /// A reply for input that never became a command (e.g. no `;`).
     pub fn framing_error(&self, text: &str) -> String {
         self.deny_reply("0", deny("IISP", text))
