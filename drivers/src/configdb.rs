@@ -5,9 +5,13 @@
 //!
 //! A config_db document is a JSON object of tables, each an object of keys
 //! (`Ethernet0`, `Vrf-j1|10.0.0.0/24`), each an object of fields. Patches are
-//! applied with the `json-patch` crate on a copy; a table left without keys
-//! disappears afterwards, as it does in Redis (where an empty hash does not
-//! exist). The printed form is the one `show runningconfiguration all`
+//! applied with the `json-patch` crate on a copy. A patch that would leave a
+//! table without keys is refused ([`apply`]), as the Generic Config Updater
+//! refuses it (sonic-net/sonic-utilities
+//! `generic_config_updater/generic_updater.py`, `PatchApplier.apply`:
+//! "given patch is not valid because it will result in empty tables which is
+//! not allowed in ConfigDb", since Redis holds no empty hash); [`merge`]
+//! therefore removes a table whose last key goes. The printed form is the one `show runningconfiguration all`
 //! gives: keys sorted, four-space indent.
 
 use json_patch::{Patch, PatchOperation};
@@ -83,15 +87,31 @@ pub fn patch_from_lines(text: &str) -> Result<Patch, (usize, String)> {
     Ok(Patch(ops))
 }
 
+/// Tables of `db` without keys.
+fn empty_tables(db: &ConfigDb) -> Vec<&str> {
+    db.iter()
+        .filter(|(_, t)| t.as_object().is_some_and(Map::is_empty))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
 /// The document `patch` makes of `db`, or why it cannot apply (`db` is
-/// never touched).
+/// never touched); a result with an empty table is refused, in the
+/// Generic Config Updater's words.
 pub fn apply(db: &ConfigDb, patch: &Patch) -> Result<ConfigDb, String> {
     let mut doc = Value::Object(db.clone());
     // The undo-on-error of `json_patch::patch` is pointless on a copy.
     json_patch::patch_unsafe(&mut doc, &patch.0).map_err(|e| e.to_string())?;
     match doc {
-        Value::Object(mut m) => {
-            prune(&mut m);
+        Value::Object(m) => {
+            let empty = empty_tables(&m);
+            if !empty.is_empty() {
+                return Err(format!(
+                    "given patch is not valid because it will result in empty tables which is not allowed in ConfigDb. Table{}: {}",
+                    if empty.len() == 1 { "" } else { "s" },
+                    empty.join(", ")
+                ));
+            }
             Ok(m)
         }
         _ => Err("the patch replaces the whole document with a non-object".into()),
@@ -115,7 +135,22 @@ pub fn merge(db: &ConfigDb, patch: &Patch) -> Result<(Patch, ConfigDb), String> 
         }
         json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op))
             .map_err(|e| format!("operation {} on {}: {e}", i + 1, op.path()))?;
-        kept.push(op.clone());
+        // A removal emptying its table becomes the table's removal.
+        let mut op = op.clone();
+        if let PatchOperation::Remove(r) = &mut op {
+            let table = r.path.to_string();
+            let table: String = table.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+            if table != r.path.as_str() {
+                let emptied = doc.pointer(&table).and_then(Value::as_object);
+                if emptied.is_some_and(Map::is_empty) {
+                    if let (Ok(p), Value::Object(m)) = (table.parse(), &mut doc) {
+                        r.path = p;
+                        m.remove(&table[1..].replace("~1", "/").replace("~0", "~"));
+                    }
+                }
+            }
+        }
+        kept.push(op);
     }
     match doc {
         Value::Object(mut m) => {
