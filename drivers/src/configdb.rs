@@ -187,12 +187,14 @@ mod tests {
     }
 
     #[test]
-    fn patches_apply_on_a_copy_and_empty_tables_go() {
+    fn patches_apply_on_a_copy_and_empty_tables_are_refused() {
         let d = db(json!({"VRF": {"Vrf-a": {}}, "PORT": {"Ethernet0": {"mtu": "9100"}}}));
         let p = patch_from_lines(
             "{\"op\":\"remove\",\"path\":\"/VRF/Vrf-a\"}\n\n{\"op\":\"add\",\"path\":\"/PORT/Ethernet0/description\",\"value\":\"x\"}\n",
         )
         .unwrap();
+        assert!(apply(&d, &p).unwrap_err().ends_with("Table: VRF"));
+        let (p, _) = merge(&d, &p).unwrap();
         let out = apply(&d, &p).unwrap();
         assert_eq!(
             Value::Object(out),
@@ -243,5 +245,29 @@ mod tests {
             &patch_from_lines("{\"op\":\"remove\",\"path\":\"/X/y\"}").unwrap(),
         );
         assert!(e.unwrap_err().starts_with("operation 1 on /X/y"));
+    }
+
+    #[test]
+    fn a_removal_emptying_its_table_removes_the_table() {
+        let d = db(json!({
+            "ACL_RULE": {"t|R1": {"PRIORITY": "1"}},
+            "VRF": {"Vrf-a": {}, "Vrf-b": {}},
+        }));
+        let p = patch_from_lines(concat!(
+            "{\"op\":\"remove\",\"path\":\"/ACL_RULE/t|R1\"}\n",
+            "{\"op\":\"remove\",\"path\":\"/VRF/Vrf-a\"}\n",
+        ))
+        .unwrap();
+        // As written, the updater refuses it: ACL_RULE would be empty.
+        let e = apply(&d, &p).unwrap_err();
+        assert!(
+            e.contains("will result in empty tables") && e.ends_with("Table: ACL_RULE"),
+            "{e}"
+        );
+        let (kept, out) = merge(&d, &p).unwrap();
+        let paths: Vec<String> = kept.0.iter().map(|o| o.path().to_string()).collect();
+        assert_eq!(paths, ["/ACL_RULE", "/VRF/Vrf-a"]);
+        assert_eq!(apply(&d, &kept).unwrap(), out);
+        assert_eq!(out, db(json!({"VRF": {"Vrf-b": {}}})));
     }
 }

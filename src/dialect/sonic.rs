@@ -367,3 +367,65 @@ impl Dialect for Sonic {
         Ok(items)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn redirect() -> Item {
+        Item::Redirect {
+            job: crate::names::JobId::new("j1").unwrap(),
+            index: 1,
+            port: PortName::new("Ethernet0").unwrap(),
+            uplink: PortName::new("Ethernet64").unwrap(),
+            destinations: vec!["10.128.1.0/24".parse().unwrap()],
+        }
+    }
+
+    /// A config_db with one vclos ACL on Ethernet0 whose rule is `rule`.
+    fn with_rule(rule: Value) -> String {
+        json!({
+            "ACL_TABLE": {"v-j1-p1": {"type": "L3", "stage": "ingress", "ports": ["Ethernet0"]}},
+            "ACL_RULE": {"v-j1-p1|RULE_1": rule},
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn rules_redirect_with_redirect_action_and_a_priority_in_range() {
+        let doc: Value =
+            serde_json::from_str(&Sonic.render(&BTreeSet::from([redirect()]))).unwrap();
+        assert_eq!(
+            doc["ACL_RULE"]["v-j1-p1|RULE_1"],
+            json!({"PRIORITY": "9999", "IP_TYPE": "IPV4ANY", "DST_IP": "10.128.1.0/24", "REDIRECT_ACTION": "Ethernet64"})
+        );
+    }
+
+    #[test]
+    fn the_parser_reads_both_redirect_forms_aclorch_executes() {
+        let rule = |action: Value| {
+            let mut r = json!({"PRIORITY": "9999", "DST_IP": "10.128.1.0/24"});
+            for (k, v) in action.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            with_rule(r)
+        };
+        for form in [
+            json!({"REDIRECT_ACTION": "Ethernet64"}),
+            json!({"PACKET_ACTION": "REDIRECT:Ethernet64"}),
+            json!({"PACKET_ACTION": "redirect:Ethernet64"}),
+        ] {
+            let items = Sonic.parse("leaf1", &rule(form.clone())).unwrap();
+            assert_eq!(items, BTreeSet::from([redirect()]), "{form}");
+        }
+        for not in [
+            json!({"PACKET_ACTION": "REDIRECT"}),
+            json!({"PACKET_ACTION": "REDIRECT:"}),
+            json!({"PACKET_ACTION": "DROP"}),
+        ] {
+            let e = Sonic.parse("leaf1", &rule(not.clone())).unwrap_err();
+            assert!(e.to_string().contains("is not a redirect"), "{not}: {e}");
+        }
+    }
+}
