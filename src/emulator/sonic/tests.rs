@@ -406,7 +406,7 @@ fn the_models_refuse_what_sonic_yang_models_refuse() {
             "will result in empty tables which is not allowed in ConfigDb. Table: INTERFACE",
         ),
     ] {
-        refused(&dev, &mut sh, "", &patch, &why);
+        refused(&dev, &mut sh, "", &patch, why);
     }
     // The same rule without the model's complaints is taken.
     sh.write("/tmp/ok.json", &rule(json!({"PACKET_ACTION": "DROP"})));

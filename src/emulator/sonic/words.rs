@@ -38,7 +38,7 @@ const REFUSED: &str = "\"$`;|&<(){}[]*?!";
 fn scan(line: &str, mut f: impl FnMut(usize, char, bool)) {
     let (mut in_quote, mut escaped) = (false, false);
     for (i, c) in line.char_indices() {
-        let quoted = in_quote || escaped || (c == '\'' && !in_quote);
+        let quoted = in_quote || escaped || c == '\'';
         f(i, c, quoted);
         if escaped {
             escaped = false;
