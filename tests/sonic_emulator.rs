@@ -117,9 +117,11 @@ fn items(text: &str) -> BTreeSet<Item> {
 }
 
 /// The programs the device's shell ran, in order.
+/// The programs run, without the driver's `echo vclos-rc=$?` after each.
 fn programs(dev: &SonicDevice) -> Vec<String> {
     dev.history()
         .iter()
+        .filter(|w| !(w[0] == "echo" && w.get(1).is_some_and(|a| a.starts_with("vclos-rc="))))
         .map(|w| match w.first().map(String::as_str) {
             Some("sudo") => format!("sudo {} {}", w[1], w.get(2).cloned().unwrap_or_default()),
             _ => w[0].clone(),
@@ -139,7 +141,7 @@ async fn driver_loads_compares_commits_reads_back_and_rolls_back() {
     let diff = d.compare_config().await.unwrap();
     assert!(diff.starts_with("--- running\n+++ candidate\n"), "{diff}");
     assert!(
-        diff.contains("+            \"PACKET_ACTION\": \"REDIRECT:Ethernet4\""),
+        diff.contains("+            \"REDIRECT_ACTION\": \"Ethernet4\""),
         "{diff}"
     );
     assert_eq!(dev.running_text(), before, "loading leaves running alone");
@@ -255,7 +257,12 @@ async fn replace_discard_and_what_sonic_does_not_have() {
         .await
         .unwrap_err();
     assert_eq!(e.step, Step::Load);
-    assert!(e.to_string().contains("must start with \"Vrf\""), "{e}");
+    assert!(
+        e.to_string()
+            .contains("does not match the pattern Vrf[a-zA-Z0-9_-]+"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("exited with status 2"), "{e}");
     assert_eq!(dev.running_version(), v);
     assert!(dev.file_names().is_empty());
     // A patch that cannot apply is refused before anything is written.
@@ -265,7 +272,9 @@ async fn replace_discard_and_what_sonic_does_not_have() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("does not apply to running"), "{e}");
-    assert!(dev.history()[n..].iter().all(|w| w[0] == "show"));
+    assert!(dev.history()[n..]
+        .iter()
+        .all(|w| w[0] == "show" || w[0] == "echo"));
 }
 
 #[tokio::test]
@@ -280,11 +289,24 @@ async fn payloads_cannot_reach_the_shell() {
     assert_eq!(dev.history().len(), n);
     // JSON whose strings try to end the quoting (a quote, DEL keys that
     // would erase the opening quote): stored literally, nothing else runs.
+    // (A description holds at most 255 characters: sonic-port.yang.)
     let evil =
-        "x'; sudo reboot; echo '\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}$(reboot)\nß".repeat(100);
+        "x'; sudo reboot; echo '\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}\u{7f}$(reboot)\nß".repeat(6);
+    assert!(evil.chars().count() <= 255);
     let op =
         serde_json::json!({"op": "replace", "path": "/PORT/Ethernet0/description", "value": evil});
-    d.load_candidate(&op.to_string(), LoadMode::Merge)
+    // Long enough to be sent in pieces: many VRFs besides.
+    let mut ops = vec![
+        op.to_string(),
+        serde_json::json!({"op": "add", "path": "/VRF", "value": {}}).to_string(),
+    ];
+    for i in 0..100 {
+        ops.push(
+            serde_json::json!({"op": "add", "path": format!("/VRF/Vrf-p{i}"), "value": {}})
+                .to_string(),
+        );
+    }
+    d.load_candidate(&ops.join("\n"), LoadMode::Merge)
         .await
         .unwrap();
     d.commit(None).await.unwrap();
@@ -349,11 +371,11 @@ async fn openssh_client_uses_the_sonic_shell() {
     let body = format!("[{}]", patch.join(","));
     // Interactive, as an operator types it: write the patch, apply, look.
     let input = format!(
-        "printf '%s' '{body}' > /tmp/p.json\nsudo config apply-patch /tmp/p.json\nfrobnicate\nexit\n"
+        "printf '%s' '{body}' > /tmp/p.json\nsudo config apply-patch -i /ACL_RULE /tmp/p.json\nfrobnicate\nexit 0\n"
     );
     let out = openssh::run(srv.local_addr().port(), kh.path(), true, &input, &[]).await;
     assert!(
-        out.contains("admin@leaf1:~$ sudo config apply-patch /tmp/p.json\n"),
+        out.contains("admin@leaf1:~$ sudo config apply-patch -i /ACL_RULE /tmp/p.json\n"),
         "{out}"
     );
     assert!(out.contains("Patch applied successfully.\n"), "{out}");
@@ -433,4 +455,50 @@ async fn reuse_checks_the_shell_and_forgets_the_last_checkpoint() {
     dev.faults().disconnect_all();
     let e = d.reuse().await.unwrap_err();
     assert!(matches!(e.kind, ErrorKind::Disconnected(_)), "{e}");
+}
+
+/// `ssh` running `remote` on the emulated switch, stdin `input`: its stdout
+/// and exit code (OpenSSH exits with the remote command's exit status).
+async fn ssh_status(
+    srv: &SshServer,
+    kh: &std::path::Path,
+    input: &str,
+    remote: &[&str],
+) -> (String, i32) {
+    let port = srv.local_addr().port();
+    let (out, status, _) = openssh::output(port, kh, false, input, remote).await;
+    (out, status.code().unwrap_or(-1))
+}
+
+#[tokio::test]
+async fn openssh_sees_bash_exit_statuses() {
+    if !openssh::available() {
+        return;
+    }
+    let (dev, srv) = start().await;
+    let kh = known_hosts(&srv);
+    let before = dev.running_text();
+    let patch = r#"[{"op":"add","path":"/ACL_TABLE/t1","value":{"type":"L3","ports":["Ethernet0"]}},{"op":"add","path":"/ACL_RULE","value":{"t1|R1":{"PRIORITY":"9999","PACKET_ACTION":"REDIRECT:Ethernet4"}}}]"#;
+    let write = format!("printf '%s' '{patch}' > /tmp/p.json");
+    for (remote, status) in [
+        ("true", 0),
+        ("false", 1),
+        ("frobnicate", 127),
+        ("echo x | sh", 2),
+        (write.as_str(), 0),
+        // The legacy redirect form is not a packet_action: refused.
+        ("sudo config apply-patch /tmp/p.json", 2),
+        ("false; echo rc=$?", 0),
+    ] {
+        let (out, code) = ssh_status(&srv, kh.path(), "", &[remote]).await;
+        assert_eq!(code, status, "{remote}: {out}");
+    }
+    assert_eq!(dev.running_text(), before);
+    let (out, _) = ssh_status(&srv, kh.path(), "", &["false; echo rc=$?"]).await;
+    assert_eq!(out, "rc=1\n");
+    // A shell ends with its last command's status.
+    let (_, code) = ssh_status(&srv, kh.path(), "frobnicate\nexit\n", &[]).await;
+    assert_eq!(code, 127);
+    let (_, code) = ssh_status(&srv, kh.path(), "false\n", &[]).await;
+    assert_eq!(code, 1);
 }

@@ -5,9 +5,13 @@
 //!
 //! A config_db document is a JSON object of tables, each an object of keys
 //! (`Ethernet0`, `Vrf-j1|10.0.0.0/24`), each an object of fields. Patches are
-//! applied with the `json-patch` crate on a copy; a table left without keys
-//! disappears afterwards, as it does in Redis (where an empty hash does not
-//! exist). The printed form is the one `show runningconfiguration all`
+//! applied with the `json-patch` crate on a copy. A patch that would leave a
+//! table without keys is refused ([`apply`]), as the Generic Config Updater
+//! refuses it (sonic-net/sonic-utilities
+//! `generic_config_updater/generic_updater.py`, `PatchApplier.apply`:
+//! "given patch is not valid because it will result in empty tables which is
+//! not allowed in ConfigDb", since Redis holds no empty hash); [`merge`]
+//! therefore removes a table whose last key goes. The printed form is the one `show runningconfiguration all`
 //! gives: keys sorted, four-space indent.
 
 use json_patch::{Patch, PatchOperation};
@@ -83,15 +87,31 @@ pub fn patch_from_lines(text: &str) -> Result<Patch, (usize, String)> {
     Ok(Patch(ops))
 }
 
+/// Tables of `db` without keys.
+fn empty_tables(db: &ConfigDb) -> Vec<&str> {
+    db.iter()
+        .filter(|(_, t)| t.as_object().is_some_and(Map::is_empty))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
 /// The document `patch` makes of `db`, or why it cannot apply (`db` is
-/// never touched).
+/// never touched); a result with an empty table is refused, in the
+/// Generic Config Updater's words.
 pub fn apply(db: &ConfigDb, patch: &Patch) -> Result<ConfigDb, String> {
     let mut doc = Value::Object(db.clone());
     // The undo-on-error of `json_patch::patch` is pointless on a copy.
     json_patch::patch_unsafe(&mut doc, &patch.0).map_err(|e| e.to_string())?;
     match doc {
-        Value::Object(mut m) => {
-            prune(&mut m);
+        Value::Object(m) => {
+            let empty = empty_tables(&m);
+            if !empty.is_empty() {
+                return Err(format!(
+                    "given patch is not valid because it will result in empty tables which is not allowed in ConfigDb. Table{}: {}",
+                    if empty.len() == 1 { "" } else { "s" },
+                    empty.join(", ")
+                ));
+            }
             Ok(m)
         }
         _ => Err("the patch replaces the whole document with a non-object".into()),
@@ -115,7 +135,22 @@ pub fn merge(db: &ConfigDb, patch: &Patch) -> Result<(Patch, ConfigDb), String> 
         }
         json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op))
             .map_err(|e| format!("operation {} on {}: {e}", i + 1, op.path()))?;
-        kept.push(op.clone());
+        // A removal emptying its table becomes the table's removal.
+        let mut op = op.clone();
+        if let PatchOperation::Remove(r) = &mut op {
+            let table = r.path.to_string();
+            let table: String = table.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+            if table != r.path.as_str() {
+                let emptied = doc.pointer(&table).and_then(Value::as_object);
+                if emptied.is_some_and(Map::is_empty) {
+                    if let (Ok(p), Value::Object(m)) = (table.parse(), &mut doc) {
+                        r.path = p;
+                        m.remove(&table[1..].replace("~1", "/").replace("~0", "~"));
+                    }
+                }
+            }
+        }
+        kept.push(op);
     }
     match doc {
         Value::Object(mut m) => {
@@ -152,12 +187,14 @@ mod tests {
     }
 
     #[test]
-    fn patches_apply_on_a_copy_and_empty_tables_go() {
+    fn patches_apply_on_a_copy_and_empty_tables_are_refused() {
         let d = db(json!({"VRF": {"Vrf-a": {}}, "PORT": {"Ethernet0": {"mtu": "9100"}}}));
         let p = patch_from_lines(
             "{\"op\":\"remove\",\"path\":\"/VRF/Vrf-a\"}\n\n{\"op\":\"add\",\"path\":\"/PORT/Ethernet0/description\",\"value\":\"x\"}\n",
         )
         .unwrap();
+        assert!(apply(&d, &p).unwrap_err().ends_with("Table: VRF"));
+        let (p, _) = merge(&d, &p).unwrap();
         let out = apply(&d, &p).unwrap();
         assert_eq!(
             Value::Object(out),
@@ -208,5 +245,29 @@ mod tests {
             &patch_from_lines("{\"op\":\"remove\",\"path\":\"/X/y\"}").unwrap(),
         );
         assert!(e.unwrap_err().starts_with("operation 1 on /X/y"));
+    }
+
+    #[test]
+    fn a_removal_emptying_its_table_removes_the_table() {
+        let d = db(json!({
+            "ACL_RULE": {"t|R1": {"PRIORITY": "1"}},
+            "VRF": {"Vrf-a": {}, "Vrf-b": {}},
+        }));
+        let p = patch_from_lines(concat!(
+            "{\"op\":\"remove\",\"path\":\"/ACL_RULE/t|R1\"}\n",
+            "{\"op\":\"remove\",\"path\":\"/VRF/Vrf-a\"}\n",
+        ))
+        .unwrap();
+        // As written, the updater refuses it: ACL_RULE would be empty.
+        let e = apply(&d, &p).unwrap_err();
+        assert!(
+            e.contains("will result in empty tables") && e.ends_with("Table: ACL_RULE"),
+            "{e}"
+        );
+        let (kept, out) = merge(&d, &p).unwrap();
+        let paths: Vec<String> = kept.0.iter().map(|o| o.path().to_string()).collect();
+        assert_eq!(paths, ["/ACL_RULE", "/VRF/Vrf-a"]);
+        assert_eq!(apply(&d, &kept).unwrap(), out);
+        assert_eq!(out, db(json!({"VRF": {"Vrf-b": {}}})));
     }
 }

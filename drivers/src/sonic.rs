@@ -24,6 +24,21 @@
 //!   writes it as a sequence of config_db changes; the controller judges a
 //!   failed commit by reading running and rolls back to the checkpoint.
 //!
+//! * exit statuses: every command line is sent as `CMD; echo vclos-rc=$?`
+//!   (a bash list, then the special parameter `$?`: GNU Bash Reference
+//!   Manual §3.2.4, §3.4.2), so the driver reads each command's exit status
+//!   from the interactive shell; a non-zero status is a
+//!   [`ErrorKind::Rejected`] naming the command and its status (the device
+//!   is named by [`DriverError`]), whatever the command printed.
+//! * model validation: the updater checks the whole resulting config_db
+//!   against sonic-yang-models, which cannot express an ACL redirect that
+//!   orchagent executes (see `vclos::dialect::sonic` and
+//!   docs/devices/sonic.md); every `apply-patch`, `replace` and `rollback`
+//!   therefore passes `-i /ACL_RULE` (sonic-utilities `config/main.py`,
+//!   `--ignore-path`: "ignore validation for config specified by given path
+//!   which is a JsonPointer"), so the other tables are still validated and
+//!   the redirect rules are written for orchagent.
+//!
 //! * session reuse: yes — [`Driver::reuse`] sends an empty line and forgets
 //!   the last checkpoint; a session with a staged candidate is not reused.
 //!
@@ -47,6 +62,14 @@ use crate::{Capabilities, CommitId, Driver, DriverError, ErrorKind, LoadMode, St
 
 /// The largest piece of a payload sent in one shell line.
 const CHUNK: usize = 1024;
+
+/// What precedes the exit status in the line `echo vclos-rc=$?` prints.
+const RC_MARK: &str = "vclos-rc=";
+
+/// The `-i` options of every Generic Config Updater command that validates:
+/// ACL rules, which hold `REDIRECT_ACTION`, are not checked against the
+/// models.
+const IGNORE: &str = "-i /ACL_RULE";
 
 /// vclos checkpoints kept on a switch. Each is a full copy of config_db on
 /// the switch's disk, so older ones are deleted after every commit.
@@ -149,35 +172,83 @@ impl SonicDriver {
         self.err(step, ErrorKind::Rejected(msg.into()))
     }
 
-    /// Run a command that prints `success` when it worked; otherwise fail
-    /// with its `Error:` line (or its last line).
-    async fn expect(&mut self, step: Step, cmd: &str, success: &str) -> Result<(), DriverError> {
-        let out = self.link.cmd(step, cmd).await?;
-        if out.lines().any(|l| l.trim() == success) {
-            return Ok(());
+    /// Run one command line and read its exit status: the output without
+    /// the status line, and the status.
+    async fn run(&mut self, step: Step, cmd: &str) -> Result<(String, u32), DriverError> {
+        let out = self
+            .link
+            .cmd(step, &format!("{cmd}; echo {RC_MARK}$?"))
+            .await?;
+        let mut lines: Vec<&str> = out.lines().collect();
+        let status = lines
+            .iter()
+            .rposition(|l| {
+                l.trim()
+                    .strip_prefix(RC_MARK)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .and_then(|i| {
+                let n = lines.remove(i).trim()[RC_MARK.len()..].parse().ok();
+                lines.truncate(i);
+                n
+            });
+        match status {
+            Some(n) => Ok((lines.join("\n"), n)),
+            None => Err(self.err(
+                step,
+                ErrorKind::Protocol(format!("`{cmd}`: no exit status in the reply")),
+            )),
         }
+    }
+
+    /// Run a command that must exit 0; its output.
+    async fn ok(&mut self, step: Step, cmd: &str) -> Result<String, DriverError> {
+        let (out, status) = self.run(step, cmd).await?;
+        if status == 0 {
+            return Ok(out);
+        }
+        Err(self.failed(step, cmd, status, &out))
+    }
+
+    /// `cmd` exited with `status`: the error, with the command's `Error:`
+    /// line (or its last line).
+    fn failed(&self, step: Step, cmd: &str, status: u32, out: &str) -> DriverError {
         let why = out
             .lines()
             .find(|l| l.trim_start().starts_with("Error:"))
             .or_else(|| out.lines().rev().find(|l| !l.trim().is_empty()))
             .unwrap_or("no output")
             .trim();
-        Err(self.rejected(step, format!("`{cmd}`: {why}")))
+        let how = if status == 0 {
+            "did not report success".to_string()
+        } else {
+            format!("exited with status {status}")
+        };
+        self.rejected(step, format!("`{cmd}` {how}: {why}"))
     }
 
-    /// Run a command that prints nothing when it works.
-    async fn quiet(&mut self, step: Step, cmd: &str) -> Result<(), DriverError> {
-        let out = self.link.cmd(step, cmd).await?;
-        match out.lines().find(|l| !l.trim().is_empty()) {
-            None => Ok(()),
-            Some(l) => Err(self.rejected(step, l.trim().to_string())),
+    /// Run a command that exits 0 and prints `success` when it worked.
+    async fn expect(&mut self, step: Step, cmd: &str, success: &str) -> Result<(), DriverError> {
+        let (out, status) = self.run(step, cmd).await?;
+        if status == 0 && out.lines().any(|l| l.trim() == success) {
+            return Ok(());
         }
+        Err(self.failed(step, cmd, status, &out))
+    }
+
+    /// Run a command that exits 0 and prints nothing when it works.
+    async fn quiet(&mut self, step: Step, cmd: &str) -> Result<(), DriverError> {
+        let (out, status) = self.run(step, cmd).await?;
+        if status == 0 && out.trim().is_empty() {
+            return Ok(());
+        }
+        Err(self.failed(step, cmd, status, &out))
     }
 
     /// The running config_db, parsed.
     async fn running(&mut self, step: Step) -> Result<ConfigDb, DriverError> {
         self.link.ensure_open(step).await?;
-        let out = self.link.cmd(step, "show runningconfiguration all").await?;
+        let out = self.ok(step, "show runningconfiguration all").await?;
         configdb::parse(&out).map_err(|e| {
             let first = out.lines().next().unwrap_or("").trim();
             self.err(
@@ -204,7 +275,7 @@ impl SonicDriver {
     }
 
     async fn remove_file(&mut self, step: Step, path: &str) {
-        let _ = self.link.cmd(step, &format!("rm -f {path}")).await;
+        let _ = self.run(step, &format!("rm -f {path}")).await;
     }
 
     async fn load(&mut self, config: &str, mode: LoadMode) -> Result<(), DriverError> {
@@ -242,7 +313,7 @@ impl SonicDriver {
         };
         let file = staged.file();
         let (verb, success) = staged.command();
-        let dry = format!("sudo config {verb} --dry-run {file}");
+        let dry = format!("sudo config {verb} --dry-run {IGNORE} {file}");
         let checked = match self.write_file(step, &file, &text).await {
             Ok(()) => self.expect(step, &dry, success).await,
             Err(e) => Err(e),
@@ -281,8 +352,12 @@ impl SonicDriver {
         )
         .await?;
         self.checkpoint = Some(name.clone());
-        self.expect(step, &format!("sudo config {verb} {file}"), success)
-            .await?;
+        self.expect(
+            step,
+            &format!("sudo config {verb} {IGNORE} {file}"),
+            success,
+        )
+        .await?;
         if let Some(s) = self.staged.take() {
             self.committed = Some((name.clone(), s.after));
         }
@@ -295,7 +370,7 @@ impl SonicDriver {
     /// (best effort: the commit already succeeded).
     async fn prune_checkpoints(&mut self) {
         let step = Step::Commit;
-        let Ok(out) = self.link.cmd(step, "sudo config list-checkpoints").await else {
+        let Ok(out) = self.ok(step, "sudo config list-checkpoints").await else {
             return;
         };
         let names: Vec<String> = serde_json::from_str(&out).unwrap_or_default();
@@ -308,7 +383,7 @@ impl SonicDriver {
         let excess = ours.len().saturating_sub(KEEP_CHECKPOINTS);
         for (_, n) in ours.into_iter().take(excess) {
             let cmd = format!("sudo config delete-checkpoint {n}");
-            if self.link.cmd(step, &cmd).await.is_err() {
+            if self.ok(step, &cmd).await.is_err() {
                 return;
             }
         }
@@ -338,7 +413,7 @@ impl SonicDriver {
         self.link.ensure_open(step).await?;
         self.expect(
             step,
-            &format!("sudo config rollback {name}"),
+            &format!("sudo config rollback {IGNORE} {name}"),
             "Config rolled back successfully.",
         )
         .await?;

@@ -4,9 +4,27 @@
 //! (tables `DEVICE_METADATA`, `PORT` descriptions, `VRF`, `INTERFACE`,
 //! `STATIC_ROUTE`, `ACL_TABLE`, `ACL_RULE`); it is meant for `config load`
 //! (merge). Source routing of a server port is an L3 ingress ACL table
-//! `v-<job>-p<n>` bound to the port, with one rule per remote job leaf whose
-//! action is `REDIRECT:<uplink>`. Routed ports are implicit in SONiC (a port
+//! `v-<job>-p<n>` bound to the port, with one rule per remote job leaf:
+//! `PRIORITY` 9999 down (sonic-acl.yang.j2 `PRIORITY`, uint32 0..999999,
+//! mandatory), `IP_TYPE: IPV4ANY`, `DST_IP` the remote leaf's prefix, and
+//! `REDIRECT_ACTION: <uplink>`. Routed ports are implicit in SONiC (a port
 //! with an `INTERFACE` entry routes), so [`ItemKind::Routed`] is not claimed.
+//!
+//! # The redirect form
+//! sonic-net/sonic-swss `orchagent/aclorch.cpp`
+//! `AclRulePacket::validateAddAction` executes a redirect from the field
+//! `REDIRECT_ACTION: <target>` (`ACTION_REDIRECT_ACTION`, acltable.h) or,
+//! "for backward compatibility", `PACKET_ACTION: REDIRECT:<target>`; the
+//! target is a physical port or LAG (`getRedirectObjectId`). `PACKET_ACTION:
+//! REDIRECT` alone is refused there ("Redirect action rule must have ':'
+//! after REDIRECT"). The models the Generic Config Updater validates against
+//! (sonic-net/sonic-buildimage `src/sonic-yang-models/yang-templates/
+//! sonic-acl.yang.j2` `ACL_RULE_LIST`, `stypes:packet_action` in
+//! sonic-types.yang.j2) allow `PACKET_ACTION` `REDIRECT` without a target and
+//! have no `REDIRECT_ACTION` leaf: no executable redirect passes them. vclos
+//! writes the current key, `REDIRECT_ACTION`, and the driver excludes
+//! `/ACL_RULE` from the model check with the updater's `-i` option (see
+//! `vclos_drivers::sonic`). The parser reads both forms.
 //!
 //! Changes are RFC 6902 JSON Patch operations, one per line, for `config
 //! apply-patch`: removals first (rules before tables, addresses before their
@@ -100,10 +118,10 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
                     put(
                         &["ACL_RULE", &format!("{n}|RULE_{}", k + 1)],
                         json!({
-                            "PRIORITY": (9999 - k).to_string(),
+                            "PRIORITY": 9999usize.saturating_sub(k).to_string(),
                             "IP_TYPE": "IPV4ANY",
                             "DST_IP": d.to_string(),
-                            "PACKET_ACTION": format!("REDIRECT:{uplink}"),
+                            "REDIRECT_ACTION": uplink.as_str(),
                         }),
                     );
                 }
@@ -118,6 +136,18 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
         );
     }
     out
+}
+
+/// The port an ACL rule redirects to, as aclorch reads it: `REDIRECT_ACTION`,
+/// else the legacy `PACKET_ACTION: REDIRECT:<target>` (the keyword in any
+/// case, as aclorch upper-cases the value before matching).
+fn redirect_target(rule: &Value) -> Option<&str> {
+    if let Some(t) = rule.get("REDIRECT_ACTION").and_then(Value::as_str) {
+        return Some(t);
+    }
+    let a = rule.get("PACKET_ACTION").and_then(Value::as_str)?;
+    let (kw, t) = a.split_once(':')?;
+    (kw.eq_ignore_ascii_case("REDIRECT") && !t.is_empty()).then_some(t)
 }
 
 fn insert(map: &mut Map<String, Value>, path: &[String], v: Value) {
@@ -313,10 +343,10 @@ impl Dialect for Sonic {
                 .iter()
                 .filter(|(rk, _)| rk.split_once('|').is_some_and(|(t, _)| t == k))
             {
-                let action = str_of(rv, "PACKET_ACTION").unwrap_or_default();
-                let up = action
-                    .strip_prefix("REDIRECT:")
-                    .ok_or_else(|| err(rk, format!("action {action:?} is not a redirect")))?;
+                let up = redirect_target(rv).ok_or_else(|| {
+                    let action = str_of(rv, "PACKET_ACTION").unwrap_or_default();
+                    err(rk, format!("action {action:?} is not a redirect"))
+                })?;
                 if uplink.as_deref().is_some_and(|u| u != up) {
                     return Err(err(
                         rk,
@@ -340,5 +370,67 @@ impl Dialect for Sonic {
         let foreign = super::foreign::acl_steering(doc, &items);
         items.extend(foreign);
         Ok(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn redirect() -> Item {
+        Item::Redirect {
+            job: crate::names::JobId::new("j1").unwrap(),
+            index: 1,
+            port: PortName::new("Ethernet0").unwrap(),
+            uplink: PortName::new("Ethernet64").unwrap(),
+            destinations: vec!["10.128.1.0/24".parse().unwrap()],
+        }
+    }
+
+    /// A config_db with one vclos ACL on Ethernet0 whose rule is `rule`.
+    fn with_rule(rule: Value) -> String {
+        json!({
+            "ACL_TABLE": {"v-j1-p1": {"type": "L3", "stage": "ingress", "ports": ["Ethernet0"]}},
+            "ACL_RULE": {"v-j1-p1|RULE_1": rule},
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn rules_redirect_with_redirect_action_and_a_priority_in_range() {
+        let doc: Value =
+            serde_json::from_str(&Sonic.render(&BTreeSet::from([redirect()]))).unwrap();
+        assert_eq!(
+            doc["ACL_RULE"]["v-j1-p1|RULE_1"],
+            json!({"PRIORITY": "9999", "IP_TYPE": "IPV4ANY", "DST_IP": "10.128.1.0/24", "REDIRECT_ACTION": "Ethernet64"})
+        );
+    }
+
+    #[test]
+    fn the_parser_reads_both_redirect_forms_aclorch_executes() {
+        let rule = |action: Value| {
+            let mut r = json!({"PRIORITY": "9999", "DST_IP": "10.128.1.0/24"});
+            for (k, v) in action.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            with_rule(r)
+        };
+        for form in [
+            json!({"REDIRECT_ACTION": "Ethernet64"}),
+            json!({"PACKET_ACTION": "REDIRECT:Ethernet64"}),
+            json!({"PACKET_ACTION": "redirect:Ethernet64"}),
+        ] {
+            let items = Sonic.parse("leaf1", &rule(form.clone())).unwrap();
+            assert_eq!(items, BTreeSet::from([redirect()]), "{form}");
+        }
+        for not in [
+            json!({"PACKET_ACTION": "REDIRECT"}),
+            json!({"PACKET_ACTION": "REDIRECT:"}),
+            json!({"PACKET_ACTION": "DROP"}),
+        ] {
+            let e = Sonic.parse("leaf1", &rule(not.clone())).unwrap_err();
+            assert!(e.to_string().contains("is not a redirect"), "{not}: {e}");
+        }
     }
 }

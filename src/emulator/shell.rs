@@ -50,10 +50,13 @@ pub enum SessionAction {
 
 /// The answer to one input line. `output` uses `\n` line ends and ends with
 /// one when non-empty; the transport prints it, then the session's prompt.
+/// `status` is the line's exit status (0 success), which the SSH server
+/// sends as the `exit-status` of an `exec` request (RFC 4254 §6.10).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub output: String,
     pub action: SessionAction,
+    pub status: u32,
 }
 
 impl Reply {
@@ -62,6 +65,7 @@ impl Reply {
         Self {
             output: output.into(),
             action: SessionAction::Continue,
+            status: 0,
         }
     }
 
@@ -70,7 +74,13 @@ impl Reply {
         Self {
             output: output.into(),
             action: SessionAction::Close,
+            status: 0,
         }
+    }
+
+    /// The same reply with exit status `status`.
+    pub fn with_status(self, status: u32) -> Self {
+        Self { status, ..self }
     }
 
     /// The connection drops (fault injection).
@@ -78,6 +88,7 @@ impl Reply {
         Self {
             output: String::new(),
             action: SessionAction::Drop,
+            status: 0,
         }
     }
 }

@@ -472,7 +472,7 @@ impl ChannelTask {
             return self.drop_connection().await;
         }
         let _ = channel.data_bytes(r.output.into_bytes()).await;
-        let _ = channel.exit_status(0).await;
+        let _ = channel.exit_status(r.status).await;
         let _ = channel.eof().await;
         let _ = channel.close().await;
     }
@@ -485,6 +485,8 @@ impl ChannelTask {
         }
         let mut ed = LineEditor::default();
         let mut pending: Vec<u8> = Vec::new();
+        // A shell's exit status is its last command's (bash(1), "EXIT STATUS").
+        let mut last = 0;
         loop {
             let (data, eof) = match channel.wait().await {
                 Some(ChannelMsg::Data { data }) => (data.to_vec(), false),
@@ -503,6 +505,7 @@ impl ChannelTask {
                             continue;
                         }
                         let r = s.handle_line(&line);
+                        last = r.status;
                         let delay = dev.faults().reply_delay();
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
@@ -511,7 +514,7 @@ impl ChannelTask {
                             SessionAction::Drop => return self.drop_connection().await,
                             SessionAction::Close => {
                                 let _ = channel.data_bytes(pending).await;
-                                let _ = channel.exit_status(0).await;
+                                let _ = channel.exit_status(last).await;
                                 let _ = channel.eof().await;
                                 let _ = channel.close().await;
                                 return;
@@ -533,7 +536,7 @@ impl ChannelTask {
                 return;
             }
             if eof {
-                let _ = channel.exit_status(0).await;
+                let _ = channel.exit_status(last).await;
                 let _ = channel.eof().await;
                 let _ = channel.close().await;
                 return;

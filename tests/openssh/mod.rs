@@ -22,6 +22,23 @@ pub fn available() -> bool {
 /// `known_hosts`), with a forced pty or none, type `input`, run `remote`
 /// (a command or `-s subsystem`) if given; stdout with CRs removed.
 pub async fn run(port: u16, known_hosts: &Path, tty: bool, input: &str, remote: &[&str]) -> String {
+    let (text, status, stderr) = output(port, known_hosts, tty, input, remote).await;
+    assert!(
+        status.success(),
+        "ssh failed: {status}\nstdout: {text}\nstderr: {stderr}"
+    );
+    text
+}
+
+/// As [`run`], whatever the exit status: stdout with CRs removed, the
+/// status (OpenSSH exits with the remote command's), stderr.
+pub async fn output(
+    port: u16,
+    known_hosts: &Path,
+    tty: bool,
+    input: &str,
+    remote: &[&str],
+) -> (String, std::process::ExitStatus, String) {
     let mut cmd = tokio::process::Command::new("sshpass");
     cmd.args(["-p", "admin", "ssh", if tty { "-tt" } else { "-T" }]);
     cmd.args([
@@ -52,11 +69,6 @@ pub async fn run(port: u16, known_hosts: &Path, tty: bool, input: &str, remote: 
         .unwrap()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    assert!(
-        out.status.success(),
-        "ssh failed: {}\nstdout: {text}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (text, out.status, stderr)
 }

@@ -1,11 +1,19 @@
 //! `config`: the Generic Config Updater of the emulated switch, as
 //! sonic-utilities words it.
 //!
-//! `config apply-patch [--dry-run] FILE`, `config replace [--dry-run] FILE`,
-//! `config checkpoint NAME`, `config rollback NAME`, `config
-//! list-checkpoints`, `config delete-checkpoint NAME`, `config save -y` (an
-//! acknowledgement: the emulator keeps no startup file). Files are read from
-//! the emulated `/tmp`. Errors end with click's `Error:` line.
+//! `config apply-patch [-d] [-i PATH]... FILE`, `config replace [-d] [-i
+//! PATH]... FILE`, `config checkpoint NAME`, `config rollback [-i PATH]...
+//! NAME`, `config list-checkpoints`, `config delete-checkpoint NAME`,
+//! `config save -y` (an acknowledgement: the emulator keeps no startup
+//! file). Files are read from the emulated `/tmp`. Errors end with click's
+//! `Error:` line and exit 2 (`ctx.fail`).
+//!
+//! `-i`/`--ignore-path` is the hidden option of sonic-net/sonic-utilities
+//! `config/main.py` (`apply_patch`, `replace`, `rollback`: "ignore validation
+//! for config specified by given path which is a JsonPointer"): the paths are
+//! cut out of the document before it is checked against the models
+//! (`generic_config_updater/patch_sorter.py`,
+//! `IgnorePathsFromYangConfigSplitter`), and written all the same.
 
 use vclos_drivers::configdb;
 
@@ -49,28 +57,49 @@ const REPLACE: Updater = Updater {
 };
 
 /// `config ARGS...` (root already checked).
+/// The options of `apply-patch`, `replace` and `rollback`, and the one
+/// argument: `(dry_run, ignore_paths, argument)`.
+fn options(mut a: &[&str]) -> Option<(bool, Vec<String>, String)> {
+    let (mut dry, mut ignore) = (false, Vec::new());
+    loop {
+        match a {
+            ["-d" | "--dry-run", rest @ ..] => {
+                dry = true;
+                a = rest;
+            }
+            ["-i" | "--ignore-path", p, rest @ ..] => {
+                ignore.push(p.to_string());
+                a = rest;
+            }
+            [f] if !f.starts_with('-') => return Some((dry, ignore, f.to_string())),
+            _ => return None,
+        }
+    }
+}
+
 pub(super) fn config(dev: &SonicDevice, args: &[&str]) -> Out {
-    let dry = |a: &[&str]| match a {
-        ["-d" | "--dry-run", f] => Some((true, f.to_string())),
-        [f] if !f.starts_with('-') => Some((false, f.to_string())),
-        _ => None,
-    };
     match args {
-        ["apply-patch", rest @ ..] => match dry(rest) {
-            Some((d, f)) => apply(dev, &f, d, &PATCH),
+        ["apply-patch", rest @ ..] => match options(rest) {
+            Some((d, i, f)) => apply(dev, &f, d, &i, &PATCH),
             None => click_error(PATCH.cmd, "[OPTIONS] PATCH_FILE_PATH", "Invalid arguments."),
         },
-        ["replace", rest @ ..] => match dry(rest) {
-            Some((d, f)) => apply(dev, &f, d, &REPLACE),
+        ["replace", rest @ ..] => match options(rest) {
+            Some((d, i, f)) => apply(dev, &f, d, &i, &REPLACE),
             None => click_error(REPLACE.cmd, "[OPTIONS] TARGET_FILE_PATH", "Invalid arguments."),
         },
         ["checkpoint", name] => checkpoint(dev, name),
-        ["rollback", name] => rollback(dev, name),
+        ["rollback", rest @ ..] => match options(rest) {
+            Some((false, i, name)) => rollback(dev, &name, &i),
+            _ => click_error("config rollback", "[OPTIONS] CHECKPOINT_NAME", "Invalid arguments."),
+        },
         ["delete-checkpoint", name] => {
             if dev.state().checkpoints.remove(*name).is_some() {
                 Out::stdout("Checkpoint deleted successfully.\n")
             } else {
-                Out::stderr(format!("Error: Checkpoint '{name}' does not exist\n"))
+                Out::stderr(format!(
+                    "Failed to delete config checkpoint\nError: Checkpoint '{name}' does not exist\n"
+                ))
+                .code(2)
             }
         }
         ["list-checkpoints"] => Out::stdout(configdb::pretty(&dev.checkpoints())),
@@ -88,7 +117,7 @@ pub(super) fn config(dev: &SonicDevice, args: &[&str]) -> Out {
 }
 
 /// `config apply-patch` or `config replace` of `file`.
-fn apply(dev: &SonicDevice, file: &str, dry_run: bool, u: &Updater) -> Out {
+fn apply(dev: &SonicDevice, file: &str, dry_run: bool, ignore: &[String], u: &Updater) -> Out {
     let usage = format!("[OPTIONS] {}", u.arg);
     let fail = |e: String| {
         let mut o = click_error(u.cmd, &usage, &e);
@@ -109,14 +138,15 @@ fn apply(dev: &SonicDevice, file: &str, dry_run: bool, u: &Updater) -> Out {
     let changed = if u.replace {
         configdb::parse(&text).and_then(|mut doc| {
             configdb::prune(&mut doc);
-            dev.change(dry_run, |_| Ok(doc))
+            dev.change(dry_run, ignore, |_| Ok(doc))
         })
     } else {
         configdb::parse_patch(&text)
-            .and_then(|p| dev.change(dry_run, |running| configdb::apply(running, &p)))
+            .map_err(|e| format!("invalid {}: {e}", u.noun))
+            .and_then(|p| dev.change(dry_run, ignore, |running| configdb::apply(running, &p)))
     };
     match changed {
-        Err(e) => fail(format!("Given {} will produce invalid config: {e}", u.noun)),
+        Err(e) => fail(e),
         Ok(()) => {
             let how = if dry_run {
                 "Dry run: nothing written."
@@ -136,7 +166,8 @@ fn checkpoint(dev: &SonicDevice, name: &str) -> Out {
     {
         return Out::stderr(format!(
             "Failed to create a config checkpoint due to: invalid name '{name}'\nError: invalid name '{name}'\n"
-        ));
+        ))
+        .code(2);
     }
     let mut st = dev.state();
     let running = st.running.clone();
@@ -146,20 +177,21 @@ fn checkpoint(dev: &SonicDevice, name: &str) -> Out {
     )
 }
 
-fn rollback(dev: &SonicDevice, name: &str) -> Out {
+fn rollback(dev: &SonicDevice, name: &str, ignore: &[String]) -> Out {
+    let fail = |e: &str| {
+        Out::stderr(format!(
+            "Failed to rollback config due to: {e}\nError: {e}\n"
+        ))
+        .code(2)
+    };
     let cp = dev.state().checkpoints.get(name).cloned();
     let Some(cp) = cp else {
-        let e = format!("Checkpoint '{name}' does not exist");
-        return Out::stderr(format!(
-            "Failed to rollback config due to: {e}\nError: {e}\n"
-        ));
+        return fail(&format!("Checkpoint '{name}' does not exist"));
     };
-    match dev.change(false, |_| Ok(cp)) {
+    match dev.change(false, ignore, |_| Ok(cp)) {
         Ok(()) => Out::stdout(
             "Config Rollbacker: Config rollback starting.\nConfig rolled back successfully.\n",
         ),
-        Err(e) => Out::stderr(format!(
-            "Failed to rollback config due to: {e}\nError: {e}\n"
-        )),
+        Err(e) => fail(&e),
     }
 }

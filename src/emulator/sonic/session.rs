@@ -5,8 +5,25 @@
 //! Commands: `show runningconfiguration all`; `sonic-cfggen -d
 //! --print-data`; `config ...` ([`super::gcu`]; it needs root: `sudo`, as
 //! on a real switch); `printf FORMAT ARGS...` (`%s`, `%%`, `\n`, `\t`,
-//! `\\`), `echo [-n]`, `cat`, `rm [-f]`; `sudo CMD`; `exit`/`logout`. Anything else is `-bash: X: command not found`
-//! (`bash:` for an `exec` request, which runs a non-login shell).
+//! `\\`), `echo [-n]`, `cat`, `rm [-f]`, `true`, `false`; `sudo CMD`;
+//! `exit [N]`/`logout`. Anything else is `-bash: X: command not found`
+//! (`bash:` for an `exec` request, which runs a non-login shell). A line may
+//! be a list `CMD; CMD; ...` and use `$?` ([`words`]).
+//!
+//! # Exit statuses
+//! Every command has bash's exit status, `$?` reads the last one, and the
+//! line's status (its last command's) is the `exec` request's exit status:
+//! 0 success; 1 for `false` and general errors (`cat`/`rm` of a missing file,
+//! a failed redirection, `printf`'s invalid format: bash(1) "EXIT STATUS" and
+//! the builtins' descriptions); 127 command not found; 2 for syntax errors,
+//! including the syntax this subset refuses (bash(1): "2 ... incorrect usage"
+//! of builtins and syntax errors); `sudo` of an unknown command 1 (sudo(8)
+//! "EXIT VALUE"). sonic-utilities' `config` (click) exits 2 on a usage error
+//! or a failed operation (`ctx.fail`, which raises click's `UsageError`, exit
+//! code 2: sonic-net/sonic-utilities `config/main.py` `apply_patch`,
+//! `replace`, `rollback`, `checkpoint`, `delete_checkpoint`), and 1 when not
+//! run as root (`sys.exit("Root privileges are required for this
+//! operation")`).
 
 use std::sync::Arc;
 
@@ -20,6 +37,8 @@ use crate::emulator::shell::{Reply, SessionKind, ShellSession};
 pub(super) struct Out {
     pub(super) stdout: String,
     pub(super) stderr: String,
+    /// The exit status.
+    pub(super) status: u32,
     close: bool,
 }
 
@@ -31,11 +50,18 @@ impl Out {
         }
     }
 
+    /// A failure (status 1) printing `s` on stderr.
     pub(super) fn stderr(s: impl Into<String>) -> Self {
         Out {
             stderr: s.into(),
+            status: 1,
             ..Out::default()
         }
+    }
+
+    /// The same output with exit status `status`.
+    pub(super) fn code(self, status: u32) -> Self {
+        Out { status, ..self }
     }
 }
 
@@ -45,13 +71,16 @@ pub struct SonicSession {
     dev: Arc<SonicDevice>,
     user: String,
     kind: SessionKind,
+    /// The last command's exit status (`$?`).
+    status: u32,
 }
 
-/// A click (sonic-utilities) usage error.
+/// A click (sonic-utilities) usage error or `ctx.fail`: exit status 2.
 pub(super) fn click_error(cmd: &str, usage: &str, msg: &str) -> Out {
     Out::stderr(format!(
         "Usage: {cmd} {usage}\nTry \"{cmd} -h\" for help.\n\nError: {msg}\n"
     ))
+    .code(2)
 }
 
 /// A path the emulated `/tmp` can hold: `/tmp/NAME`, NAME of `[A-Za-z0-9._-]`.
@@ -116,7 +145,14 @@ impl SonicSession {
             dev,
             user: user.to_string(),
             kind,
+            status: 0,
         }
+    }
+
+    /// bash's answer to a line it cannot parse: nothing runs, status 2.
+    fn syntax_error(&mut self, e: &str) -> Reply {
+        self.status = 2;
+        Reply::text(format!("{}: {e}\n", self.bash())).with_status(2)
     }
 
     fn bash(&self) -> &'static str {
@@ -136,10 +172,28 @@ impl SonicSession {
         };
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match cmd.as_str() {
-            "exit" | "logout" => Out {
-                close: true,
-                ..Out::default()
+            "exit" | "logout" => match args.as_slice() {
+                [] => Out {
+                    close: true,
+                    status: self.status,
+                    ..Out::default()
+                },
+                // bash keeps the low 8 bits of `exit N`.
+                [n] if n.parse::<i64>().is_ok() => Out {
+                    close: true,
+                    status: n.parse::<i64>().map_or(0, |n| n.rem_euclid(256) as u32),
+                    ..Out::default()
+                },
+                [n] => Out {
+                    stderr: format!("{}: exit: {n}: numeric argument required\n", self.bash()),
+                    close: true,
+                    status: 2,
+                    ..Out::default()
+                },
+                _ => Out::stderr(format!("{}: exit: too many arguments\n", self.bash())),
             },
+            "true" => Out::default(),
+            "false" => Out::default().code(1),
             "printf" => match printf(&words[1..]) {
                 Ok(s) => Out::stdout(s),
                 Err(e) => Out::stderr(format!("{}: {e}\n", self.bash())),
@@ -158,12 +212,15 @@ impl SonicSession {
                     Out::stdout(self.dev.running_text())
                 } else {
                     Out::stderr("sonic-cfggen: error: the emulator supports only -d --print-data\n")
+                        .code(2)
                 }
             }
             "config" if !root => Out::stderr("Root privileges are required for this operation\n"),
             "config" => gcu::config(&self.dev, &args),
             other if root => Out::stderr(format!("sudo: {other}: command not found\n")),
-            other => Out::stderr(format!("{}: {other}: command not found\n", self.bash())),
+            other => {
+                Out::stderr(format!("{}: {other}: command not found\n", self.bash())).code(127)
+            }
         }
     }
 
@@ -172,9 +229,11 @@ impl SonicSession {
         for p in paths {
             match self.dev.file(p) {
                 Some(text) => out.stdout.push_str(&text),
-                None => out
-                    .stderr
-                    .push_str(&format!("cat: {p}: No such file or directory\n")),
+                None => {
+                    out.stderr
+                        .push_str(&format!("cat: {p}: No such file or directory\n"));
+                    out.status = 1;
+                }
             }
         }
         out
@@ -189,6 +248,7 @@ impl SonicSession {
                 out.stderr.push_str(&format!(
                     "rm: cannot remove '{p}': No such file or directory\n"
                 ));
+                out.status = 1;
             }
         }
         out
@@ -239,40 +299,65 @@ impl ShellSession for SonicSession {
 
     fn handle_line(&mut self, raw: &str) -> Reply {
         if raw.trim().is_empty() {
-            return Reply::text("");
+            return Reply::text("").with_status(self.status);
         }
-        match self.dev.faults.on_command() {
+        // Fault injection: the connection drops, or the line's first
+        // command cannot be forked (bash goes on with the rest of the list,
+        // whose builtins need no fork).
+        let mut fork_fails = match self.dev.faults.on_command() {
             Action::Drop => return Reply::drop_connection(),
-            Action::Fail => {
-                return Reply::text(format!(
+            Action::Fail => true,
+            Action::Proceed => false,
+        };
+        let cmds = match words::split_list(raw) {
+            Ok(c) => c,
+            Err(e) => return self.syntax_error(&e),
+        };
+        let mut text = String::new();
+        let last = cmds.len() - 1;
+        for (i, cmd) in cmds.into_iter().enumerate() {
+            // `cmd;` ends with an empty command, which bash allows.
+            if i == last && i > 0 && cmd.trim().is_empty() {
+                break;
+            }
+            let line = match words::parse(&words::expand_status(cmd, self.status)) {
+                Ok(l) => l,
+                Err(e) => {
+                    text.push_str(&self.syntax_error(&e).output);
+                    return Reply::text(text).with_status(2);
+                }
+            };
+            if line.words.is_empty() {
+                continue;
+            }
+            if std::mem::take(&mut fork_fails) {
+                text.push_str(&format!(
                     "{}: fork: retry: Resource temporarily unavailable\n",
                     self.bash()
-                ))
+                ));
+                self.status = 1;
+                continue;
             }
-            Action::Proceed => {}
-        }
-        let line = match words::parse(raw) {
-            Ok(l) => l,
-            Err(e) => return Reply::text(format!("{}: {e}\n", self.bash())),
-        };
-        if line.words.is_empty() {
-            return Reply::text("");
-        }
-        self.dev.record(&line.words);
-        let out = self.run(&line);
-        let mut text = out.stderr;
-        match &line.redirect {
-            Some(r) => {
-                if let Err(e) = self.redirect(&r.path, r.append, &out.stdout) {
-                    text.push_str(&e);
+            self.dev.record(&line.words);
+            let mut out = self.run(&line);
+            match &line.redirect {
+                Some(r) => {
+                    text.push_str(&out.stderr);
+                    if let Err(e) = self.redirect(&r.path, r.append, &out.stdout) {
+                        text.push_str(&e);
+                        out.status = 1;
+                    }
+                }
+                None => {
+                    text.push_str(&out.stdout);
+                    text.push_str(&out.stderr);
                 }
             }
-            None => text.insert_str(0, &out.stdout),
+            self.status = out.status;
+            if out.close {
+                return Reply::close(text).with_status(out.status);
+            }
         }
-        if out.close {
-            Reply::close(text)
-        } else {
-            Reply::text(text)
-        }
+        Reply::text(text).with_status(self.status)
     }
 }

@@ -1,6 +1,12 @@
-//! A strict subset of bash's command-line syntax: simple commands only.
+//! A strict subset of bash's command-line syntax: simple commands, joined
+//! by `;` into a list, and the special parameter `$?`.
 //!
-//! Words split on blanks; `'...'` quotes literally (no escapes inside, as in
+//! [`split_list`] cuts a line at each unquoted `;` (bash's "list" of
+//! commands run one after another, GNU Bash Reference Manual §3.2.4 "Lists of
+//! Commands"); [`expand_status`] replaces each unquoted `$?` with the exit
+//! status of the last command (§3.4.2 "Special Parameters"), which is what
+//! `CMD; echo rc=$?` needs; [`parse`] then reads one simple command. Words
+//! split on blanks; `'...'` quotes literally (no escapes inside, as in
 //! bash) and `\c` outside quotes stands for `c`, so the usual `'\''` works; a
 //! word starting with `#` starts a comment; one `>` or `>>` redirection may
 //! end the line. Everything else with a meaning to bash (double quotes,
@@ -26,7 +32,76 @@ pub struct Redirect {
 
 const REFUSED: &str = "\"$`;|&<(){}[]*?!";
 
-/// Parse one line; errors are bash-style messages without the `bash:` prefix.
+/// Calls `f(i, c, quoted)` for every character of `line` with its index
+/// and whether quoting (single quotes, or a preceding backslash) makes it
+/// literal. An unterminated quote is left to [`parse`] to report.
+fn scan(line: &str, mut f: impl FnMut(usize, char, bool)) {
+    let (mut in_quote, mut escaped) = (false, false);
+    for (i, c) in line.char_indices() {
+        let quoted = in_quote || escaped || c == '\'';
+        f(i, c, quoted);
+        if escaped {
+            escaped = false;
+        } else if c == '\'' {
+            in_quote = !in_quote;
+        } else if c == '\\' && !in_quote {
+            escaped = true;
+        }
+    }
+}
+
+/// The commands of a list, cut at each unquoted `;`. An empty command
+/// (`;` first, or `;;`) is bash's syntax error.
+pub fn split_list(line: &str) -> Result<Vec<&str>, String> {
+    let mut cuts = Vec::new();
+    let (mut comment, mut word_start) = (false, true);
+    scan(line, |i, c, quoted| {
+        // A `#` starting a word hides the rest of the line, `;` included.
+        comment |= c == '#' && !quoted && word_start;
+        if c == ';' && !quoted && !comment {
+            cuts.push(i);
+        }
+        word_start = !quoted && matches!(c, ' ' | '\t' | ';');
+    });
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (n, &i) in cuts.iter().enumerate() {
+        let cmd = &line[start..i];
+        if cmd.trim().is_empty() {
+            let token = if n > 0 && start == i { ";;" } else { ";" };
+            return Err(format!("syntax error near unexpected token `{token}'"));
+        }
+        out.push(cmd);
+        start = i + 1;
+    }
+    out.push(&line[start..]);
+    Ok(out)
+}
+
+/// `cmd` with each unquoted `$?` replaced by `status`.
+pub fn expand_status(cmd: &str, status: u32) -> String {
+    let mut at = Vec::new();
+    let mut prev: Option<(usize, char, bool)> = None;
+    scan(cmd, |i, c, quoted| {
+        if let Some((j, '$', false)) = prev {
+            if c == '?' && !quoted {
+                at.push(j);
+            }
+        }
+        prev = Some((i, c, quoted));
+    });
+    let mut out = String::with_capacity(cmd.len());
+    let mut from = 0;
+    for j in at {
+        out.push_str(&cmd[from..j]);
+        out.push_str(&status.to_string());
+        from = j + 2;
+    }
+    out.push_str(&cmd[from..]);
+    out
+}
+
+/// Parse one simple command; errors are bash-style messages without the `bash:` prefix.
 pub fn parse(line: &str) -> Result<CommandLine, String> {
     let mut words: Vec<String> = Vec::new();
     let mut redirect: Option<(bool, Option<String>)> = None;
@@ -134,6 +209,24 @@ mod tests {
         assert!(parse("echo x > a b").is_err());
         assert!(parse("echo x > a > b").is_err());
         assert!(parse("> a").is_err());
+    }
+
+    #[test]
+    fn lists_and_status() {
+        assert_eq!(
+            split_list("false; echo rc=$?").unwrap(),
+            ["false", " echo rc=$?"]
+        );
+        assert_eq!(split_list("echo 'a;b'\\;c").unwrap(), ["echo 'a;b'\\;c"]);
+        assert_eq!(split_list("echo x # a; b").unwrap(), ["echo x # a; b"]);
+        assert_eq!(split_list("echo 'a #b'; x").unwrap(), ["echo 'a #b'", " x"]);
+        assert_eq!(split_list("echo x;").unwrap(), ["echo x", ""]);
+        assert!(split_list("; echo").unwrap_err().contains("`;'"));
+        assert!(split_list("echo;;echo").unwrap_err().contains("`;;'"));
+        assert_eq!(expand_status("echo rc=$?", 2), "echo rc=2");
+        assert_eq!(expand_status("echo '$?' \\$? $?$?", 1), "echo '$?' \\$? 11");
+        assert!(parse(&expand_status("echo $?", 0)).is_ok());
+        assert!(parse("echo $HOME").is_err());
     }
 
     #[test]
