@@ -725,9 +725,9 @@ fn schema_checks_validate_and_commit() {
     ok(&mut s, &edit(VRF));
     // A candidate made invalid behind the edit path's back (as a restored
     // backup could be): validate and commit refuse it, running stays.
-    dev.state().candidate = Element::parse(&format!(
-        "<data><interfaces xmlns=\"http://openconfig.net/yang/interfaces\"><interface><name>e9</name><config><name>e9</name></config></interface></interfaces></data>"
-    ))
+    dev.state().candidate = Element::parse(
+        "<data><interfaces xmlns=\"http://openconfig.net/yang/interfaces\"><interface><name>e9</name><config><name>e9</name></config></interface></interfaces></data>",
+    )
     .unwrap();
     let (tag, _) = err_tag(&mut s, "<validate><source><candidate/></source></validate>");
     assert_eq!(tag, "missing-element");
