@@ -321,7 +321,7 @@ impl NetconfSession {
             return Outcome::reply(error_reply(&[], &err));
         }
         let echo: Vec<(String, String)> = el.attrs.clone();
-        if let Err(e) = in_base(&scope, &el, "rpc") {
+        if let Err(e) = in_base(&scope, &el) {
             return Outcome::reply(error_reply(&echo, &e));
         }
         if el.get_attr("message-id").is_none() {
@@ -349,7 +349,7 @@ impl NetconfSession {
             return Outcome::reply(error_reply(&echo, &e));
         };
         let close = op.local() == "close-session";
-        let result = in_base(&scope, op, "protocol").and_then(|()| self.rpc(op, &scope.enter(op)));
+        let result = in_base(&scope, op).and_then(|()| self.rpc(op, &scope.enter(op)));
         match result {
             Ok(body) => Outcome {
                 reply: Some(reply(&echo, &body)),
@@ -791,14 +791,16 @@ fn shallow(e: &Element) -> Element {
     }
 }
 
-/// RFC 6241 4.1: `<rpc>` and the operations are in the base namespace.
-fn in_base(scope: &Scope, e: &Element, kind: &'static str) -> Result<(), RpcErr> {
+/// RFC 6241 4.1: `<rpc>` and the operations are in the base namespace
+/// (`unknown-namespace` is error-type `protocol` or `application` in
+/// Appendix A; a protocol element's namespace is a `protocol` matter).
+fn in_base(scope: &Scope, e: &Element) -> Result<(), RpcErr> {
     match scope.ns_of(e) {
         Some(ns) if ns == NS_BASE => Ok(()),
         ns => {
             let ns = ns.unwrap_or_default();
             Err(rpc_err(
-                kind,
+                "protocol",
                 "unknown-namespace",
                 format!("<{}> must be in namespace {NS_BASE}, not {ns:?}", e.local()),
             )

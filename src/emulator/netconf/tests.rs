@@ -293,6 +293,7 @@ fn rpc_and_operation_outside_the_base_namespace_are_refused() {
             "<rpc xmlns=\"urn:example:not-netconf\" message-id=\"1\"><commit/></rpc>",
         );
         assert_eq!(text_of(&e, "error-tag"), "unknown-namespace");
+        assert_eq!(text_of(&e, "error-type"), "protocol");
         assert!(e.to_xml().contains("urn:example:not-netconf"));
         // No namespace at all is not the base namespace either.
         let e = raw_err(&mut s, "<rpc message-id=\"1\"><commit/></rpc>");
