@@ -304,6 +304,14 @@ fn rpc_and_operation_outside_the_base_namespace_are_refused() {
             &format!("<nc:rpc xmlns:nc=\"{NS_BASE}\" message-id=\"2\"><commit/></nc:rpc>"),
         );
         assert_eq!(text_of(&e, "error-tag"), "unknown-namespace");
+        // A foreign <rpc> around a base-namespace operation.
+        let e = raw_err(
+            &mut s,
+            &format!(
+                "<ex:rpc xmlns:ex=\"urn:example:not-netconf\" xmlns=\"{NS_BASE}\" message-id=\"4\"><commit/></ex:rpc>"
+            ),
+        );
+        assert_eq!(text_of(&e, "error-tag"), "unknown-namespace");
         assert!(dev.running().children.is_empty(), "nothing was committed");
         // Prefixed base namespace works.
         let out = s.handle(&format!(
