@@ -1,5 +1,7 @@
 //! Hostile input against an emulated NETCONF device over real SSH on
-//! loopback: a 20,000-deep edit-config and a 64 MiB message. Each is
+//! loopback: a 20,000-deep edit-config and a 64 MiB message (base:1.0
+//! end-of-message framing, and a 64 MiB chunk in base:1.1 chunked
+//! framing). Each is
 //! refused (`too-big`, or the session closed), and afterwards this device
 //! and another device of the same emulator process still answer, with the
 //! process's memory bounded. Figures are printed (VmRSS / VmHWM of
@@ -65,6 +67,12 @@ struct Raw {
 
 impl Raw {
     async fn open(srv: &SshServer) -> Raw {
+        Raw::open_with(srv, false).await
+    }
+
+    /// With `chunked`, both sides announce base:1.1 and switch to chunked
+    /// framing (RFC 6242 4.2) after the hellos.
+    async fn open_with(srv: &SshServer, chunked: bool) -> Raw {
         let ssh = connect(&opts(srv)).await.unwrap();
         let ch = ssh.open_subsystem("netconf").await.unwrap();
         let mut r = Raw {
@@ -74,12 +82,20 @@ impl Raw {
         };
         let hello = r.recv().await.expect("server hello");
         assert!(hello.contains("<hello"));
+        let v11 = if chunked {
+            "<capability>urn:ietf:params:netconf:base:1.1</capability>"
+        } else {
+            ""
+        };
         let mine = format!(
-            "<hello xmlns=\"{NS_BASE}\"><capabilities><capability>urn:ietf:params:netconf:base:1.0</capability></capabilities></hello>"
+            "<hello xmlns=\"{NS_BASE}\"><capabilities><capability>urn:ietf:params:netconf:base:1.0</capability>{v11}</capabilities></hello>"
         );
         r.ch.data_bytes(encode(&mine, Framing::EndOfMessage))
             .await
             .unwrap();
+        if chunked {
+            r.dec.set_framing(Framing::Chunked);
+        }
         r
     }
 
@@ -188,6 +204,27 @@ async fn deep_nesting_and_huge_messages_leave_every_device_answering() {
         "the server must stop reading past its 16 MiB limit (took {sent} bytes)"
     );
     let (rss2, hwm2) = memory();
+
+    // 2b. Chunked framing: a 64 MiB chunk is refused from its header.
+    let mut raw = Raw::open_with(&srv, true).await;
+    let _ = raw
+        .ch
+        .data_bytes(format!("\n#{}\n", 64 << 20).into_bytes())
+        .await;
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        raw.ch.data_bytes(vec![b'x'; 1 << 20]),
+    )
+    .await;
+    let reply = raw
+        .recv()
+        .await
+        .expect("a too-big reply in chunked framing");
+    assert!(reply.contains("<error-tag>too-big</error-tag>"), "{reply}");
+    assert!(
+        raw.recv().await.is_none(),
+        "the oversized session is closed"
+    );
 
     // 3. Both devices still answer; nothing was written.
     answers(&srv, "LEAF1").await;
