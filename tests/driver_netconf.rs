@@ -34,8 +34,11 @@ fn driver(srv: &SshServer) -> NetconfDriver {
 }
 
 fn vrf(name: &str) -> String {
+    // The identity prefixed and declared, as openconfig-network-instance
+    // requires (an unprefixed `L3VRF` is refused when the emulator has the
+    // models).
     format!(
-        r#"<config><network-instances xmlns="http://openconfig.net/yang/network-instance"><network-instance><name>{name}</name><config><name>{name}</name><type>L3VRF</type></config></network-instance></network-instances></config>"#
+        r#"<config><network-instances xmlns="http://openconfig.net/yang/network-instance"><network-instance><name>{name}</name><config><name>{name}</name><type xmlns:oc-ni-types="http://openconfig.net/yang/network-instance-types">oc-ni-types:L3VRF</type></config></network-instance></network-instances></config>"#
     )
 }
 

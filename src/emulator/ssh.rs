@@ -32,10 +32,11 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, Instrument};
 
 use super::faults::Faults;
+use super::netconf::session::too_big_reply;
 use super::netconf::{NetconfDevice, NetconfSession};
 use super::shell::{SessionAction, SessionKind, ShellDevice};
 use super::timeouts::{Activity, SessionTimeouts, CLIENT_ALIVE_COUNT_MAX, CLIENT_ALIVE_INTERVAL};
-use vclos_drivers::netconf::framing::{encode, Decoder, Framing};
+use vclos_drivers::netconf::framing::{encode, Decoder, Framing, FramingError};
 
 /// What the server runs.
 #[derive(Debug, Clone)]
@@ -544,6 +545,11 @@ impl ChannelTask {
         }
     }
 
+    /// One NETCONF session. The decoder refuses a message over the
+    /// device's size limit while reading it: the session answers
+    /// `too-big` and closes (RFC 6241 Appendix A); other sessions and
+    /// devices are untouched. A `<kill-session>` from another session
+    /// closes this one.
     async fn netconf(&self, mut channel: Channel<Msg>, dev: Arc<NetconfDevice>) {
         let mut s = NetconfSession::new(dev.clone());
         debug!(session = s.id(), "netconf session start");
@@ -555,12 +561,17 @@ impl ChannelTask {
             s.end();
             return;
         }
-        let mut dec = Decoder::new();
-        'outer: while let Some(msg) = channel.wait().await {
+        let kill = s.kill_switch();
+        let mut dec = Decoder::with_limit(dev.limits().max_message);
+        'outer: loop {
+            let msg = tokio::select! {
+                m = channel.wait() => m,
+                () = kill.killed() => break 'outer,
+            };
             match msg {
-                ChannelMsg::Data { data } => dec.push(&data),
-                ChannelMsg::Eof | ChannelMsg::Close => break,
-                _ => continue,
+                Some(ChannelMsg::Data { data }) => dec.push(&data),
+                Some(ChannelMsg::Eof | ChannelMsg::Close) | None => break,
+                Some(_) => continue,
             }
             // Until this input is answered the session is not idle.
             let _running = self.activity.running();
@@ -568,6 +579,12 @@ impl ChannelTask {
                 let m = match dec.next_message() {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
+                    Err(FramingError::TooLarge(limit)) => {
+                        debug!(limit, "message over the size limit: closing the session");
+                        let r = too_big_reply(limit);
+                        let _ = channel.data_bytes(encode(&r, s.framing())).await;
+                        break 'outer;
+                    }
                     Err(e) => {
                         debug!(error = %e, "framing error: closing");
                         break 'outer;
@@ -575,6 +592,7 @@ impl ChannelTask {
                 };
                 let framing = s.framing();
                 let out = s.handle(&m);
+                drop(m);
                 dec.set_framing(s.framing());
                 let delay = dev.faults().reply_delay();
                 if !delay.is_zero() {

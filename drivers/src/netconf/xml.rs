@@ -16,11 +16,19 @@ use thiserror::Error;
 /// The base NETCONF namespace.
 pub const NS_BASE: &str = "urn:ietf:params:xml:ns:netconf:base:1.0";
 
+/// Deepest element nesting [`Element::parse`] accepts. Data trees of the
+/// OpenConfig models are a few dozen levels deep; the bound keeps every
+/// recursive walk over a parsed tree (serialising, merging, dropping) far
+/// from the end of a thread's stack whatever a peer sends.
+pub const MAX_DEPTH: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("malformed XML at byte {position}: {message}")]
 pub struct XmlError {
     pub position: u64,
     pub message: String,
+    /// The document exceeds the parser's depth or element-count limit.
+    pub too_big: bool,
 }
 
 /// One element: name as written, attributes in order, children, text.
@@ -80,15 +88,30 @@ impl Element {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Parse a document and return its root element. Declarations, comments
-    /// and processing instructions are skipped.
+    /// Parse a document and return its root element, refusing nesting
+    /// deeper than [`MAX_DEPTH`]. Declarations, comments and processing
+    /// instructions are skipped.
     pub fn parse(text: &str) -> Result<Element, XmlError> {
+        Self::parse_limited(text, MAX_DEPTH, usize::MAX)
+    }
+
+    /// [`Element::parse`] with a nesting limit of `max_depth` elements (the
+    /// root is depth 1) and at most `max_elements` elements. The parser
+    /// itself is iterative; the limits protect what walks the tree
+    /// afterwards, and the memory a tree takes (about 120 bytes an element).
+    pub fn parse_limited(
+        text: &str,
+        max_depth: usize,
+        max_elements: usize,
+    ) -> Result<Element, XmlError> {
+        let mut count = 0usize;
         let mut reader = Reader::from_str(text);
         let mut stack: Vec<Element> = Vec::new();
         let mut root: Option<Element> = None;
         let err = |r: &Reader<&[u8]>, m: String| XmlError {
             position: r.buffer_position(),
             message: m,
+            too_big: false,
         };
         loop {
             let ev = reader
@@ -108,6 +131,20 @@ impl Element {
                     }
                     if root.is_some() {
                         return Err(err(&reader, "content after the root element".into()));
+                    }
+                    count += 1;
+                    let too_big = if stack.len() >= max_depth {
+                        Some(format!("elements nested deeper than {max_depth}"))
+                    } else if count > max_elements {
+                        Some(format!("more than {max_elements} elements"))
+                    } else {
+                        None
+                    };
+                    if let Some(m) = too_big {
+                        return Err(XmlError {
+                            too_big: true,
+                            ..err(&reader, m)
+                        });
                     }
                     if empty {
                         close(&mut stack, &mut root, el);
@@ -260,5 +297,19 @@ mod tests {
         ] {
             assert!(Element::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused() {
+        let doc = |n: usize| format!("{}{}", "<a>".repeat(n), "</a>".repeat(n));
+        assert!(Element::parse_limited(&doc(3), 3, 3).is_ok());
+        let e = Element::parse_limited(&doc(4), 3, 10).unwrap_err();
+        assert!(e.too_big, "{e}");
+        let e = Element::parse(&doc(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.too_big, "{e}");
+        assert!(!Element::parse("<a>").unwrap_err().too_big);
+        let flat = format!("<r>{}</r>", "<a/>".repeat(10));
+        assert!(Element::parse_limited(&flat, 3, 11).is_ok());
+        assert!(Element::parse_limited(&flat, 3, 10).unwrap_err().too_big);
     }
 }

@@ -1,15 +1,93 @@
 //! The device side of NETCONF: running and candidate datastores, locks, and
 //! the confirmed-commit timer. The candidate is shared by all sessions, as
 //! RFC 6241 defines it (that is what `<lock>` protects).
+//!
+//! The device also keeps the registry of its open sessions, so
+//! `<kill-session>` (RFC 6241 7.9) can end another one, and its
+//! [`Limits`] on what a peer may send.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tracing::info;
 use vclos_drivers::netconf::xml::Element;
 
 use super::super::faults::Faults;
+use crate::schema::Schema;
+
+/// What one message may be, so a hostile peer cannot exhaust the
+/// emulator's stack or memory (see docs/devices/netconf-emulator.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes in one message, framing excluded (RFC 6242 framing is
+    /// refused while reading past it). Default 16 MiB.
+    pub max_message: usize,
+    /// Element nesting depth. Default 256 (OpenConfig data trees are
+    /// under 20 deep; the rpc envelope adds 3).
+    pub max_depth: usize,
+    /// Elements in one message. Default 1,000,000 (an element costs about
+    /// 120 bytes parsed, so this bounds a message's tree near 120 MiB).
+    pub max_elements: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message: 16 * 1024 * 1024,
+            max_depth: 256,
+            max_elements: 1_000_000,
+        }
+    }
+}
+
+/// How a device is built beyond its name and initial configuration.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceOptions {
+    pub limits: Limits,
+    /// YANG models edits and datastores are validated against (`None`:
+    /// structural checks only).
+    pub schema: Option<Arc<Schema>>,
+}
+
+impl DeviceOptions {
+    /// Default limits, and the process-wide OpenConfig schema when this
+    /// build has libyang and the models are installed
+    /// ([`crate::schema::shared_openconfig`]).
+    pub fn openconfig() -> Self {
+        Self {
+            limits: Limits::default(),
+            schema: crate::schema::shared_openconfig(),
+        }
+    }
+}
+
+/// The kill switch of one open session (RFC 6241 7.9).
+#[derive(Debug, Default)]
+pub struct KillSwitch {
+    killed: AtomicBool,
+    notify: Notify,
+}
+
+impl KillSwitch {
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    /// Completes once the session was killed (at once if it already was).
+    pub async fn killed(&self) {
+        while !self.is_killed() {
+            self.notify.notified().await;
+        }
+    }
+
+    fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
 
 /// A datastore name as it appears in `<target>`/`<source>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +144,24 @@ impl State {
         }
     }
 
+    /// What ending session `id` does to the datastores (close-session,
+    /// connection loss, kill-session): its locks are released, a
+    /// candidate it had locked is discarded (RFC 6241 8.3.5.2), and a
+    /// confirmed commit it issued and did not confirm is reverted
+    /// (RFC 6241 8.4.1; no `persist`).
+    pub fn release(&mut self, id: u64) {
+        if self.lock_candidate == Some(id) {
+            self.lock_candidate = None;
+            self.candidate = self.running.clone();
+        }
+        if self.lock_running == Some(id) {
+            self.lock_running = None;
+        }
+        if self.pending.as_ref().is_some_and(|p| p.owner == id) {
+            self.revert();
+        }
+    }
+
     /// Undo a pending confirmed commit now (timeout, cancel, or owner gone).
     pub fn revert(&mut self) -> bool {
         match self.pending.take() {
@@ -87,12 +183,25 @@ pub struct NetconfDevice {
     state: Mutex<State>,
     faults: Arc<Faults>,
     next_session: AtomicU64,
+    options: DeviceOptions,
+    sessions: Mutex<HashMap<u64, Arc<KillSwitch>>>,
 }
 
 impl NetconfDevice {
     /// A device whose running (and candidate) datastore holds the children
-    /// of `initial` (a `<data>` or `<config>` element).
+    /// of `initial` (a `<data>` or `<config>` element), with
+    /// [`DeviceOptions::openconfig`].
     pub fn new(name: &str, initial: Element, faults: Arc<Faults>) -> Arc<Self> {
+        Self::with_options(name, initial, faults, DeviceOptions::openconfig())
+    }
+
+    /// [`NetconfDevice::new`] with explicit limits and schema.
+    pub fn with_options(
+        name: &str,
+        initial: Element,
+        faults: Arc<Faults>,
+        options: DeviceOptions,
+    ) -> Arc<Self> {
         let root = Element {
             name: "data".into(),
             children: initial.children,
@@ -111,7 +220,45 @@ impl NetconfDevice {
             }),
             faults,
             next_session: AtomicU64::new(1),
+            options,
+            sessions: Mutex::new(HashMap::new()),
         })
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.options.limits
+    }
+
+    pub fn schema(&self) -> Option<&Arc<Schema>> {
+        self.options.schema.as_ref()
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<u64, Arc<KillSwitch>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register an open session; its transport watches the returned switch.
+    pub(super) fn register(&self, id: u64) -> Arc<KillSwitch> {
+        let k = Arc::new(KillSwitch::default());
+        self.sessions().insert(id, k.clone());
+        k
+    }
+
+    pub(super) fn unregister(&self, id: u64) {
+        self.sessions().remove(&id);
+    }
+
+    /// Kill session `id` (RFC 6241 7.9): release what it holds (with the
+    /// state lock held by the caller, passed in) and tell its transport
+    /// to close. False when no such session is open.
+    pub(super) fn kill(&self, st: &mut State, id: u64) -> bool {
+        let Some(k) = self.sessions().remove(&id) else {
+            return false;
+        };
+        st.release(id);
+        k.kill();
+        info!(device = %self.name, session = id, "session killed");
+        true
     }
 
     pub fn name(&self) -> &str {

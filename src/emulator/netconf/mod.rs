@@ -10,9 +10,14 @@
 //! the XML tree are shared with the NETCONF driver (`vclos_drivers::netconf`)
 //! so both ends of the wire parse and escape alike.
 //!
-//! Not implemented (answered with `operation-not-supported`): `get` of state
-//! data (it returns running), `copy-config`, `delete-config`,
-//! `kill-session`, writable-running, confirmed-commit `persist`.
+//! What the server enforces (namespaces, list keys, YANG validation with
+//! libyang when available, size/depth limits) and the RFC 6241 / RFC 7950
+//! sections behind each rule: the module docs of [`session`] and [`tree`],
+//! and docs/devices/netconf-emulator.md.
+//!
+//! Not implemented: `get` of state data (it returns running),
+//! `:writable-running`, `:url`, `:xpath`, `:startup`, confirmed-commit
+//! `persist`.
 
 pub mod datastore;
 pub mod session;
