@@ -110,12 +110,14 @@ fn huawei_ce_traffic_policies() {
         &base,
         &text,
         &[
-            foreign("100GE1/0/1", "FOREIGN-A", Some("100GE1/0/17")),
+            // `redirect interface` on a routed port (leaf server ports are
+            // `undo portswitch`) acts on Layer-2 traffic only: unresolved.
+            foreign("100GE1/0/1", "FOREIGN-A", None),
             foreign("100GE1/0/2", "FOREIGN-B", Some("100GE1/0/18")),
             // A next hop on no subnet of the device: steering, unresolved.
             foreign("100GE1/0/2", "FOREIGN-B", None),
             // vclos's prefix alone does not make a policy vclos's.
-            foreign("100GE1/0/5", "v-FOREIGN", Some("100GE1/0/17")),
+            foreign("100GE1/0/5", "v-FOREIGN", None),
         ],
     );
 }

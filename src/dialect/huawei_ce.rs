@@ -874,7 +874,8 @@ fn foreign_steering(roots: &[Node<'_>], items: &BTreeSet<Item>) -> Vec<Item> {
         let Some(Ok(port)) = n.text.split_whitespace().nth(1).map(PortName::new) else {
             continue;
         };
-        let routed = n.children.iter().any(|c| c.text == "undo portswitch");
+        // The parsed items already know which ports are routed.
+        let routed = items.contains(&Item::Routed { port: port.clone() });
         for c in &n.children {
             let w: Vec<&str> = c.text.split_whitespace().collect();
             let ["traffic-policy", p, "inbound"] = w.as_slice() else {
