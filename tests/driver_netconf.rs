@@ -1,36 +1,23 @@
 //! The NETCONF driver against the emulated NETCONF device over loopback SSH.
 #![allow(clippy::unwrap_used)]
 
+mod netconf_emu;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use vclos::emulator::faults::Faults;
 use vclos::emulator::netconf::NetconfDevice;
-use vclos::emulator::ssh::{serve, Login, Service, SshServer};
-use vclos_drivers::netconf::xml::Element;
+use vclos::emulator::ssh::SshServer;
 use vclos_drivers::netconf::NetconfDriver;
 use vclos_drivers::ssh::{HostKeyCheck, Password, SshOptions};
 use vclos_drivers::{Driver, ErrorKind, LoadMode, Step};
 
 async fn start() -> (Arc<NetconfDevice>, SshServer) {
-    let dev = NetconfDevice::new("SPINE1", Element::new("data"), Arc::new(Faults::new()));
-    let srv = serve(Service::Netconf(dev.clone()), Login::default())
-        .await
-        .unwrap();
-    (dev, srv)
+    netconf_emu::start("SPINE1").await
 }
 
 fn driver(srv: &SshServer) -> NetconfDriver {
-    let mut o = SshOptions::new(
-        "127.0.0.1",
-        srv.local_addr().port(),
-        "admin",
-        Password::new("admin"),
-        HostKeyCheck::InsecureAcceptAny,
-    );
-    o.command_timeout = Duration::from_secs(5);
-    o.connect_retries = 0;
-    NetconfDriver::new("SPINE1", o)
+    NetconfDriver::new("SPINE1", netconf_emu::options(srv, Duration::from_secs(5)))
 }
 
 fn vrf(name: &str) -> String {

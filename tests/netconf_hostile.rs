@@ -8,39 +8,21 @@
 //! /proc/self/status); only a generous bound is asserted.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
+mod netconf_emu;
+
 use std::time::Duration;
 
 use russh::client::Msg;
 use russh::{Channel, ChannelMsg};
-use vclos::emulator::faults::Faults;
-use vclos::emulator::netconf::NetconfDevice;
-use vclos::emulator::ssh::{serve, Login, Service, SshServer};
+use vclos::emulator::ssh::SshServer;
 use vclos_drivers::netconf::framing::{encode, Decoder, Framing};
-use vclos_drivers::netconf::xml::{Element, NS_BASE};
+use vclos_drivers::netconf::xml::NS_BASE;
 use vclos_drivers::netconf::NetconfDriver;
-use vclos_drivers::ssh::{connect, HostKeyCheck, Password, SshOptions, SshSession};
+use vclos_drivers::ssh::{connect, SshOptions, SshSession};
 use vclos_drivers::Driver;
 
-async fn start(name: &str) -> (Arc<NetconfDevice>, SshServer) {
-    let dev = NetconfDevice::new(name, Element::new("data"), Arc::new(Faults::new()));
-    let srv = serve(Service::Netconf(dev.clone()), Login::default())
-        .await
-        .unwrap();
-    (dev, srv)
-}
-
 fn opts(srv: &SshServer) -> SshOptions {
-    let mut o = SshOptions::new(
-        "127.0.0.1",
-        srv.local_addr().port(),
-        "admin",
-        Password::new("admin"),
-        HostKeyCheck::InsecureAcceptAny,
-    );
-    o.command_timeout = Duration::from_secs(60);
-    o.connect_retries = 0;
-    o
+    netconf_emu::options(srv, Duration::from_secs(60))
 }
 
 /// (VmRSS, VmHWM) in KiB.
@@ -135,8 +117,8 @@ async fn answers(srv: &SshServer, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_nesting_and_huge_messages_leave_every_device_answering() {
-    let (dev, srv) = start("LEAF1").await;
-    let (_other_dev, other) = start("LEAF2").await;
+    let (dev, srv) = netconf_emu::start("LEAF1").await;
+    let (_other_dev, other) = netconf_emu::start("LEAF2").await;
     let (rss0, hwm0) = memory();
 
     // 1. A 20,000-deep edit-config: answered with too-big, session alive.
