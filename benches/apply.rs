@@ -224,7 +224,7 @@ fn bench_ocs(c: &mut Criterion, rt: &Runtime) {
         let flips = AtomicUsize::new(0);
         g.bench_function(format!("2ocs-swap-switch{delay_ms}ms"), |b| {
             b.iter(|| {
-                let flip = flips.fetch_add(1, Ordering::Relaxed) % 2 == 0;
+                let flip = flips.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
                 let report = rt
                     .block_on(apply(
                         ocs_set(flip),

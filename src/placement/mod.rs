@@ -265,7 +265,7 @@ pub(crate) fn place_local(
 pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
     (1..=k)
         .rev()
-        .filter(|d| k % d == 0)
+        .filter(|d| k.is_multiple_of(*d))
         .map(|d| (k / d, d * t))
         .filter(|&(l, s)| l >= 2 && l <= leaves && s <= max_s)
         .collect()

@@ -507,7 +507,7 @@ fn stage2_solver_matches_brute_force_on_random_fabrics() {
     for round in 0..240 {
         let leaves = 3 + rng.below(3) as u32;
         let spines = [4u32, 6, 8][rng.below(3) as usize];
-        let ocs = if round % 3 == 0 && leaves % 2 == 0 && spines % 2 == 0 {
+        let ocs = if round % 3 == 0 && leaves.is_multiple_of(2) && spines.is_multiple_of(2) {
             2
         } else {
             0

@@ -104,7 +104,7 @@ pub fn find_slice(
 ) -> Option<Plan> {
     let topo = st.topology();
     let t = topo.gpus_per_server as usize;
-    if s % t != 0 {
+    if !s.is_multiple_of(t) {
         return None;
     }
     let per_leaf = (s / t) as u32;

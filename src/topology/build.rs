@@ -293,7 +293,7 @@ impl Builder<'_> {
                     .at(line),
                 );
             }
-            if t > 0 && server_ports.len() % t as usize != 0 {
+            if t > 0 && !server_ports.len().is_multiple_of(t as usize) {
                 self.problem(
                     Problem::new(format!(
                         "{} server-facing ports is not a multiple of gpus_per_server ({t})",

@@ -116,7 +116,7 @@ impl Params {
         let n = match self.servers_per_leaf {
             Some(0) => return Err(GenerateError::Zero("--servers-per-leaf")),
             Some(n) => n,
-            None if self.spines % self.gpus_per_server != 0 => {
+            None if !self.spines.is_multiple_of(self.gpus_per_server) => {
                 return Err(GenerateError::Indivisible {
                     spines: self.spines,
                     gpus: self.gpus_per_server,
@@ -140,7 +140,9 @@ impl Params {
                 spines: self.spines,
             });
         }
-        if self.ocs > 0 && (self.leaves % self.ocs != 0 || self.spines % self.ocs != 0) {
+        if self.ocs > 0
+            && (!self.leaves.is_multiple_of(self.ocs) || !self.spines.is_multiple_of(self.ocs))
+        {
             return Err(GenerateError::OcsUneven {
                 ocs: self.ocs,
                 leaves: self.leaves,

@@ -210,7 +210,7 @@ fn first_idle(st: &FabricState, n: LeafId, r: u32) -> Vec<ServerId> {
 
 /// Leaf-to-leaf through the OCS: `k` (even) servers, half on each leaf.
 fn two_leaf(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
-    if k % 2 != 0 {
+    if !k.is_multiple_of(2) {
         return None;
     }
     let topo = st.topology();
@@ -337,7 +337,7 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
             let (mut edges, mut de) = add(&mut f, rmax * t);
             let got = f.run(0, 1) - base;
             let r = got / t;
-            if got % t != 0 {
+            if !got.is_multiple_of(t) {
                 f = before;
                 if r == 0 {
                     continue;
