@@ -42,6 +42,7 @@ fn setup(
             .unwrap();
         let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
         let state = dir.path().join("state");
+        vclos::state::store::init(&state, &topo.name).unwrap();
         let f = if pooled {
             Fabric::load(topo, state).unwrap()
         } else {

@@ -1,7 +1,8 @@
 //! The device-facing CLI through the binary against `vclos emu serve`:
 //! injection attempts refused before any device is contacted, the job
-//! verbs, and a real `kill -9` in the middle of an apply, recovered by the
-//! next command.
+//! verbs, a real `kill -9` in the middle of an apply, recovered by the
+//! next command, commands waiting for a running transaction (the state
+//! lock) and a mistyped `--state`.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
@@ -113,7 +114,7 @@ fn job_verbs_and_a_real_kill_9_mid_apply() {
     let state = dir.path().join("state");
     // The OCS answers slowly, holding the apply in its first stage.
     let (_emu, topo) = serve(dir.path(), &["ocs1:delay=150".to_string()]);
-    let o = vclos(&topo, &state, &["reconcile", "--fix"]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
     assert!(o.status.success(), "{}", text(&o));
 
     // A whole-leaf job (no device change), listed; status in sync.
@@ -166,6 +167,12 @@ fn job_verbs_and_a_real_kill_9_mid_apply() {
         "{}",
         text(&o)
     );
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(
+        !o.status.success() && text(&o).contains("pending recovery"),
+        "{}",
+        text(&o)
+    );
     let o = vclos(&topo, &state, &["reconcile"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -184,4 +191,201 @@ fn job_verbs_and_a_real_kill_9_mid_apply() {
         "{n}: {}",
         text(&o)
     );
+}
+
+/// `vclos ARGS` started in the background (stdout and stderr captured).
+fn spawn(topo: &Path, state: &Path, args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .arg("--topology")
+        .arg(topo)
+        .arg("--state")
+        .arg(state)
+        .env("VCLOS_EMU_PASSWORD", "admin")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Held job ids, from `job list --json`.
+fn held(topo: &Path, state: &Path) -> Vec<String> {
+    let o = vclos(topo, state, &["job", "list", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["job"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Wait until `state` holds a journal (an apply is mid-transaction).
+fn await_journal(state: &Path) {
+    let t0 = Instant::now();
+    while !state.join("journal.json").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no journal");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The reproduction: a slow apply in flight, then `reconcile` and
+/// another `job submit`. Before the state lock, reconcile "recovered" the
+/// live apply and rolled leaf1 back under it (state.json ended empty while
+/// three devices carried the job). Now both wait for it, and `--wait 0`
+/// fails naming the holder.
+#[test]
+fn commands_wait_for_a_running_transaction_instead_of_recovering_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve(dir.path(), &["leaf1:delay=40".to_string()]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let apply = spawn(&topo, &state, &["apply", "--submit", "j1:24", "--yes"]);
+    await_journal(&state);
+    let o = vclos(
+        &topo,
+        &state,
+        &["job", "submit", "--id", "j2", "--gpus", "8", "--wait", "0"],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let pid = apply.id();
+    for want in [
+        format!("pid {pid}"),
+        "apply of job `j1`".into(),
+        "nothing was changed".into(),
+    ] {
+        assert!(text(&o).contains(&want), "{want}: {}", text(&o));
+    }
+    let o = vclos(&topo, &state, &["status"]);
+    assert!(
+        text(&o).contains("in flight") && !text(&o).contains("pending recovery"),
+        "{}",
+        text(&o)
+    );
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(
+        !o.status.success() && text(&o).contains("in flight"),
+        "{}",
+        text(&o)
+    );
+    // Waits for the apply, then finds nothing to recover.
+    let reconcile = spawn(&topo, &state, &["reconcile"]);
+    let submit = spawn(
+        &topo,
+        &state,
+        &["job", "submit", "--id", "j2", "--gpus", "8"],
+    );
+    let apply = apply.wait_with_output().unwrap();
+    assert!(apply.status.success(), "{}", text(&apply));
+    let reconcile = reconcile.wait_with_output().unwrap();
+    assert!(reconcile.status.success(), "{}", text(&reconcile));
+    assert!(
+        !text(&reconcile).contains("recovered"),
+        "{}",
+        text(&reconcile)
+    );
+    let submit = submit.wait_with_output().unwrap();
+    assert!(submit.status.success(), "{}", text(&submit));
+
+    let mut jobs = held(&topo, &state);
+    jobs.sort();
+    assert_eq!(jobs, ["j1", "j2"]);
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Two submits and two releases at once: each acknowledged change is in
+/// the state, on disjoint GPUs, and a released job never comes back.
+#[test]
+fn concurrent_submits_and_releases_are_all_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve(dir.path(), &["ocs1:delay=100".to_string()]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let submits: Vec<Child> = ["a", "b", "c"]
+        .iter()
+        .map(|id| spawn(&topo, &state, &["job", "submit", "--id", id, "--gpus", "8"]))
+        .collect();
+    for c in submits {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = vclos(&topo, &state, &["job", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut gpus = std::collections::BTreeSet::new();
+    for d in jobs.as_array().unwrap() {
+        for g in d["gpus"].as_array().unwrap() {
+            assert!(gpus.insert(g.to_string()), "GPU {g} held twice");
+        }
+    }
+    assert_eq!(gpus.len(), 24);
+    let releases: Vec<Child> = ["a", "b"]
+        .iter()
+        .map(|id| spawn(&topo, &state, &["job", "release", "--id", id]))
+        .collect();
+    for c in releases {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    assert_eq!(held(&topo, &state), ["c"]);
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// A mistyped `--state` is an error that changes nothing, never an empty
+/// fabric whose "fix" removes every held job's configuration.
+#[test]
+fn a_mistyped_state_directory_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve(dir.path(), &[]);
+    let o = vclos(
+        &topo,
+        &state,
+        &["job", "submit", "--id", "a", "--gpus", "8"],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("not a vclos state directory"),
+        "{}",
+        text(&o)
+    );
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vclos(
+        &topo,
+        &state,
+        &["job", "submit", "--id", "a", "--gpus", "24"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+
+    let typo = dir.path().join("stat");
+    for args in [
+        &["reconcile", "--fix"][..],
+        &["job", "list"],
+        &["status"],
+        &["verify"],
+        &["job", "release", "--id", "a"],
+    ] {
+        let o = vclos(&topo, &typo, args);
+        assert!(!o.status.success(), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("stat: not a vclos state directory"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    assert!(!typo.exists());
+    // --init refuses a directory holding something else.
+    let o = vclos(&topo, dir.path(), &["reconcile", "--fix", "--init"]);
+    assert!(
+        !o.status.success() && text(&o).contains("refusing to create a state directory"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(held(&topo, &state), ["a"]);
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
 }

@@ -228,3 +228,188 @@ async fn a_torn_state_file_is_settled_from_the_journal() {
     let e = Fabric::load(emu.topo.clone(), emu.state_dir()).unwrap_err();
     assert!(e.to_string().contains("torn"), "{e}");
 }
+
+/// Journal as JSON, to forge the ones recovery must refuse.
+fn journal_json(emu: &common::Emu) -> serde_json::Value {
+    let text = std::fs::read(emu.state_dir().join("journal.json")).unwrap();
+    serde_json::from_slice(&text).unwrap()
+}
+
+fn write_journal(emu: &common::Emu, j: &serde_json::Value) {
+    std::fs::write(
+        emu.state_dir().join("journal.json"),
+        serde_json::to_vec_pretty(j).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Recovery with `j` in place is refused, naming `why`, and changes
+/// nothing: devices, state.json and the journal stay as they are.
+async fn refused_recovery(emu: &common::Emu, j: &serde_json::Value, why: &str) {
+    write_journal(emu, j);
+    let reader = emu.fabric_with(Arc::new(emu.drivers()));
+    let configs = emu.configs(&reader).await;
+    let state = emu.state_bytes();
+    let Err(e) = Fabric::open(emu.topo.clone(), emu.state_dir()).await else {
+        panic!("recovery of a journal it must refuse went ahead ({why})");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("journal.json") && text.contains(why),
+        "{text}"
+    );
+    assert!(text.contains("nothing was changed"), "{text}");
+    assert_eq!(emu.configs(&reader).await, configs);
+    assert_eq!(emu.state_bytes(), state);
+    assert_eq!(&journal_json(emu), j, "the journal is kept as it was");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_checks_the_journal_against_the_state_before_acting() {
+    let emu = common::emu(Duration::ZERO).await;
+    let mut f = emu.fabric().await;
+    let a = f.submit(&id("a"), 4, &NoProgress).await.unwrap();
+    assert!(a.report.is_committed(), "{}", a.report);
+    drop(f);
+    die_during_submit(&emu, "leaf1", At::Commit).await;
+    let real = journal_json(&emu);
+
+    // A stale journal: its previous state is not state.json's (a job was
+    // admitted since). Recovering it would drop job `a` from the state
+    // while its configuration stays on the devices.
+    let mut stale = real.clone();
+    stale["old"] = serde_json::json!([]);
+    stale["new"] = serde_json::json!([real["decision"].clone()]);
+    refused_recovery(&emu, &stale, "neither its previous nor its next state").await;
+
+    // A journal that double-books job a's GPUs: never written to state.json.
+    let mut double = real.clone();
+    let mut twin = real["old"][0].clone();
+    twin["job"] = "twin".into();
+    double["decision"] = twin.clone();
+    double["new"] = serde_json::json!([real["old"][0].clone(), twin]);
+    refused_recovery(&emu, &double, "cannot be admitted to its previous state").await;
+
+    // A next state that is not the previous one plus the decision.
+    let mut odd = real.clone();
+    odd["new"] = serde_json::json!([real["decision"].clone()]);
+    refused_recovery(&emu, &odd, "its next state is not its previous state").await;
+    let mut odd = real.clone();
+    odd["new"] = real["old"].clone();
+    refused_recovery(&emu, &odd, "its next state is not its previous state").await;
+
+    // The real journal still recovers.
+    write_journal(&emu, &real);
+    let (g, rec) = Fabric::open(emu.topo.clone(), emu.state_dir())
+        .await
+        .unwrap();
+    assert_eq!(rec.unwrap().outcome, RecoveryOutcome::RolledBack);
+    let jobs: Vec<String> = g.jobs().iter().map(|d| d.job.to_string()).collect();
+    assert_eq!(jobs, ["a"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_writers_journal_is_never_recovered_by_another() {
+    let emu = common::emu(Duration::ZERO).await;
+    let _ = emu.fabric().await;
+    // The writer stops mid-transaction (OCS committed, leaf1 hangs) but is
+    // alive: it still holds the state lock.
+    let reached = Arc::new(Notify::new());
+    let r = reached.clone();
+    let factory: Arc<dyn DriverFactory> = Hooked::new(
+        emu.drivers(),
+        "leaf1",
+        At::Commit,
+        Then::Hang {
+            before: Arc::new(move || r.notify_one()),
+        },
+    );
+    let mut writer = emu.fabric_with(factory);
+    let plan = writer.plan_submit(&id("j1"), 24).unwrap();
+    tokio::select! {
+        r = writer.apply(&plan, &NoProgress) => panic!("apply finished: {r:?}"),
+        () = reached.notified() => {}
+    }
+    assert!(writer.is_locked());
+    let journal = journal_json(&emu);
+    let reader = emu.fabric_with(Arc::new(emu.drivers()));
+    let configs = emu.configs(&reader).await;
+
+    // Another fabric (another process or task) neither recovers nor writes.
+    let mut other = emu.fabric_with(Arc::new(emu.drivers()));
+    other.wait = Duration::from_millis(300);
+    let e = other.recover(&NoProgress).await.unwrap_err();
+    assert!(matches!(e, JobsError::Lock(_)), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("pid {}", std::process::id())) && text.contains("of job `j1`"),
+        "{text}"
+    );
+    let plan = other.plan_submit(&id("j2"), 8).unwrap();
+    assert!(matches!(
+        other.apply(&plan, &NoProgress).await,
+        Err(JobsError::Lock(_))
+    ));
+    let status = reader.status().await.unwrap();
+    assert!(status.writer.is_some() && status.journal.is_some());
+    assert_eq!(journal_json(&emu), journal);
+    assert_eq!(emu.configs(&reader).await, configs);
+
+    // Once the writer is gone, the next writer settles its journal.
+    drop(writer);
+    let rec = other.recover(&NoProgress).await.unwrap().unwrap();
+    assert_eq!(rec.outcome, RecoveryOutcome::RolledBack, "{rec}");
+    assert!(!other.is_locked(), "a lock taken for one call is released");
+    assert!(reader.status().await.unwrap().writer.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
+    let emu = common::emu(Duration::ZERO).await;
+    let _ = emu.fabric().await;
+    let state_file = emu.state_dir().join("state.json");
+    let saved = std::fs::read(&state_file).unwrap();
+    // After every device committed, state.json becomes a directory, so it
+    // cannot be replaced (rename(2): EISDIR).
+    let block = {
+        let f = state_file.clone();
+        Arc::new(move || {
+            std::fs::remove_file(&f).unwrap();
+            std::fs::create_dir(&f).unwrap();
+        })
+    };
+    let factory: Arc<dyn DriverFactory> = Hooked::new(
+        emu.drivers(),
+        "leaf2",
+        At::Close,
+        Then::Around {
+            before: block,
+            after: Arc::new(|| {}),
+        },
+    );
+    let mut f = emu.fabric_with(factory);
+    let plan = f.plan_submit(&id("j1"), 24).unwrap();
+    let e = f.apply(&plan, &NoProgress).await.unwrap_err();
+    assert!(matches!(e, JobsError::NotSaved { .. }), "{e}");
+    let text = e.to_string();
+    for want in [
+        "COMMITTED",
+        "leaf1",
+        "leaf2",
+        "ocs1",
+        "state.json",
+        "journal is kept",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(f.pending_journal().unwrap().is_some());
+    drop(f);
+    // Repaired by hand, the next writer adopts the change from the devices.
+    std::fs::remove_dir(&state_file).unwrap();
+    std::fs::write(&state_file, saved).unwrap();
+    let (g, rec) = Fabric::open(emu.topo.clone(), emu.state_dir())
+        .await
+        .unwrap();
+    assert_eq!(rec.unwrap().outcome, RecoveryOutcome::AdoptedNew);
+    assert_eq!(g.jobs().len(), 1);
+}

@@ -59,8 +59,12 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
     } else {
         bail!("one of --submit, --release, --decision is required")
     };
+    let job = match &action {
+        Change::Submit(job, _) | Change::Release(job) => job.clone(),
+        Change::Decision(d) => d.job.clone(),
+    };
     runtime()?.block_on(async {
-        let mut fabric = args.fabric.open().await?;
+        let mut fabric = args.fabric.open("apply", Some(&job)).await?;
         let plan = action.plan(&fabric)?;
         if !args.json {
             print!(

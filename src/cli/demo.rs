@@ -27,6 +27,7 @@ use vclos::jobs::Fabric;
 use vclos::names::JobId;
 use vclos::placement::Policy;
 use vclos::plan::Plan;
+use vclos::state::store;
 use vclos::topology::{self, Topology};
 use vclos::verification::{fetch::fetch_configs, verify_fabric};
 
@@ -197,6 +198,7 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
         before.len()
     );
 
+    store::init(&state_dir, &topo.name)?;
     let mut fabric = Fabric::load(topo.clone(), &state_dir)?;
     let mut rows = Vec::new();
     let mut failed = 0;

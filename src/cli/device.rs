@@ -4,9 +4,12 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Result;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use vclos::jobs::Fabric;
+use vclos::controller::{DriverFactory, TopologyDrivers};
+use vclos::jobs::devices;
 
 use super::fabric::runtime;
 
@@ -28,13 +31,16 @@ pub fn run(cmd: DeviceCmd) -> Result<ExitCode> {
     match cmd {
         DeviceCmd::GetConfig(a) => {
             let topo = Arc::new(vclos::topology::load(&a.topology)?);
-            // No state is read: a scratch directory that is never written.
-            let f = Fabric::load(topo, std::env::temp_dir().join("vclos-no-state"))?;
-            let text = runtime()?.block_on(async {
-                let text = f.device_config(&a.device).await;
-                f.shutdown().await;
-                text
-            })?;
+            if topo.device_id(&a.device).is_none() {
+                bail!("unknown device `{}` in {}", a.device, a.topology.display());
+            }
+            // No state is read: the device's own driver, nothing else.
+            let factory: Arc<dyn DriverFactory> = Arc::new(TopologyDrivers::new(topo));
+            let text = runtime()?.block_on(devices::get_config(
+                &factory,
+                &a.device,
+                Duration::from_secs(30),
+            ))?;
             print!("{text}");
             if !text.ends_with('\n') {
                 println!();

@@ -1,15 +1,19 @@
-//! What every device-facing command shares: `--topology` and `--state`,
-//! opening the managed fabric (with crash recovery), progress bars.
+//! What every device-facing command shares: `--topology`, `--state`,
+//! `--init` and `--wait`; opening the managed fabric for a change (the
+//! state lock, then crash recovery) or for reading; progress bars.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vclos::controller::{Phase, Progress};
 use vclos::jobs::Fabric;
+use vclos::names::JobId;
+use vclos::state::store;
 use vclos::topology;
 
 #[derive(Debug, Clone, Args)]
@@ -17,21 +21,38 @@ pub struct FabricArgs {
     /// Topology file (device endpoints and credential references).
     #[arg(long)]
     pub topology: PathBuf,
-    /// State directory (`DIR/state.json`, `DIR/journal.json`).
+    /// State directory (`DIR/state.json`, `DIR/journal.json`, `DIR/lock`);
+    /// it must exist unless `--init` is given.
     #[arg(long, value_name = "DIR")]
     pub state: PathBuf,
+    /// Create the state directory (no job held) if it does not exist yet; a
+    /// directory holding anything else is refused.
+    #[arg(long)]
+    pub init: bool,
+    /// Seconds to wait for the state lock while another command changes
+    /// this fabric (then fail, naming the holder; 0: do not wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub wait: u64,
 }
 
 impl FabricArgs {
-    /// Load without touching any device.
+    /// Load without touching any device or taking the state lock.
     pub fn load(&self) -> Result<Fabric> {
         let topo = Arc::new(topology::load(&self.topology)?);
-        Ok(Fabric::load(topo, &self.state)?)
+        if self.init && store::init(&self.state, &topo.name)? {
+            eprintln!("created state directory {}", self.state.display());
+        }
+        let mut f = Fabric::load(topo, &self.state)?;
+        f.wait = Duration::from_secs(self.wait);
+        Ok(f)
     }
 
-    /// Load and settle a journal left by an interrupted run (printed).
-    pub async fn open(&self) -> Result<Fabric> {
+    /// Load for a change: take the state lock for `operation` (waiting up to
+    /// `--wait`), then settle a journal left by an interrupted run (printed).
+    /// The lock is held until the fabric is dropped.
+    pub async fn open(&self, operation: &str, job: Option<&JobId>) -> Result<Fabric> {
         let mut f = self.load()?;
+        f.lock(operation, job).await?;
         if let Some(r) = f
             .recover(&Bars::new())
             .await
@@ -102,4 +123,19 @@ impl Progress for Bars {
             }
         }
     }
+}
+
+/// Tell a read-only command's user that a writer is at work or that a
+/// journal waits for recovery (on stderr, so output stays parseable).
+pub fn warn_pending(f: &Fabric) -> Result<()> {
+    let writer = f.writer()?;
+    if let Some(w) = &writer {
+        eprintln!("note: {w}; this output may change when it finishes");
+    } else if let Some(j) = f.pending_journal()? {
+        eprintln!(
+            "warning: an interrupted {:?} of job `{}` is pending recovery (the next `vclos reconcile` or change settles it)",
+            j.operation, j.decision.job
+        );
+    }
+    Ok(())
 }

@@ -56,17 +56,22 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
     match cmd {
         JobCmd::Submit(a) => {
             let id = JobId::new(a.id.as_str())?;
-            runtime()?.block_on(async {
-                let mut f = a.fabric.open().await?;
+            if a.dry_run {
+                let f = a.fabric.load()?;
+                super::fabric::warn_pending(&f)?;
                 let plan = f.plan_submit(&id, a.gpus)?;
-                if a.dry_run {
-                    if a.json {
-                        println!("{}", serde_json::to_string_pretty(&plan)?);
-                    } else {
-                        print!("{}", super::plan::text(&plan, false));
-                    }
-                    return Ok(ExitCode::SUCCESS);
+                if a.json {
+                    println!("{}", serde_json::to_string_pretty(&plan)?);
+                } else {
+                    print!("{}", super::plan::text(&plan, false));
                 }
+                return Ok(ExitCode::SUCCESS);
+            }
+            runtime()?.block_on(async {
+                // Locked before placing: the placement sees every admission
+                // committed before it.
+                let mut f = a.fabric.open("job submit", Some(&id)).await?;
+                let plan = f.plan_submit(&id, a.gpus)?;
                 let report = f.apply(&plan, &Bars::new()).await?;
                 f.shutdown().await;
                 super::apply::finish(Applied { plan, report }, a.json)
@@ -75,7 +80,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
         JobCmd::Release(a) => {
             let id = JobId::new(a.id.as_str())?;
             runtime()?.block_on(async {
-                let mut f = a.fabric.open().await?;
+                let mut f = a.fabric.open("job release", Some(&id)).await?;
                 let done = f.release(&id, &Bars::new()).await?;
                 f.shutdown().await;
                 super::apply::finish(done, a.json)
@@ -100,12 +105,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                 }
                 println!("{} job(s)", jobs.len());
             }
-            if let Some(j) = f.pending_journal()? {
-                eprintln!(
-                    "warning: an interrupted {:?} of job `{}` is pending recovery (any device-facing command recovers it)",
-                    j.operation, j.decision.job
-                );
-            }
+            super::fabric::warn_pending(&f)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -70,7 +70,14 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
     for d in &s.jobs {
         println!("  {} ({} GPUs)", d.job, d.gpus.len());
     }
+    if let Some(w) = &s.writer {
+        println!("{w}");
+    }
     match &s.journal {
+        Some(j) if s.writer.is_some() => println!(
+            "journal: the {:?} of job `{}` in flight",
+            j.operation, j.decision.job
+        ),
         Some(j) => println!(
             "journal: an interrupted {:?} of job `{}` is pending recovery (run `vclos reconcile`)",
             j.operation, j.decision.job
@@ -113,7 +120,14 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
 
 pub fn reconcile(a: ReconcileArgs) -> Result<ExitCode> {
     runtime()?.block_on(async {
-        let mut f = a.fabric.open().await?;
+        // Without --fix it changes no device, but it recovers a journal
+        // left by an interrupted run: a writer too.
+        let op = if a.fix {
+            "reconcile --fix"
+        } else {
+            "reconcile"
+        };
+        let mut f = a.fabric.open(op, None).await?;
         let r = f.reconcile(a.fix, &Bars::new()).await?;
         f.shutdown().await;
         if a.json {

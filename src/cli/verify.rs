@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use vclos::controller::TopologyDrivers;
-use vclos::state::store;
+use vclos::jobs::journal;
+use vclos::state::{lock, store, FabricState};
 use vclos::topology;
 use vclos::verification::{self, fetch, Report};
 
@@ -39,6 +40,21 @@ struct Output<'a> {
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&args.topology)?);
     let decisions = store::load(&args.state, &topo.name)?;
+    // The state must be one every other command accepts.
+    FabricState::from_decisions(Arc::clone(&topo), &decisions)
+        .with_context(|| format!("{}", store::state_path(&args.state).display()))?;
+    // Devices mid-change, or left mid-change, cannot be verified against it.
+    if let Some(holder) = lock::probe(&args.state)? {
+        let who = holder.map_or_else(|| "another vclos process".into(), |h| h.to_string());
+        bail!("an operation is in flight ({who}); nothing verified: verify again when it has finished");
+    }
+    if let Some(j) = journal::read(&args.state)? {
+        bail!(
+            "an interrupted {:?} of job `{}` is pending recovery; nothing verified: run `vclos reconcile` first",
+            j.operation,
+            j.decision.job
+        );
+    }
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let names: Vec<String> = topo.devices.iter().map(|d| d.name.clone()).collect();
     let factory = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));

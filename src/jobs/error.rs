@@ -11,6 +11,7 @@ use crate::intent::IntentError;
 use crate::names::JobId;
 use crate::placement::PlacementError;
 use crate::plan::PlanError;
+use crate::state::lock::LockError;
 use crate::state::store::StoreError;
 use crate::state::StateError;
 use vclos_drivers::DriverError;
@@ -54,8 +55,23 @@ pub enum JobsError {
     /// The plan was not made against the current state.
     #[error("the plan is stale: {0}; plan again")]
     Stale(String),
+    /// Only the lock holder sees this: its own rollback failed earlier.
     #[error("an interrupted operation left {0}; recover first (`vclos reconcile`, or open the fabric with recovery)")]
     PendingJournal(String),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The devices committed, the state is not (fully) saved: says exactly
+    /// what changed and what settles it.
+    #[error("{action} job `{job}`: the devices COMMITTED the change ({}: {}) but {stage}: {cause}; \
+             the journal is kept and the next command that takes the state lock (e.g. `vclos reconcile`) \
+             adopts the change from the devices", plural(devices.len()), devices.join(", "))]
+    NotSaved {
+        job: JobId,
+        action: &'static str,
+        devices: Vec<String>,
+        stage: String,
+        cause: String,
+    },
     #[error("journal {file}: {message}")]
     Journal { file: String, message: String },
     #[error(transparent)]
@@ -64,6 +80,14 @@ pub enum JobsError {
     Parse(#[from] ParseError),
     #[error("unknown device `{0}`")]
     UnknownDevice(String),
+}
+
+fn plural(n: usize) -> String {
+    if n == 1 {
+        "1 device".into()
+    } else {
+        format!("{n} devices")
+    }
 }
 
 fn describe_foreign(c: &[ForeignConflict]) -> String {

@@ -3,13 +3,18 @@
 //!
 //! `DIR/journal.json` holds the operation, the job's decision, the state
 //! before and the state intended after (both as decision lists, like
-//! state.json), the devices the change touches and when it started. It is
-//! created exclusively (a hard link of a fully written temporary file), so
-//! two processes cannot run a transaction on one state directory at once,
-//! and removed once state.json says what the devices hold. Its presence at
-//! start-up therefore means a run died mid-transaction, and it carries
-//! everything recovery needs to decide which state the devices are in
-//! without trusting the dead process.
+//! state.json), the devices the change touches, when it started and which
+//! writer (pid, host) started it. Writers are serialised by the state
+//! directory's lock ([`crate::state::lock`]), held from before the state is
+//! read until after the journal is removed; the journal is also created
+//! exclusively (a hard link of a fully written temporary file) as a second
+//! line of defence, and removed once state.json says what the devices hold.
+//! A journal seen by the holder of the lock was therefore left by a writer
+//! that died mid-transaction (or by its own failed rollback), and it
+//! carries everything recovery needs to decide which state the devices are
+//! in without trusting the dead process. Recovery still checks it against
+//! state.json and validates both of its states before acting on it
+//! ([`crate::jobs::Fabric::recover`]).
 //!
 //! # Durability, and what each crash leaves
 //!
@@ -56,6 +61,7 @@ use serde::{Deserialize, Serialize};
 
 use super::JobsError;
 use crate::decision::Decision;
+use crate::state::lock::Holder;
 use crate::state::store;
 
 /// File name inside the state directory.
@@ -87,6 +93,9 @@ pub struct Journal {
     pub devices: Vec<String>,
     /// Seconds since the Unix epoch when the operation started.
     pub started: u64,
+    /// The writer that started it (it held the state lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Holder>,
 }
 
 impl Journal {
@@ -111,6 +120,7 @@ impl Journal {
             new,
             devices,
             started,
+            owner: None,
         }
     }
 }

@@ -25,6 +25,25 @@
 //! every device that differs (a rollback transaction) and keeps the old
 //! state. Either way no reservation leaks: state and devices agree.
 //!
+//! # One writer at a time
+//!
+//! Every state-changing call ([`Fabric::apply`], [`Fabric::recover`],
+//! `reconcile` with `fix`) runs under the state directory's exclusive lock
+//! ([`crate::state::lock`]): [`Fabric::lock`] takes it (waiting up to
+//! [`Fabric::wait`]) and re-reads the state, so a command that locks before
+//! it plans always plans against the latest state; a call made without it
+//! takes it for its own duration (and a plan made before then is refused
+//! as stale if the state moved). [`Fabric::open`] locks, then recovers, and
+//! holds the lock until the fabric is dropped or [`Fabric::unlock`]ed.
+//! Read-only calls ([`Fabric::load`], `status`, `jobs`) never lock.
+//!
+//! Recovery acts only under the lock, so the journal it settles was left
+//! by a writer that is gone; and before it reads a device it checks the
+//! journal: its previous state must be state.json's (or its next state,
+//! if the writer died after saving), and both states must be valid and
+//! differ by exactly the journal's operation. Otherwise it stops with an
+//! error and changes nothing.
+//!
 //! # Refuse before sending
 //!
 //! A decision is validated by the fabric state (busy ports, cabling) before
@@ -72,6 +91,7 @@ use crate::intent::{self, FabricIntent};
 use crate::names::JobId;
 use crate::placement::{self, Blocked, JobRequest, OcsVclosPlacer, Placer, Policy, VclosPlacer};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
+use crate::state::lock::{self, Holder, StateLock};
 use crate::state::{store, FabricState};
 use crate::topology::{Role, Topology};
 
@@ -94,6 +114,10 @@ pub struct Fabric {
     pub options: ApplyOptions,
     /// Bound on reading one device (recovery, reconcile, status).
     pub read_timeout: Duration,
+    /// How long to wait for the state lock another writer holds.
+    pub wait: Duration,
+    /// The state directory's writer lock, while this fabric holds it.
+    lock: Option<StateLock>,
 }
 
 impl fmt::Debug for Fabric {
@@ -146,10 +170,14 @@ impl fmt::Display for Recovery {
         };
         write!(
             f,
-            "recovered an interrupted {op} of job `{}` ({} device(s)): ",
+            "recovered an interrupted {op} of job `{}` ({} device(s)",
             j.decision.job,
             j.devices.len()
         )?;
+        if let Some(o) = &j.owner {
+            write!(f, "; left by pid {} on {}, gone", o.pid, o.host)?;
+        }
+        write!(f, "): ")?;
         match &self.outcome {
             RecoveryOutcome::AdoptedNew => {
                 write!(f, "every device held the new configuration; state updated")
@@ -181,9 +209,28 @@ pub struct DeviceHealth {
 pub struct Status {
     pub topology: String,
     pub jobs: Vec<Decision>,
-    /// A journal left by an interrupted run (recovery pending).
+    /// A journal: of the operation in flight when `writer` is set,
+    /// otherwise left by an interrupted run (recovery pending).
     pub journal: Option<Journal>,
+    /// A writer holds the state lock right now (`holder` when it could be
+    /// read): an operation is in flight.
+    pub writer: Option<Writer>,
     pub devices: Vec<DeviceHealth>,
+}
+
+/// The writer holding the state lock, as a read-only caller sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Writer {
+    pub holder: Option<Holder>,
+}
+
+impl fmt::Display for Writer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.holder {
+            Some(h) => write!(f, "an operation is in flight: {h}"),
+            None => write!(f, "an operation is in flight (its holder is starting)"),
+        }
+    }
 }
 
 /// `vclos reconcile`.
@@ -230,20 +277,7 @@ impl Fabric {
         factory: Arc<dyn DriverFactory>,
     ) -> Result<Self, JobsError> {
         let dir = dir.into();
-        let held = match store::load(&dir, &topo.name) {
-            Ok(held) => held,
-            // Torn by a power loss while it was replaced: the journal,
-            // always there then, holds the state before; recovery settles.
-            Err(e @ store::StoreError::Torn { .. }) => match journal::read(&dir)? {
-                Some(j) => {
-                    warn!(error = %e, "state.json torn; using the journal's previous state until recovery");
-                    j.old
-                }
-                None => return Err(e.into()),
-            },
-            Err(e) => return Err(e.into()),
-        };
-        let state = FabricState::from_decisions(Arc::clone(&topo), &held)?;
+        let state = FabricState::from_decisions(Arc::clone(&topo), &held_on_disk(&dir, &topo)?)?;
         let base = Arc::new(intent::baseline(&topo)?);
         let policy = if topo.ocs.is_empty() {
             Policy::Vclos
@@ -260,15 +294,19 @@ impl Fabric {
             policy,
             options: ApplyOptions::default(),
             read_timeout: Duration::from_secs(30),
+            wait: lock::DEFAULT_WAIT,
+            lock: None,
         })
     }
 
-    /// Load, then settle any operation a previous run left half done.
+    /// Load, take the state lock (held until the fabric is dropped or
+    /// unlocked), then settle any operation a previous run left half done.
     pub async fn open(
         topo: Arc<Topology>,
         dir: impl Into<PathBuf>,
     ) -> Result<(Self, Option<Recovery>), JobsError> {
         let mut f = Self::load(topo, dir)?;
+        f.lock("open", None).await?;
         let r = f.recover(&controller::NoProgress).await?;
         Ok((f, r))
     }
@@ -280,8 +318,54 @@ impl Fabric {
         factory: Arc<dyn DriverFactory>,
     ) -> Result<(Self, Option<Recovery>), JobsError> {
         let mut f = Self::load_with(topo, dir, factory)?;
+        f.lock("open", None).await?;
         let r = f.recover(&controller::NoProgress).await?;
         Ok((f, r))
+    }
+
+    /// Take the state directory's writer lock for `operation` (waiting up
+    /// to [`Fabric::wait`] for another writer) and re-read the state, which
+    /// may have changed since this fabric was loaded. Held until
+    /// [`Fabric::unlock`] or drop; locking again only renames the operation.
+    pub async fn lock(&mut self, operation: &str, job: Option<&JobId>) -> Result<(), JobsError> {
+        let job = job.map(JobId::as_str);
+        if let Some(l) = &mut self.lock {
+            l.set_operation(operation, job)?;
+            return Ok(());
+        }
+        let l = lock::acquire(&self.dir, &Holder::me(operation, job), self.wait).await?;
+        let held = held_on_disk(&self.dir, &self.topo)?;
+        self.state = FabricState::from_decisions(Arc::clone(&self.topo), &held)?;
+        self.lock = Some(l);
+        Ok(())
+    }
+
+    /// Release the state lock (no-op without it).
+    pub fn unlock(&mut self) {
+        self.lock = None;
+    }
+
+    /// Whether this fabric holds the state lock.
+    pub fn is_locked(&self) -> bool {
+        self.lock.is_some()
+    }
+
+    /// Lock for one call if not locked already; `true` if this call took it
+    /// (and must [`Fabric::unlock`] when done).
+    async fn lock_for(&mut self, operation: &str, job: Option<&JobId>) -> Result<bool, JobsError> {
+        if self.lock.is_some() {
+            return Ok(false);
+        }
+        self.lock(operation, job).await?;
+        Ok(true)
+    }
+
+    /// The writer holding the state lock right now, if any (never blocks).
+    pub fn writer(&self) -> Result<Option<Writer>, JobsError> {
+        if self.lock.is_some() {
+            return Ok(None);
+        }
+        Ok(lock::probe(&self.dir)?.map(|holder| Writer { holder }))
     }
 
     /// Place with `policy` (vclos or ocs-vclos; the default follows the topology).
@@ -400,7 +484,24 @@ impl Fabric {
     /// Apply a plan as one transaction. `Err` means nothing was sent to any
     /// device; otherwise the report says what happened, and the state (in
     /// memory and state.json) changed only if it is `Committed`.
+    ///
+    /// The one exception is [`JobsError::NotSaved`]: every device committed
+    /// but state.json could not be written; the journal is kept and the
+    /// next writer adopts the change from the devices.
     pub async fn apply(
+        &mut self,
+        plan: &Plan,
+        progress: &dyn Progress,
+    ) -> Result<ApplyReport, JobsError> {
+        let took = self.lock_for(plan.action, Some(&plan.job)).await?;
+        let r = self.apply_locked(plan, progress).await;
+        if took {
+            self.unlock();
+        }
+        r
+    }
+
+    async fn apply_locked(
         &mut self,
         plan: &Plan,
         progress: &dyn Progress,
@@ -447,15 +548,16 @@ impl Fabric {
             ));
         }
         self.guard_foreign(&plan.devices).await?;
-        let devices = set.changes.iter().map(|c| c.device.clone()).collect();
-        let j = Journal::new(
+        let devices: Vec<String> = set.changes.iter().map(|c| c.device.clone()).collect();
+        let mut j = Journal::new(
             &self.topo.name,
             op,
             plan.decision.clone(),
             held,
             new.clone(),
-            devices,
+            devices.clone(),
         );
+        j.owner = self.lock.as_ref().map(|l| l.holder().clone());
         // Named now (the exclusive create), made durable while the devices
         // prepare; no device commits before it is (see `journal`).
         let unsynced = journal::begin(&self.dir, &j)?;
@@ -491,9 +593,22 @@ impl Fabric {
             }
         };
         if report.is_committed() {
-            store::save_journaled(&self.dir, &self.topo.name, &new)?;
+            let not_saved = |stage: &str, cause: String| JobsError::NotSaved {
+                job: plan.job.clone(),
+                action: plan.action,
+                devices: devices.clone(),
+                stage: stage.to_string(),
+                cause,
+            };
+            store::save_journaled(&self.dir, &self.topo.name, &new)
+                .map_err(|e| not_saved("state.json could not be written", e.to_string()))?;
             self.state = next;
-            journal::remove(&self.dir)?;
+            journal::remove(&self.dir).map_err(|e| {
+                not_saved(
+                    "state.json was saved but the journal could not be removed",
+                    e.to_string(),
+                )
+            })?;
             info!(job = %plan.job, action = plan.action, "committed; state saved");
         } else if report.is_unchanged() {
             journal::remove(&self.dir)?;
@@ -598,7 +713,26 @@ impl Fabric {
     /// Settle a journal left by an interrupted run (see the module doc).
     /// `Ok(None)`: there was none. An unreachable device is an error and
     /// keeps the journal.
+    ///
+    /// Runs under the state lock (taken for the call if not held), so the
+    /// journal's writer is gone; the journal is checked against state.json
+    /// and validated ([`Fabric::check_journal`]) before any device is read.
     pub async fn recover(
+        &mut self,
+        progress: &dyn Progress,
+    ) -> Result<Option<Recovery>, JobsError> {
+        if journal::read(&self.dir)?.is_none() {
+            return Ok(None);
+        }
+        let took = self.lock_for("recover", None).await?;
+        let r = self.recover_locked(progress).await;
+        if took {
+            self.unlock();
+        }
+        r
+    }
+
+    async fn recover_locked(
         &mut self,
         progress: &dyn Progress,
     ) -> Result<Option<Recovery>, JobsError> {
@@ -606,12 +740,7 @@ impl Fabric {
             return Ok(None);
         };
         let file = journal::journal_path(&self.dir).display().to_string();
-        if j.topology != self.topo.name {
-            return Err(JobsError::Journal {
-                file,
-                message: format!("written for topology `{}`", j.topology),
-            });
-        }
+        self.check_journal(&j)?;
         let (running, bad) = self.read(&j.devices).await;
         if let Some((d, e)) = bad.first() {
             return Err(JobsError::Journal {
@@ -672,9 +801,84 @@ impl Fabric {
         }))
     }
 
+    /// Whether journal `j` may be acted on: written for this topology; its
+    /// previous state is state.json's (or its next state is: the writer
+    /// died after saving; a torn state.json is settled by it); both states
+    /// are valid, and the next is the previous with the journal's decision
+    /// admitted or released. Nothing is changed either way.
+    pub fn check_journal(&self, j: &Journal) -> Result<(), JobsError> {
+        let bad = |message: String| {
+            JobsError::Journal {
+            file: journal::journal_path(&self.dir).display().to_string(),
+            message: format!(
+                "{message}; recovery refused, nothing was changed: compare it with {} and remove whichever is wrong",
+                store::state_path(&self.dir).display()
+            ),
+        }
+        };
+        if j.topology != self.topo.name {
+            return Err(bad(format!("written for topology `{}`", j.topology)));
+        }
+        match store::load(&self.dir, &self.topo.name) {
+            Ok(held) if held == j.old || held == j.new => {}
+            Ok(_) => {
+                return Err(bad(
+                    "neither its previous nor its next state is what state.json holds (a journal of another run, or an edited state.json)".into(),
+                ))
+            }
+            Err(store::StoreError::Torn { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut s = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)
+            .map_err(|e| bad(format!("its previous state is invalid: {e}")))?;
+        match j.operation {
+            Operation::Admit => s.admit(&j.decision).map_err(|e| {
+                bad(format!(
+                    "its decision cannot be admitted to its previous state: {e}"
+                ))
+            })?,
+            Operation::Release => {
+                if s.decision(&j.decision.job) != Some(&j.decision) {
+                    return Err(bad(format!(
+                        "job `{}` is not held with its decision in its previous state",
+                        j.decision.job
+                    )));
+                }
+                s.release(&j.decision.job)
+                    .map_err(|e| bad(format!("its release cannot be done: {e}")))?;
+            }
+        }
+        if s.decisions().into_iter().cloned().collect::<Vec<_>>() != j.new {
+            return Err(bad(format!(
+                "its next state is not its previous state with job `{}` {}",
+                j.decision.job,
+                match j.operation {
+                    Operation::Admit => "admitted",
+                    Operation::Release => "released",
+                }
+            )));
+        }
+        Ok(())
+    }
+
     /// Compare every device with the state's intent; with `fix`, push the
     /// intent to the devices that differ (the state never changes here).
+    /// With `fix` it runs under the state lock (taken for the call if not
+    /// held); without, it only reads.
     pub async fn reconcile(
+        &mut self,
+        fix: bool,
+        progress: &dyn Progress,
+    ) -> Result<Reconcile, JobsError> {
+        let took = fix && self.lock_for("reconcile --fix", None).await?;
+        let r = self.reconcile_locked(fix, progress).await;
+        if took {
+            self.unlock();
+        }
+        r
+    }
+
+    async fn reconcile_locked(
         &mut self,
         fix: bool,
         progress: &dyn Progress,
@@ -735,9 +939,27 @@ impl Fabric {
         Ok(Status {
             topology: self.topo.name.clone(),
             jobs: self.jobs(),
+            writer: self.writer()?,
             journal: journal::read(&self.dir)?,
             devices,
         })
+    }
+}
+
+/// The held decisions on disk: state.json, or, when a power loss tore it
+/// while it was replaced, the previous state of the journal that is always
+/// there then (recovery settles it).
+fn held_on_disk(dir: &Path, topo: &Topology) -> Result<Vec<Decision>, JobsError> {
+    match store::load(dir, &topo.name) {
+        Ok(held) => Ok(held),
+        Err(e @ store::StoreError::Torn { .. }) => match journal::read(dir)? {
+            Some(j) => {
+                warn!(error = %e, "state.json torn; using the journal's previous state until recovery");
+                Ok(j.old)
+            }
+            None => Err(e.into()),
+        },
+        Err(e) => Err(e.into()),
     }
 }
 

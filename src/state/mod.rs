@@ -17,6 +17,7 @@
 //! every job is released, the patch table is the initial one again.
 
 mod error;
+pub mod lock;
 pub mod store;
 mod validate;
 

@@ -3,7 +3,14 @@
 //! `DIR/state.json` holds `{"version":1,"topology":"<name>","decisions":[..]}`,
 //! the admitted decisions in admission order; the live state is rebuilt by
 //! re-admitting them ([`super::FabricState::from_decisions`]), so the file
-//! never stores anything derived. A missing file is an empty fabric.
+//! never stores anything derived.
+//!
+//! A directory is a state directory only once [`init`] created its
+//! state.json (`--init` on the command line): a missing file is an error,
+//! never an empty fabric, so a mistyped `--state` cannot make a command
+//! believe no job is held (and "fix" the devices to match). `init` refuses
+//! a directory that holds anything else, so `--init` cannot turn a
+//! mistyped path to some other directory into a state directory either.
 //!
 //! # Writes, and what a crash can leave
 //!
@@ -39,6 +46,12 @@ const VERSION: u32 = 1;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
+    /// No state.json: not a state directory (a mistyped `--state`?).
+    #[error("{dir}: not a vclos state directory (no {STATE_FILE}); check --state, or create one with --init")]
+    Missing { dir: String },
+    /// `init` in a directory that holds something else.
+    #[error("{dir}: refusing to create a state directory here: it is not empty ({entry}) and holds no {STATE_FILE}")]
+    NotEmpty { dir: String, entry: String },
     #[error("{file}: {source}")]
     Io {
         file: String,
@@ -87,13 +100,18 @@ pub fn state_path(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 
-/// Load the decisions stored in `dir` for topology `topology` (missing file:
-/// none). A state written for another topology is an error.
+/// Load the decisions stored in `dir` for topology `topology`. A missing
+/// state.json ([`StoreError::Missing`]) or one written for another
+/// topology is an error.
 pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
     let file = state_path(dir);
     let bytes = match fs::read(&file) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StoreError::Missing {
+                dir: dir.display().to_string(),
+            })
+        }
         Err(e) => return Err(io(&file)(e)),
     };
     let name = file.display().to_string();
@@ -121,6 +139,32 @@ pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
         });
     }
     Ok(parsed.decisions)
+}
+
+/// Make `dir` a state directory for `topology` holding no job, unless it
+/// is one already (then nothing changes: `Ok(false)`; one for another
+/// topology is [`StoreError::Topology`]). The directory is created if
+/// missing; an existing one must be empty (a `lock` file aside).
+pub fn init(dir: &Path, topology: &str) -> Result<bool, StoreError> {
+    match load(dir, topology) {
+        Ok(_) => return Ok(false),
+        Err(StoreError::Missing { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let other = fs::read_dir(dir)
+        .map_err(io(dir))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n != super::lock::LOCK_FILE);
+    if let Some(entry) = other {
+        return Err(StoreError::NotEmpty {
+            dir: dir.display().to_string(),
+            entry,
+        });
+    }
+    save(dir, topology, &[])?;
+    Ok(true)
 }
 
 /// What a write cut short by a power loss leaves of a JSON file written in
@@ -235,9 +279,17 @@ mod tests {
     }
 
     #[test]
-    fn missing_file_is_empty_and_round_trip_keeps_order() {
+    fn missing_file_is_an_error_until_init_and_round_trip_keeps_order() {
         let dir = tempfile::tempdir().unwrap();
+        let e = load(dir.path(), "t").unwrap_err();
+        assert!(matches!(e, StoreError::Missing { .. }), "{e}");
+        assert!(e.to_string().contains("--init"), "{e}");
+        assert!(init(dir.path(), "t").unwrap());
         assert!(load(dir.path(), "t").unwrap().is_empty());
+        assert!(
+            !init(dir.path(), "t").unwrap(),
+            "a second init changes nothing"
+        );
         let ds = vec![d("b"), d("a")];
         save(dir.path(), "t", &ds).unwrap();
         assert_eq!(load(dir.path(), "t").unwrap(), ds);
@@ -273,6 +325,28 @@ mod tests {
         assert!(matches!(
             load(dir.path(), "t"),
             Err(StoreError::Parse { .. })
+        ));
+    }
+
+    #[test]
+    fn init_refuses_other_directories_and_other_topologies() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let e = init(dir.path(), "t").unwrap_err();
+        assert!(e.to_string().contains("notes.txt"), "{e}");
+        assert!(!state_path(dir.path()).exists());
+        let fresh = dir.path().join("a/b");
+        assert!(init(&fresh, "t").unwrap());
+        save(&fresh, "t", &[d("a")]).unwrap();
+        assert!(!init(&fresh, "t").unwrap());
+        assert_eq!(
+            load(&fresh, "t").unwrap(),
+            vec![d("a")],
+            "init never empties a state"
+        );
+        assert!(matches!(
+            init(&fresh, "u"),
+            Err(StoreError::Topology { .. })
         ));
     }
 

@@ -48,6 +48,7 @@ pub async fn emu_with(text: &str, opts: FabricOptions) -> Emu {
         .unwrap();
     std::fs::write(dir.path().join("emu.yaml"), &text).unwrap();
     let topo = Arc::new(topology::from_str("emu.yaml", &text).unwrap());
+    vclos::state::store::init(&dir.path().join("state"), &topo.name).unwrap();
     Emu { fab, topo, dir }
 }
 
