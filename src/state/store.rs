@@ -156,15 +156,34 @@ pub fn init(dir: &Path, topology: &str) -> Result<bool, StoreError> {
         .map_err(io(dir))?
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .find(|n| n != super::lock::LOCK_FILE);
+        // The lock, and another init's file not yet named state.json.
+        .find(|n| n != super::lock::LOCK_FILE && !n.starts_with(&format!(".{STATE_FILE}.")));
     if let Some(entry) = other {
         return Err(StoreError::NotEmpty {
             dir: dir.display().to_string(),
             entry,
         });
     }
-    save(dir, topology, &[])?;
-    Ok(true)
+    // Named exclusively, never replacing a state.json: two inits racing
+    // cannot empty a state the faster one's first admission already saved.
+    let file = state_path(dir);
+    let text = render(&file, topology, &[])?;
+    let tmp = tmp_path(dir, &dir.join(format!("{STATE_FILE}.init")));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(&text).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        match fs::hard_link(&tmp, &file) {
+            Ok(()) => sync_dir(dir).map(|()| true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io(&file)(e)),
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    let created = result?;
+    // Whoever created it, it must be this topology's.
+    load(dir, topology)?;
+    Ok(created)
 }
 
 /// What a write cut short by a power loss leaves of a JSON file written in
@@ -228,7 +247,10 @@ fn tmp_path(dir: &Path, file: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    dir.join(format!(".{name}.tmp.{}", std::process::id()))
+    // Unique within the process too: fabrics of one process may write at once.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()))
 }
 
 /// Make renames and links in `dir` durable.
@@ -348,6 +370,27 @@ mod tests {
             init(&fresh, "u"),
             Err(StoreError::Topology { .. })
         ));
+    }
+
+    #[test]
+    fn racing_inits_never_replace_a_saved_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("s");
+        let created: Vec<bool> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..8).map(|_| s.spawn(|| init(&state, "t"))).collect();
+            runs.into_iter()
+                .map(|r| r.join().unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(created.iter().filter(|c| **c).count(), 1, "{created:?}");
+        save(&state, "t", &[d("a")]).unwrap();
+        assert!(!init(&state, "t").unwrap());
+        assert_eq!(load(&state, "t").unwrap(), vec![d("a")]);
+        let names: Vec<String> = fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["state.json"], "no temporary file left");
     }
 
     #[test]
