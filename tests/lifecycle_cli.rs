@@ -389,3 +389,34 @@ fn a_mistyped_state_directory_changes_nothing() {
     let o = vclos(&topo, &state, &["verify"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// A state every other command refuses (here: one job held twice) is not
+/// verified as OK; no device is contacted for it.
+#[test]
+fn verify_refuses_a_state_other_commands_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let topo = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/testbed-ocs.yaml"
+    ));
+    let d = r#"{"job":"a","stage":"server","gpus":[{"server":"srv1","gpu":0}]}"#;
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(
+        state.join("state.json"),
+        format!(r#"{{"version":1,"topology":"testbed-ocs","decisions":[{d},{d}]}}"#),
+    )
+    .unwrap();
+    for args in [
+        &["verify"][..],
+        &["job", "submit", "--id", "b", "--gpus", "4"],
+    ] {
+        let o = vclos(topo, &state, args);
+        assert!(!o.status.success(), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("state.json") && text(&o).contains("job `a` is already admitted"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+}

@@ -22,6 +22,9 @@ pub enum JobsError {
     Store(#[from] StoreError),
     #[error(transparent)]
     State(#[from] StateError),
+    /// The stored state itself is invalid (every command refuses it).
+    #[error("{file}: {error}")]
+    InvalidState { file: String, error: StateError },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]

@@ -277,7 +277,7 @@ impl Fabric {
         factory: Arc<dyn DriverFactory>,
     ) -> Result<Self, JobsError> {
         let dir = dir.into();
-        let state = FabricState::from_decisions(Arc::clone(&topo), &held_on_disk(&dir, &topo)?)?;
+        let state = stored_state(&dir, &topo)?;
         let base = Arc::new(intent::baseline(&topo)?);
         let policy = if topo.ocs.is_empty() {
             Policy::Vclos
@@ -334,8 +334,7 @@ impl Fabric {
             return Ok(());
         }
         let l = lock::acquire(&self.dir, &Holder::me(operation, job), self.wait).await?;
-        let held = held_on_disk(&self.dir, &self.topo)?;
-        self.state = FabricState::from_decisions(Arc::clone(&self.topo), &held)?;
+        self.state = stored_state(&self.dir, &self.topo)?;
         self.lock = Some(l);
         Ok(())
     }
@@ -944,6 +943,16 @@ impl Fabric {
             devices,
         })
     }
+}
+
+/// The state on disk, validated (an invalid one names its file).
+fn stored_state(dir: &Path, topo: &Arc<Topology>) -> Result<FabricState, JobsError> {
+    FabricState::from_decisions(Arc::clone(topo), &held_on_disk(dir, topo)?).map_err(|error| {
+        JobsError::InvalidState {
+            file: store::state_path(dir).display().to_string(),
+            error,
+        }
+    })
 }
 
 /// The held decisions on disk: state.json, or, when a power loss tore it
