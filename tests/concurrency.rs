@@ -1,0 +1,223 @@
+//! A Jepsen-style concurrency harness (issue 12, item 7): workers submit
+//! and release random jobs on one state directory against the emulated
+//! testbed-ocs fabric for a bounded time — `vclos` processes with random
+//! `kill -9`s, and tasks of one process through the library — then the
+//! checker (tests/concurrency/checker.rs) asserts that every acknowledged
+//! admission is held, every acknowledged release is gone, no job appears
+//! that was not admitted, no GPU, port or OCS port is held twice, and the
+//! devices hold exactly state.json's intent.
+//!
+//! Short by default (CI); longer runs and replaying a seed are described in
+//! docs/concurrency.md, e.g.
+//! `VCLOS_CHAOS_SECS=600 VCLOS_CHAOS_WORKERS=8 cargo test --release --test concurrency -- --nocapture`.
+//! Nothing about timing is asserted.
+#![allow(clippy::unwrap_used)]
+
+#[path = "lifecycle_common/mod.rs"]
+mod common;
+
+#[path = "concurrency/checker.rs"]
+mod checker;
+
+#[path = "concurrency/workload.rs"]
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use checker::{check, Kind, Observed, Op, Outcome};
+use workload::{Config, Run};
+
+/// The emulated fabric on a runtime of its own (so that workers blocking a
+/// thread, e.g. on a lock, never starve the devices), an initialised state
+/// directory, and the topology file aimed at the fabric.
+struct Rig {
+    emu: common::Emu,
+    topo_file: PathBuf,
+    state: PathBuf,
+    /// Last: the fabric's tasks run on it until the rig is dropped.
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Rig {
+    fn start(cfg: &Config) -> Rig {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        // The OCS switches in its real 50 ms; leaf1 answers slowly.
+        let emu = rt.block_on(common::emu_on(common::TESTBED, Duration::from_millis(50)));
+        emu.fab
+            .faults("leaf1")
+            .unwrap()
+            .delay_replies(cfg.leaf_delay);
+        let topo_file = emu.dir.path().join("emu.yaml");
+        let state = emu.state_dir();
+        workload::init_state(&state, &emu.topo.name);
+        Rig {
+            emu,
+            topo_file,
+            state,
+            _rt: rt,
+        }
+    }
+
+    /// The devices brought to the empty state's intent.
+    async fn sync(&self) {
+        let e = workload::vclos(
+            &self.topo_file,
+            &self.state,
+            &["reconcile", "--fix", "--json"],
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(e.success, "{}{}", e.stdout, e.stderr);
+    }
+}
+
+fn workload_runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Print the figures and the checker's verdict; panic unless it passed.
+fn judge(what: &str, cfg: &Config, run: &Run, kills: u64, observed: &Observed) {
+    let history = &run.history();
+    let verdict = check(history, observed);
+    let n = |f: &dyn Fn(&Op) -> bool| history.iter().filter(|o| f(o)).count();
+    let submits = n(&|o| matches!(o.kind, Kind::Submit { .. }));
+    let acked_admissions =
+        n(&|o| matches!(o.kind, Kind::Submit { .. }) && o.outcome == Outcome::Ok);
+    let acked_releases = n(&|o| o.kind == Kind::Release && o.outcome == Outcome::Ok);
+    let refused = n(&|o| matches!(o.outcome, Outcome::Failed(_)));
+    let killed = n(&|o| o.outcome == Outcome::Unknown("killed".into()));
+    let unknown = n(&|o| matches!(o.outcome, Outcome::Unknown(_)));
+    println!(
+        "{what}: seed {} (replay: VCLOS_CHAOS_SEED={}), {} s, {} workers",
+        cfg.seed, cfg.seed, cfg.secs, cfg.workers
+    );
+    println!(
+        "{what}: {} ops ({submits} submits, {} releases), kills sent {kills}, ops killed {killed}, \
+         recoveries {}, acked admissions {acked_admissions}, acked releases {acked_releases}, refused {refused}, \
+         unknown {unknown}, held at end {}",
+        history.len(),
+        history.len() - submits,
+        run.recoveries(),
+        observed.decisions.len()
+    );
+    println!(
+        "{what}: lost {}, resurrected {}, phantom {}, double-booked {}, device problems {}",
+        verdict.lost.len(),
+        verdict.resurrected.len(),
+        verdict.phantom.len(),
+        verdict.double_booked.len(),
+        verdict.device_problems.len()
+    );
+    // Why operations were refused or unknown, by first words.
+    let mut why: std::collections::BTreeMap<String, usize> = Default::default();
+    for o in history {
+        if let Outcome::Failed(w) | Outcome::Unknown(w) = &o.outcome {
+            let key = reason(w);
+            *why.entry(key).or_default() += 1;
+        }
+    }
+    for (w, c) in &why {
+        println!("{what}:   {c:>4} x {w}");
+    }
+    if !verdict.ok() {
+        // The history of the jobs at fault.
+        let bad: std::collections::BTreeSet<&str> = verdict
+            .lost
+            .iter()
+            .chain(&verdict.resurrected)
+            .chain(&verdict.phantom)
+            .filter_map(|l| l.split(':').next())
+            .take(10)
+            .collect();
+        for o in history.iter().filter(|o| bad.contains(o.job.as_str())) {
+            println!(
+                "  {:>9.3}s..{:>9.3}s w{} {:?} {} -> {:?}",
+                o.invoked.as_secs_f64(),
+                o.completed.as_secs_f64(),
+                o.worker,
+                o.kind,
+                o.job,
+                o.outcome
+            );
+        }
+    }
+    assert!(
+        verdict.ok(),
+        "{what} (seed {}): the checker found violations:\n{verdict}",
+        cfg.seed
+    );
+}
+
+/// An outcome's reason without job names and paths, to count alike ones.
+fn reason(why: &str) -> String {
+    let words: Vec<&str> = why
+        .split_whitespace()
+        .map(|w| {
+            if w.starts_with('`') || w.contains('/') {
+                "_"
+            } else {
+                w
+            }
+        })
+        .take(10)
+        .collect();
+    words.join(" ")
+}
+
+/// Start the rig, run `worker` as each of the configured workers (with
+/// the killer when `kills`) until the run is over, observe, judge.
+fn chaos<F, Fut>(what: &str, secs: u64, kills: bool, worker: F)
+where
+    F: Fn(Run, usize, &Config, &Rig) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let cfg = Config::from_env(secs);
+    println!("{what}: seed {} (VCLOS_CHAOS_SEED to replay)", cfg.seed);
+    let rig = Rig::start(&cfg);
+    // Spare threads: a worker blocking one (e.g. waiting for the state
+    // directory) never keeps the one holding it from running.
+    let rt = workload_runtime(cfg.workers + 2);
+    rt.block_on(async {
+        rig.sync().await;
+        let run = Run::new(&cfg);
+        let workers: Vec<_> = (0..cfg.workers)
+            .map(|w| tokio::spawn(worker(run.clone(), w, &cfg, &rig)))
+            .collect();
+        let every = if kills {
+            cfg.kill_every
+        } else {
+            Duration::ZERO
+        };
+        let killer = tokio::spawn(workload::killer(run.clone(), cfg.seed, every));
+        for w in workers {
+            w.await.unwrap();
+        }
+        let kills = killer.await.unwrap();
+        let observed = workload::observe(&rig.topo_file, &rig.state).await;
+        judge(what, &cfg, &run, kills, &observed);
+    });
+}
+
+#[test]
+fn processes_submitting_and_releasing_with_kill_9_lose_nothing() {
+    chaos("processes", 60, true, |run, w, cfg, rig| {
+        workload::process_worker(run, w, cfg.seed, rig.topo_file.clone(), rig.state.clone())
+    });
+}
+
+#[test]
+fn tasks_of_one_process_submitting_and_releasing_lose_nothing() {
+    chaos("tasks", 30, false, |run, w, cfg, rig| {
+        workload::task_worker(run, w, cfg.seed, rig.emu.topo.clone(), rig.state.clone())
+    });
+}
