@@ -181,6 +181,7 @@ where
     F: Fn(Run, usize, &Config, &Rig) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    let kills_on = kills;
     let cfg = Config::from_env(secs);
     println!("{what}: seed {} (VCLOS_CHAOS_SEED to replay)", cfg.seed);
     let rig = Rig::start(&cfg);
@@ -205,6 +206,15 @@ where
         let kills = killer.await.unwrap();
         let observed = workload::observe(&rig.topo_file, &rig.state).await;
         judge(what, &cfg, &run, kills, &observed);
+        // Nobody died, so no operation may have found a journal to recover:
+        // one found would be a live transaction's (what the lock prevents).
+        if !kills_on {
+            assert_eq!(
+                run.recoveries(),
+                0,
+                "{what}: a live transaction was recovered"
+            );
+        }
     });
 }
 

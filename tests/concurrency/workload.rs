@@ -77,9 +77,8 @@ impl Config {
 
 /// Create the state directory holding an empty state for `topology`.
 pub fn init_state(dir: &Path, topology: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let empty = serde_json::json!({"version": 1, "topology": topology, "decisions": []});
-    std::fs::write(dir.join("state.json"), empty.to_string()).unwrap();
+    vclos::state::store::init(dir, topology).unwrap();
+    assert!(vclos::state::store::load(dir, topology).unwrap().is_empty());
 }
 
 /// The operations in flight, what may be released, the history.
@@ -266,8 +265,10 @@ async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
 }
 
 /// Errors that say the operation was refused before anything changed.
-const REFUSALS: [&str; 9] = [
+const REFUSALS: [&str; 10] = [
     "cannot be placed now",
+    // The state lock's wait ran out: nothing was changed.
+    "gave up after waiting",
     "is not held",
     "is already held",
     "is not admitted",
@@ -396,6 +397,7 @@ fn classify_lib(r: Result<Applied, JobsError>) -> Outcome {
             | JobsError::BusyLink { .. }
             | JobsError::ForeignSteering(_)
             | JobsError::Refused { .. }
+            | JobsError::Lock(_)
             | JobsError::ChangeSet(_)),
         ) => Outcome::Failed(e.to_string()),
         Err(e) => Outcome::Unknown(e.to_string()),
