@@ -690,7 +690,7 @@ fn long_lists_in_errors_are_cut() {
     );
     let two = as_stage(&d, Stage::OcsTwoLeaf);
     let e = shape_err(&mut st.clone(), &two, "vclos.leaves");
-    assert!(e.contains("exactly two leaves; 3 are listed"), "{e}");
+    assert!(e.contains("exactly two leaves (3 listed)"), "{e}");
 }
 
 #[test]
@@ -796,7 +796,7 @@ fn each_network_stage_has_its_shape() {
     }
     let one = as_stage(&spines, Stage::OcsSpine);
     let e = shape_err(&mut st.clone(), &one, "vclos.spines");
-    assert!(e.contains("exactly one spine; 4 are listed"), "{e}");
+    assert!(e.contains("exactly one spine (4 listed)"), "{e}");
     let two = as_stage(&spines, Stage::OcsTwoLeaf);
     let e = shape_err(&mut st.clone(), &two, "vclos.spines");
     assert!(e.contains("`ocs-two-leaf` uses no spine"), "{e}");

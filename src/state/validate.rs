@@ -620,14 +620,14 @@ fn shape(
         Stage::OcsSpine if v.spines.len() != 1 => Err(cx.shape(
             "vclos.spines",
             format!(
-                "stage `ocs-spine` uses exactly one spine; {} are listed",
+                "stage `ocs-spine` uses exactly one spine ({} listed)",
                 v.spines.len()
             ),
         )),
         Stage::OcsTwoLeaf if v.leaves.len() != 2 => Err(cx.shape(
             "vclos.leaves",
             format!(
-                "stage `ocs-two-leaf` joins exactly two leaves; {} are listed",
+                "stage `ocs-two-leaf` joins exactly two leaves ({} listed)",
                 v.leaves.len()
             ),
         )),
