@@ -12,6 +12,17 @@
 //! serialisable as YAML or JSON. Everything in one is checked against the
 //! topology and the current fabric state before it is used.
 //!
+//! The format is closed: every struct here refuses unknown fields
+//! (`#[serde(deny_unknown_fields)]`, serde's container attribute:
+//! <https://serde.rs/container-attrs.html#deny_unknown_fields>), so a
+//! misspelt key (`vclso:`, `source_route:`) is an error naming the key, in
+//! a hand-written YAML/JSON decision, in `state.json` and in
+//! `journal.json` alike, never a section silently left empty. `vclos` and
+//! `source_routes` may be omitted (they default to empty) because jobs in
+//! one server or under one leaf have none; whether a decision's shape
+//! needs them is checked on admission (`crate::state`, rules in
+//! docs/decisions.md).
+//!
 //! OCS semantics: a cross-connect `a~b` replaces whatever patches ports `a`
 //! and `b` had (those partners go dark); only idle ports may be rewired. When
 //! the job is released its cross-connects are removed and the topology's
@@ -22,6 +33,11 @@ use serde::{Deserialize, Serialize};
 use crate::names::JobId;
 
 /// Which stage of the algorithm produced a decision (paper Sections 6-7).
+///
+/// The stage must agree with where the GPUs are (checked on admission,
+/// `crate::state`): `server` is one server, `leaf` several servers under
+/// one leaf, and the network stages need GPUs under two leaves or more and
+/// a complete virtual Clos. `manual` is checked for completeness only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
@@ -29,20 +45,40 @@ pub enum Stage {
     Server,
     /// Stage 1: whole servers under one leaf; traffic never leaves the leaf.
     Leaf,
-    /// vClos Stage 2: l virtual leaves x s virtual spines over unused links.
+    /// vClos Stage 2: l virtual leaves x s virtual spines over unused links
+    /// (never rewires an OCS: no cross-connects).
     Vclos,
     /// OCS-vClos Stage 2: one spine, reached by rewiring idle OCS ports.
     OcsSpine,
-    /// OCS-vClos two-leaf case: leaf to leaf through the OCS, no spine.
+    /// OCS-vClos two-leaf case: two leaves joined through the OCS, no spine.
     OcsTwoLeaf,
     /// OCS-vClos Stage 3: several spines with rewiring (Appendix A.3).
     OcsVclos,
-    /// Baselines and hand-written decisions.
+    /// Baselines and hand-written decisions: any placement, but a job under
+    /// two leaves or more still needs a complete virtual Clos (except in
+    /// the baselines' own ideal-network model), and a job under one leaf
+    /// may carry one only if it is complete.
     Manual,
+}
+
+impl Stage {
+    /// The stage as written in a decision file (`server`, `ocs-two-leaf`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Server => "server",
+            Stage::Leaf => "leaf",
+            Stage::Vclos => "vclos",
+            Stage::OcsSpine => "ocs-spine",
+            Stage::OcsTwoLeaf => "ocs-two-leaf",
+            Stage::OcsVclos => "ocs-vclos",
+            Stage::Manual => "manual",
+        }
+    }
 }
 
 /// One GPU: a server and the GPU's index in it (0-based).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuRef {
     pub server: String,
     pub gpu: u16,
@@ -50,6 +86,7 @@ pub struct GpuRef {
 
 /// A leaf taking part in the job, with the server-facing ports it uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VirtualLeaf {
     pub leaf: String,
     pub server_ports: Vec<String>,
@@ -57,6 +94,7 @@ pub struct VirtualLeaf {
 
 /// An OCS hop of a reserved link: the leaf-side and far-side OCS ports.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OcsHop {
     pub ocs: String,
     /// OCS port cabled to the leaf uplink.
@@ -68,6 +106,7 @@ pub struct OcsHop {
 /// A physical connection reserved for the job, from a leaf uplink to a spine
 /// port (or, in the OCS two-leaf case, to another leaf's uplink).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReservedLink {
     pub leaf: String,
     pub uplink: String,
@@ -80,6 +119,7 @@ pub struct ReservedLink {
 
 /// An OCS cross-connect to make for the job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CrossConnect {
     pub ocs: String,
     pub a: String,
@@ -89,6 +129,7 @@ pub struct CrossConnect {
 /// The leaf source-routing entry: traffic entering `server_port` leaves the
 /// leaf by `uplink` (when it is not for a server on the same leaf).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SourceRoute {
     pub leaf: String,
     pub server_port: String,
@@ -97,6 +138,7 @@ pub struct SourceRoute {
 
 /// The job's slice of the fabric.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VirtualClos {
     pub leaves: Vec<VirtualLeaf>,
     /// Spines used as virtual spines (one VRF per job on each).
@@ -108,6 +150,7 @@ pub struct VirtualClos {
 
 /// Everything decided for one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Decision {
     pub job: JobId,
     pub stage: Stage,

@@ -114,7 +114,19 @@ async fn a_forged_plan_moving_a_busy_link_is_refused_before_sending() {
     forged.job = id("b");
     forged.action = "admit";
     forged.decision.job = id("b");
-    forged.decision.gpus.clear();
+    // A valid decision in itself (one free GPU, no network part), so that
+    // only the slipped-in command is wrong.
+    let free = emu
+        .topo
+        .servers
+        .iter()
+        .find(|s| !held.plan.decision.gpus.iter().any(|g| g.server == s.name))
+        .unwrap();
+    forged.decision.stage = vclos::decision::Stage::Server;
+    forged.decision.gpus = vec![vclos::decision::GpuRef {
+        server: free.name.clone(),
+        gpu: 0,
+    }];
     forged.decision.vclos = Default::default();
     forged.decision.source_routes.clear();
     forged.devices.retain(|p| p.diff.device == "ocs1");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use vclos::controller::{NoProgress, TopologyDrivers};
-use vclos::decision::{Decision, Stage};
+use vclos::decision::Decision;
 use vclos::diff::colorize;
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::jobs::Fabric;
@@ -141,7 +141,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
 struct Row {
     step: usize,
     what: String,
-    stage: String,
+    stage: &'static str,
     devices: usize,
     commands: usize,
     apply_ms: f64,
@@ -246,7 +246,7 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
         rows.push(Row {
             step,
             what: title,
-            stage: stage_name(plan.decision.stage),
+            stage: plan.decision.stage.name(),
             devices: plan.devices.len(),
             commands: plan.devices.iter().map(|d| d.diff.commands.len()).sum(),
             apply_ms,
@@ -293,20 +293,13 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
     })
 }
 
-fn stage_name(s: Stage) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 fn describe(d: &Decision, admit: bool) {
     let mut servers: Vec<&str> = d.gpus.iter().map(|g| g.server.as_str()).collect();
     servers.dedup();
     let verb = if admit { "decision" } else { "held" };
     print!(
         "   {verb}: stage {}, GPUs on {}",
-        stage_name(d.stage),
+        d.stage.name(),
         servers.join(" ")
     );
     if !d.vclos.spines.is_empty() {

@@ -10,6 +10,10 @@
 //!   whatever other jobs use it, so jobs share links and spines. Its
 //!   decisions list the links used so the replay can count sharing; the
 //!   placer's [`FabricState`] holds only the GPUs (links are not exclusive).
+//!
+//! Both keep their state in the ideal-network model
+//! ([`FabricState::ideal_network`]): a multi-leaf `manual` decision holding
+//! GPUs only is admitted there, and nowhere else.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,8 +73,11 @@ impl BestPlacer {
     pub fn new(topology: Arc<Topology>) -> Self {
         Self::with_state(FabricState::new(topology))
     }
+    /// Continue from `state`, in the baselines' ideal-network model.
     pub fn with_state(state: FabricState) -> Self {
-        BestPlacer { state }
+        BestPlacer {
+            state: state.ideal_network(),
+        }
     }
 }
 
@@ -104,7 +111,7 @@ pub struct SrPlacer {
 impl SrPlacer {
     pub fn new(topology: Arc<Topology>) -> Self {
         SrPlacer {
-            state: FabricState::new(topology),
+            state: FabricState::new(topology).ideal_network(),
             full: HashMap::new(),
         }
     }

@@ -198,18 +198,20 @@ fn blocked_reasons_are_gpu_or_network() {
     check_shape(&d);
 }
 
-/// The same GPUs busy, without their network part.
+/// The same GPUs busy, without their network part (`manual` GPU-only
+/// decisions, which only the baselines' ideal-network model admits).
 fn best_with(st: &FabricState) -> BestPlacer {
-    let gpus_only: Vec<Decision> = st
-        .decisions()
-        .into_iter()
-        .map(|d| Decision {
+    let mut ideal = FabricState::new(st.topology().clone()).ideal_network();
+    for d in st.decisions() {
+        let gpus_only = Decision {
+            stage: Stage::Manual,
             vclos: VirtualClos::default(),
             source_routes: vec![],
             ..d.clone()
-        })
-        .collect();
-    BestPlacer::with_state(FabricState::from_decisions(st.topology().clone(), &gpus_only).unwrap())
+        };
+        ideal.admit(&gpus_only).unwrap();
+    }
+    BestPlacer::with_state(ideal)
 }
 
 #[test]

@@ -242,7 +242,11 @@ impl Run<'_> {
             });
         }
         self.ledger.start(idx, d);
-        *self.report.stages.entry(stage_name(d)).or_insert(0) += 1;
+        *self
+            .report
+            .stages
+            .entry(d.stage.name().to_string())
+            .or_insert(0) += 1;
         self.state[idx].start = Some(now);
         self.completions
             .push(Reverse(Key(now + job.duration_s, idx)));
@@ -341,13 +345,6 @@ impl Run<'_> {
         r.circuit_mismatches = a.circuit_mismatches;
         r
     }
-}
-
-fn stage_name(d: &Decision) -> String {
-    serde_json::to_value(d.stage)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{:?}", d.stage))
 }
 
 /// Count of decisions per stage, as the report carries it.

@@ -33,6 +33,15 @@ pub enum StateError {
         port: String,
         holder: JobId,
     },
+    /// The decision's shape does not fit where its GPUs are; `field` is the
+    /// decision key at fault (`stage`, `gpus`, `vclos`, `vclos.spines`,
+    /// `source_routes`, ...).
+    #[error("job `{job}`: `{field}`: {reason}")]
+    Shape {
+        job: JobId,
+        field: &'static str,
+        reason: String,
+    },
     #[error("job `{job}`: {device}:{port}: {reason}")]
     Invalid {
         job: JobId,

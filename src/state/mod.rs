@@ -193,6 +193,9 @@ pub struct FabricState {
     by_id: HashMap<JobId, u32>,
     order: BTreeMap<u64, u32>,
     next_seq: u64,
+    /// Whether a job under several leaves must carry a virtual Clos (a real,
+    /// isolated fabric); false only in the baselines' ideal-network model.
+    isolated: bool,
 }
 
 impl FabricState {
@@ -230,6 +233,7 @@ impl FabricState {
             by_id: HashMap::new(),
             order: BTreeMap::new(),
             next_seq: 0,
+            isolated: true,
         }
     }
 
@@ -240,6 +244,22 @@ impl FabricState {
             s.admit(d)?;
         }
         Ok(s)
+    }
+
+    /// This state as the comparison baselines model the fabric (paper
+    /// Section 9.3: `best` assumes one non-blocking switch, `sr` shares
+    /// links): it holds GPUs only, so a `manual` decision under several
+    /// leaves needs no virtual Clos here. Every other rule still applies.
+    /// Only the baseline placers use it; states rebuilt from state.json, a
+    /// journal or a hand-written decision never are.
+    pub(crate) fn ideal_network(mut self) -> Self {
+        self.isolated = false;
+        self
+    }
+
+    /// False for the baselines' model ([`FabricState::ideal_network`]).
+    pub(crate) fn isolated(&self) -> bool {
+        self.isolated
     }
 
     pub fn topology(&self) -> &Arc<Topology> {

@@ -34,6 +34,19 @@ fn p(n: u32) -> String {
     format!("100GE1/0/{n}")
 }
 
+/// Every GPU (4 each) of the testbed servers `servers`.
+fn every_gpu(servers: &[&str]) -> Vec<GpuRef> {
+    servers
+        .iter()
+        .flat_map(|s| {
+            (0..4).map(|g| GpuRef {
+                server: s.to_string(),
+                gpu: g,
+            })
+        })
+        .collect()
+}
+
 /// Job on srv1 (leaf1) + srv5 (leaf2), 4 + 4 GPUs, over spines 1-1..1-4,
 /// on the testbed (direct cables) or through ocs1 as initially patched.
 fn two_server_job(job: &str, ocs: bool) -> Decision {
@@ -61,15 +74,7 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
             });
         }
     }
-    let gpus = ["srv1", "srv5"]
-        .iter()
-        .flat_map(|s| {
-            (0..4).map(|g| GpuRef {
-                server: s.to_string(),
-                gpu: g,
-            })
-        })
-        .collect();
+    let gpus = every_gpu(&["srv1", "srv5"]);
     Decision {
         job: JobId::new(job).unwrap(),
         stage: Stage::Manual,
@@ -87,6 +92,66 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
             cross_connects: vec![],
         },
         source_routes: routes,
+    }
+}
+
+/// srv3 <-> srv7, one GPU each, leaf to leaf through the OCS: leaf1
+/// uplink 25 (ocs1:9) rewired to leaf2 uplink 25 (ocs1:25).
+fn two_leaf_job(job: &str) -> Decision {
+    Decision {
+        job: JobId::new(job).unwrap(),
+        stage: Stage::OcsTwoLeaf,
+        gpus: vec![
+            GpuRef {
+                server: "srv3".into(),
+                gpu: 0,
+            },
+            GpuRef {
+                server: "srv7".into(),
+                gpu: 0,
+            },
+        ],
+        vclos: VirtualClos {
+            leaves: vec![
+                VirtualLeaf {
+                    leaf: "leaf1".into(),
+                    server_ports: vec![p(9)],
+                },
+                VirtualLeaf {
+                    leaf: "leaf2".into(),
+                    server_ports: vec![p(9)],
+                },
+            ],
+            spines: vec![],
+            links: vec![ReservedLink {
+                leaf: "leaf1".into(),
+                uplink: p(25),
+                peer: "leaf2".into(),
+                peer_port: p(25),
+                via: Some(OcsHop {
+                    ocs: "ocs1".into(),
+                    leaf_side: "9".into(),
+                    far_side: "25".into(),
+                }),
+            }],
+            cross_connects: vec![CrossConnect {
+                ocs: "ocs1".into(),
+                a: "9".into(),
+                b: "25".into(),
+            }],
+        },
+        source_routes: vec![
+            SourceRoute {
+                leaf: "leaf1".into(),
+                server_port: p(9),
+                uplink: p(25),
+            },
+            SourceRoute {
+                leaf: "leaf2".into(),
+                server_port: p(9),
+                uplink: p(25),
+            },
+        ],
     }
 }
 
@@ -255,74 +320,16 @@ fn cross_connects_only_on_idle_ports_and_are_undone() {
 
     // A cross-connect no link uses is refused too.
     let mut d2 = two_server_job("j3", true);
-    d2.gpus.clear();
-    d2.vclos = VirtualClos::default();
-    d2.source_routes.clear();
     d2.vclos.cross_connects = vec![CrossConnect {
         ocs: "ocs1".into(),
         a: "6".into(),
         b: "60".into(),
     }];
-    let e = err(&mut st, &d2);
+    let e = err(&mut FabricState::new(topo.clone()), &d2);
     assert!(e.contains("not used by any reserved link"), "{e}");
 
-    // A valid rewire on idle ports: leaf1 uplink 25 (ocs1:9) to leaf2
-    // uplink 25 (ocs1:25), srv3 <-> srv7 one GPU each.
-    let two_leaf = Decision {
-        job: JobId::new("j4").unwrap(),
-        stage: Stage::OcsTwoLeaf,
-        gpus: vec![
-            GpuRef {
-                server: "srv3".into(),
-                gpu: 0,
-            },
-            GpuRef {
-                server: "srv7".into(),
-                gpu: 0,
-            },
-        ],
-        vclos: VirtualClos {
-            leaves: vec![
-                VirtualLeaf {
-                    leaf: "leaf1".into(),
-                    server_ports: vec![p(9)],
-                },
-                VirtualLeaf {
-                    leaf: "leaf2".into(),
-                    server_ports: vec![p(9)],
-                },
-            ],
-            spines: vec![],
-            links: vec![ReservedLink {
-                leaf: "leaf1".into(),
-                uplink: p(25),
-                peer: "leaf2".into(),
-                peer_port: p(25),
-                via: Some(OcsHop {
-                    ocs: "ocs1".into(),
-                    leaf_side: "9".into(),
-                    far_side: "25".into(),
-                }),
-            }],
-            cross_connects: vec![CrossConnect {
-                ocs: "ocs1".into(),
-                a: "9".into(),
-                b: "25".into(),
-            }],
-        },
-        source_routes: vec![
-            SourceRoute {
-                leaf: "leaf1".into(),
-                server_port: p(9),
-                uplink: p(25),
-            },
-            SourceRoute {
-                leaf: "leaf2".into(),
-                server_port: p(9),
-                uplink: p(25),
-            },
-        ],
-    };
+    // A valid rewire on idle ports (see `two_leaf_job`).
+    let two_leaf = two_leaf_job("j4");
     st.admit(&two_leaf).unwrap();
     let o = OcsId(0);
     assert_eq!(st.patch(o, 8), Some(24));
@@ -465,4 +472,375 @@ proptest! {
     fn vclos_on_ocs_fabric_admit_release_are_inverses(ops in ops()) {
         run_sequence(Policy::Vclos, generated(4, 8, 2, 2), &ops);
     }
+}
+
+// ---------------------------------------------------------------------
+// Complete validation: unknown keys, stage vs. placement, the slice.
+
+/// `d`'s refusal, which must be a shape error naming `field`.
+fn shape_err(st: &mut FabricState, d: &Decision, field: &str) -> String {
+    let e = err(st, d);
+    let head = format!("job `{}`: `{field}`: ", d.job);
+    assert!(e.starts_with(&head), "expected `{field}`: {e}");
+    e
+}
+
+/// `d` relabelled as `stage`.
+fn as_stage(d: &Decision, stage: Stage) -> Decision {
+    Decision { stage, ..d.clone() }
+}
+
+fn on(d: &mut Decision, leaf: &str, servers: &[&str]) {
+    d.gpus.retain(|g| servers.contains(&g.server.as_str()));
+    d.vclos.leaves.retain(|l| l.leaf == leaf);
+    d.vclos.links.retain(|k| k.leaf == leaf);
+    d.source_routes.retain(|r| r.leaf == leaf);
+}
+
+/// srv1 and srv2 (both under leaf1), every GPU, stage `leaf`, no slice.
+fn one_leaf_job(job: &str) -> Decision {
+    let gpus = every_gpu(&["srv1", "srv2"]);
+    Decision {
+        job: JobId::new(job).unwrap(),
+        stage: Stage::Leaf,
+        gpus,
+        vclos: VirtualClos::default(),
+        source_routes: vec![],
+    }
+}
+
+/// `two_server_job` (spines) and `two_leaf_job` (leaf to leaf) in one
+/// decision: every struct of the format appears in it.
+fn mixed_job(job: &str) -> Decision {
+    let mut d = two_server_job(job, true);
+    let pair = two_leaf_job(job);
+    d.gpus.extend(pair.gpus);
+    for (vl, extra) in d.vclos.leaves.iter_mut().zip(pair.vclos.leaves) {
+        vl.server_ports.extend(extra.server_ports);
+    }
+    d.vclos.links.extend(pair.vclos.links);
+    d.vclos.cross_connects = pair.vclos.cross_connects;
+    d.source_routes.extend(pair.source_routes);
+    d
+}
+
+#[test]
+fn unknown_or_misspelt_keys_are_refused_at_every_level() {
+    let d = mixed_job("j1");
+    let v = serde_json::to_value(&d).unwrap();
+    // JSON pointers of every object in the decision.
+    fn objects(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    objects(x, format!("{at}/{k}"), out);
+                }
+                out.push(at);
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    objects(x, format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut at = Vec::new();
+    objects(&v, String::new(), &mut at);
+    // Decision, GpuRef, VirtualClos, VirtualLeaf, ReservedLink, OcsHop,
+    // CrossConnect, SourceRoute.
+    for kind in [
+        "",
+        "/gpus/0",
+        "/vclos",
+        "/vclos/leaves/0",
+        "/vclos/links/0",
+        "/vclos/links/8/via",
+        "/vclos/cross_connects/0",
+        "/source_routes/0",
+    ] {
+        assert!(at.iter().any(|p| p == kind), "{kind} not in {at:?}");
+    }
+    for path in &at {
+        let mut bad = v.clone();
+        let obj = bad.pointer_mut(path).unwrap().as_object_mut().unwrap();
+        obj.insert("colour".into(), serde_json::Value::from(1));
+        let json = serde_json::to_string(&bad).unwrap();
+        let e = serde_json::from_str::<Decision>(&json).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown field `colour`"),
+            "{path}: {e}"
+        );
+        let yaml = serde_yaml_ng::to_string(&bad).unwrap();
+        let e = serde_yaml_ng::from_str::<Decision>(&yaml).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown field `colour`"),
+            "{path}: {e}"
+        );
+    }
+    // A misspelt section is not a missing one.
+    let yaml = serde_yaml_ng::to_string(&v).unwrap();
+    assert_eq!(serde_yaml_ng::from_str::<Decision>(&yaml).unwrap(), d);
+    let e = serde_yaml_ng::from_str::<Decision>(&yaml.replace("\nvclos:", "\nvclso:"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `vclso`"), "{e}");
+    let e = serde_yaml_ng::from_str::<Decision>(&yaml.replace("source_routes:", "source_route:"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `source_route`"), "{e}");
+}
+
+#[test]
+fn a_state_file_with_an_unknown_key_in_a_decision_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    store::save(dir.path(), "testbed-ocs", &[mixed_job("j1")]).unwrap();
+    let file = store::state_path(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let bad = text.replacen("\"far_side\"", "\"far_sied\"", 1);
+    assert_ne!(bad, text);
+    std::fs::write(&file, bad).unwrap();
+    let e = store::load(dir.path(), "testbed-ocs")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `far_sied`"), "{e}");
+}
+
+#[test]
+fn stage_names_are_the_file_format() {
+    for s in [
+        Stage::Server,
+        Stage::Leaf,
+        Stage::Vclos,
+        Stage::OcsSpine,
+        Stage::OcsTwoLeaf,
+        Stage::OcsVclos,
+        Stage::Manual,
+    ] {
+        assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+    }
+}
+
+#[test]
+fn the_stage_must_match_where_the_gpus_are() {
+    let st = FabricState::new(testbed(false));
+    let two = two_server_job("j1", false); // srv1 (leaf1) + srv5 (leaf2)
+    for (stage, says) in [
+        (
+            Stage::Server,
+            "`server` means one server, but the GPUs are on 2 servers (srv1, srv5)",
+        ),
+        (
+            Stage::Leaf,
+            "`leaf` means servers under one leaf, but the GPUs are under 2 leaves (leaf1, leaf2)",
+        ),
+    ] {
+        let d = as_stage(&two, stage);
+        let e = shape_err(&mut st.clone(), &d, "stage");
+        assert!(e.contains(says), "{e}");
+    }
+    let one = one_leaf_job("j2");
+    st.clone().admit(&one).unwrap();
+    for stage in [
+        Stage::Vclos,
+        Stage::OcsSpine,
+        Stage::OcsTwoLeaf,
+        Stage::OcsVclos,
+    ] {
+        let d = as_stage(&one, stage);
+        let e = shape_err(&mut st.clone(), &d, "stage");
+        let says = format!(
+            "`{}` builds a virtual Clos across leaves, but the GPUs are all under leaf1",
+            stage.name()
+        );
+        assert!(e.contains(&says), "{e}");
+    }
+    let mut single = one.clone();
+    single.gpus.retain(|g| g.server == "srv1");
+    let e = shape_err(&mut st.clone(), &single, "stage");
+    assert!(e.contains("all on srv1 (use `server`)"), "{e}");
+    single.stage = Stage::Server;
+    st.clone().admit(&single).unwrap();
+    // `manual` takes any placement.
+    for d in [&two, &one, &single] {
+        let d = as_stage(d, Stage::Manual);
+        st.clone().admit(&d).unwrap();
+    }
+}
+
+#[test]
+fn long_lists_in_errors_are_cut() {
+    // An engine decision (12 servers, 3 leaves) relabelled.
+    let topo = generated(4, 8, 2, 0);
+    let mut pl = placer(Policy::Vclos, topo.clone()).unwrap();
+    let job = JobRequest {
+        id: JobId::new("big").unwrap(),
+        gpus: 24,
+    };
+    let Outcome::Placed(d) = pl.place(&job).unwrap() else {
+        panic!("not placed");
+    };
+    assert_eq!((d.stage, d.vclos.leaves.len()), (Stage::Vclos, 3));
+    let st = FabricState::new(topo);
+    let server = as_stage(&d, Stage::Server);
+    let e = shape_err(&mut st.clone(), &server, "stage");
+    assert!(
+        e.contains("on 12 servers (") && e.ends_with(", … 8 more)"),
+        "{e}"
+    );
+    let two = as_stage(&d, Stage::OcsTwoLeaf);
+    let e = shape_err(&mut st.clone(), &two, "vclos.leaves");
+    assert!(e.contains("exactly two leaves (3 listed)"), "{e}");
+}
+
+#[test]
+fn a_job_under_several_leaves_needs_its_whole_slice() {
+    let mut st = FabricState::new(testbed(true));
+    let full = two_server_job("j1", true);
+    // The reproduction: 8 GPUs over two leaves, no network part.
+    for stage in [Stage::Manual, Stage::Vclos] {
+        let bare = Decision {
+            stage,
+            vclos: VirtualClos::default(),
+            source_routes: vec![],
+            ..full.clone()
+        };
+        let e = shape_err(&mut st, &bare, "vclos");
+        assert!(
+            e.contains("the GPUs are under 2 leaves (leaf1, leaf2)")
+                && e.contains("`vclos` is missing"),
+            "{e}"
+        );
+    }
+    let mut no_leaves = full.clone();
+    no_leaves.vclos.leaves.clear();
+    shape_err(&mut st, &no_leaves, "vclos");
+    let no_routes = Decision {
+        source_routes: vec![],
+        ..full.clone()
+    };
+    let e = shape_err(&mut st, &no_routes, "source_routes");
+    assert!(e.contains("`source_routes` is missing or empty"), "{e}");
+
+    // leaf2 listed with its ports but no link: its GPUs could not send.
+    let mut cut = full.clone();
+    cut.vclos.links.retain(|k| k.leaf == "leaf1");
+    cut.source_routes.retain(|r| r.leaf == "leaf1");
+    let e = err(&mut st, &cut);
+    assert!(
+        e.contains("leaf2:-: virtual leaf has no reserved link (`vclos.links`)"),
+        "{e}"
+    );
+    // One GPU's port left out of the slice.
+    let mut short = full.clone();
+    short.vclos.leaves[1].server_ports.pop();
+    short.source_routes.pop();
+    let e = err(&mut st, &short);
+    assert!(
+        e.contains("srv5:gpu3: the GPU's server port is missing"),
+        "{e}"
+    );
+    st.admit(&full).unwrap();
+}
+
+#[test]
+fn a_job_under_one_leaf_carries_no_slice_unless_manual_and_complete() {
+    let st = FabricState::new(testbed(false));
+    // srv1 alone, with a complete slice over leaf1's uplinks: `manual` only.
+    let mut d = two_server_job("j1", false);
+    on(&mut d, "leaf1", &["srv1"]);
+    st.clone().admit(&d).unwrap();
+    let server = as_stage(&d, Stage::Server);
+    let e = shape_err(&mut st.clone(), &server, "vclos.leaves");
+    assert!(
+        e.contains("a job under one leaf (leaf1) carries no virtual Clos"),
+        "{e}"
+    );
+    let routes_only = Decision {
+        vclos: VirtualClos::default(),
+        ..server.clone()
+    };
+    shape_err(&mut st.clone(), &routes_only, "source_routes");
+    let mut partial = d.clone();
+    partial.source_routes.pop();
+    let e = err(&mut st.clone(), &partial);
+    assert!(
+        e.contains("leaf1:100GE1/0/4: server port has no source route (`source_routes`)"),
+        "{e}"
+    );
+    // leaf2's links reserved for a job with no GPU there.
+    let mut reach = two_server_job("j2", false);
+    reach.gpus.retain(|g| g.server == "srv1");
+    reach.vclos.leaves[1].server_ports.clear();
+    reach.source_routes.retain(|r| r.leaf == "leaf1");
+    let e = err(&mut st.clone(), &reach);
+    assert!(
+        e.contains("leaf2:-: virtual leaf lists no server port"),
+        "{e}"
+    );
+    let none = Decision {
+        gpus: vec![],
+        vclos: VirtualClos::default(),
+        source_routes: vec![],
+        ..d.clone()
+    };
+    shape_err(&mut st.clone(), &none, "gpus");
+}
+
+#[test]
+fn each_network_stage_has_its_shape() {
+    let st = FabricState::new(testbed(true));
+    let spines = two_server_job("j1", true); // four spines, no rewiring
+    for stage in [Stage::Vclos, Stage::OcsVclos, Stage::Manual] {
+        st.clone().admit(&as_stage(&spines, stage)).unwrap();
+    }
+    let one = as_stage(&spines, Stage::OcsSpine);
+    let e = shape_err(&mut st.clone(), &one, "vclos.spines");
+    assert!(e.contains("exactly one spine (4 listed)"), "{e}");
+    let two = as_stage(&spines, Stage::OcsTwoLeaf);
+    let e = shape_err(&mut st.clone(), &two, "vclos.spines");
+    assert!(e.contains("`ocs-two-leaf` uses no spine"), "{e}");
+
+    let pair = two_leaf_job("j2"); // leaf to leaf, one cross-connect
+    for stage in [Stage::OcsTwoLeaf, Stage::Manual] {
+        st.clone().admit(&as_stage(&pair, stage)).unwrap();
+    }
+    let v = as_stage(&pair, Stage::Vclos);
+    let e = shape_err(&mut st.clone(), &v, "vclos.cross_connects");
+    assert!(e.contains("`vclos` never rewires an OCS"), "{e}");
+    let o = as_stage(&pair, Stage::OcsVclos);
+    let e = shape_err(&mut st.clone(), &o, "vclos.spines");
+    assert!(
+        e.contains("`ocs-vclos` uses virtual spines; none is listed"),
+        "{e}"
+    );
+
+    // Spines and a leaf-to-leaf link: `manual` only.
+    let mixed = mixed_job("j3");
+    st.clone().admit(&mixed).unwrap();
+    let e = err(&mut st.clone(), &as_stage(&mixed, Stage::OcsVclos));
+    assert!(
+        e.contains(
+            "leaf1:100GE1/0/25: leaf-to-leaf link to leaf2:100GE1/0/25 in stage `ocs-vclos`"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn only_the_baselines_ideal_network_admits_gpus_without_a_slice() {
+    let topo = testbed(false);
+    let gpus_only = Decision {
+        vclos: VirtualClos::default(),
+        source_routes: vec![],
+        ..two_server_job("j1", false)
+    };
+    shape_err(&mut FabricState::new(topo.clone()), &gpus_only, "vclos");
+    let mut ideal = FabricState::new(topo.clone()).ideal_network();
+    let vclos = as_stage(&gpus_only, Stage::Vclos);
+    shape_err(&mut ideal, &vclos, "vclos");
+    ideal.admit(&gpus_only).unwrap();
+    // What the baselines hold is never a valid state of a real fabric.
+    let held: Vec<Decision> = ideal.decisions().into_iter().cloned().collect();
+    assert!(FabricState::from_decisions(topo, &held).is_err());
 }

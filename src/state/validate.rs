@@ -8,13 +8,47 @@
 //! from the job's server ports onto its own reserved uplinks. The result is
 //! the typed list of resources the decision takes, so that admission and
 //! release work on exactly the same set.
+//!
+//! The decision's shape must also fit where its GPUs are ([`shape`]; the
+//! rules and their error messages are listed in docs/decisions.md):
+//!
+//! * **Stage vs. placement** (paper Section 6.1 "Stage 0" / "Stage 1" and
+//!   Section 7, as the engine applies them in `crate::placement`):
+//!   `server` is one server; `leaf` is several servers under one leaf
+//!   (Stage 1 only runs for `N > T`, so it always takes two servers or
+//!   more); `vclos`, `ocs-spine`, `ocs-two-leaf` and `ocs-vclos` build a
+//!   virtual Clos, so their GPUs are under two leaves or more. Per stage:
+//!   `vclos` never rewires an OCS (Section 6: unused links as they are), so
+//!   it has no cross-connect; `ocs-spine` uses exactly one spine
+//!   (Section 7.2); `ocs-two-leaf` joins exactly two leaves through the OCS
+//!   and uses no spine (Section 7.2, Fig. 3); only it (and `manual`) may
+//!   reserve a leaf-to-leaf link; the other network stages list spines.
+//!   `manual` (hand-written decisions and the baselines) may have any
+//!   placement.
+//! * **A job under one leaf carries no virtual Clos**: its traffic never
+//!   leaves the leaf (Section 5.2, case 1), so `vclos` and `source_routes`
+//!   are empty. Only `manual` may reserve a slice there, and then it must be
+//!   complete as below.
+//! * **A job under several leaves carries a complete virtual Clos**
+//!   (Section 5.2, case 2: a packet leaves its leaf by the uplink its
+//!   server port is source-routed to): `vclos.leaves` lists exactly the
+//!   GPUs' leaves, each with exactly its GPUs' server ports; every such leaf
+//!   has a reserved link; every listed server port has a source route onto
+//!   one of the job's reserved uplinks of that leaf. A missing `vclos` or
+//!   `source_routes` section is an error naming it, never an empty slice.
+//!   The one exception is the baselines' ideal-network model
+//!   ([`FabricState::ideal_network`], Section 9.3), where a `manual`
+//!   decision may hold GPUs only.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::{FabricState, Resources, StateError, FREE};
-use crate::decision::{Decision, OcsHop};
+use crate::decision::{Decision, OcsHop, Stage};
 use crate::names::JobId;
-use crate::topology::{LeafId, OcsId, PortRef, SpineId};
+use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId};
+
+/// Names listed in a shape error, at most this many (then "… N more").
+const LISTED: usize = 4;
 
 struct Ctx<'a> {
     st: &'a FabricState,
@@ -47,6 +81,13 @@ impl Ctx<'_> {
             job: self.job.clone(),
             kind,
             name: name.to_string(),
+        }
+    }
+    fn shape(&self, field: &'static str, reason: impl Into<String>) -> StateError {
+        StateError::Shape {
+            job: self.job.clone(),
+            field,
+            reason: reason.into(),
         }
     }
     fn leaf(&self, name: &str) -> Result<LeafId, StateError> {
@@ -100,8 +141,10 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
     let occ = st.occ();
     let mut res = Resources::default();
 
-    // GPUs.
+    // GPUs, and the servers and leaves they are on.
     let mut gpu_set = HashSet::new();
+    let mut servers = BTreeSet::new();
+    let mut leaves = BTreeSet::new();
     for g in &d.gpus {
         let sid = *names
             .server
@@ -126,7 +169,11 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
             }
         }
         res.gpus.push((sid, g.gpu));
+        if servers.insert(sid) {
+            leaves.insert(topo.server(sid).leaf);
+        }
     }
+    shape(&cx, d, &servers, &leaves)?;
 
     // Virtual leaves and their server ports.
     let mut leaf_ports: HashMap<LeafId, HashSet<u16>> = HashMap::new();
@@ -134,6 +181,13 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
         let lid = cx.leaf(&vl.leaf)?;
         if leaf_ports.insert(lid, HashSet::new()).is_some() {
             return Err(cx.invalid(&vl.leaf, "-", "leaf listed twice in the virtual Clos"));
+        }
+        if vl.server_ports.is_empty() {
+            return Err(cx.invalid(
+                &vl.leaf,
+                "-",
+                "virtual leaf lists no server port (`vclos.leaves`): each leaf of the slice hosts some of the job's GPUs",
+            ));
         }
         let leaf = topo.leaf(lid);
         for p in &vl.server_ports {
@@ -438,14 +492,167 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
         let Some(&lid) = names.leaf.get(&vl.leaf) else {
             continue;
         };
-        if uplinks_of.get(&lid).is_some_and(|s| !s.is_empty()) {
-            for p in &vl.server_ports {
-                let pi = names.server_port[lid.index()].get(p).copied();
-                if pi.is_some_and(|pi| !routed.contains(&(lid, pi))) {
-                    return Err(cx.invalid(&vl.leaf, p, "server port has no source route"));
-                }
+        if uplinks_of.get(&lid).is_none_or(|s| s.is_empty()) {
+            return Err(cx.invalid(
+                &vl.leaf,
+                "-",
+                "virtual leaf has no reserved link (`vclos.links`): its GPUs' traffic could not leave it",
+            ));
+        }
+        for p in &vl.server_ports {
+            let pi = names.server_port[lid.index()].get(p).copied();
+            if pi.is_some_and(|pi| !routed.contains(&(lid, pi))) {
+                return Err(cx.invalid(
+                    &vl.leaf,
+                    p,
+                    "server port has no source route (`source_routes`)",
+                ));
             }
         }
     }
     Ok(res)
+}
+
+/// `a, b, c, d, … 3 more`: the first [`LISTED`] names of a list.
+fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let n = names.len();
+    let mut out: Vec<&str> = names.take(LISTED).collect();
+    let more = n.saturating_sub(LISTED);
+    let more = (more > 0).then(|| format!("… {more} more"));
+    out.extend(more.as_deref());
+    out.join(", ")
+}
+
+/// The decision's shape against where its GPUs are (module doc): `servers`
+/// and `leaves` are those of its GPUs, already resolved.
+fn shape(
+    cx: &Ctx,
+    d: &Decision,
+    servers: &BTreeSet<ServerId>,
+    leaves: &BTreeSet<LeafId>,
+) -> Result<(), StateError> {
+    let topo = cx.st.topology();
+    if d.gpus.is_empty() {
+        return Err(cx.shape("gpus", "a decision holds at least one GPU; none is listed"));
+    }
+    let server_names = || listed(servers.iter().map(|&s| topo.server(s).name.as_str()));
+    let leaf_names = || listed(leaves.iter().map(|&l| topo.leaf(l).name.as_str()));
+    let stage = d.stage.name();
+    let network = !matches!(d.stage, Stage::Server | Stage::Leaf | Stage::Manual);
+    let wrong = match d.stage {
+        Stage::Server if servers.len() > 1 => Some(format!(
+            "`server` means one server, but the GPUs are on {} servers ({})",
+            servers.len(),
+            server_names()
+        )),
+        Stage::Leaf if leaves.len() > 1 => Some(format!(
+            "`leaf` means servers under one leaf, but the GPUs are under {} leaves ({})",
+            leaves.len(),
+            leaf_names()
+        )),
+        Stage::Leaf if servers.len() == 1 => Some(format!(
+            "`leaf` means several servers under one leaf, but the GPUs are all on {} (use `server`)",
+            server_names()
+        )),
+        _ if network && leaves.len() == 1 => Some(format!(
+            "`{stage}` builds a virtual Clos across leaves, but the GPUs are all under {} (use `server` or `leaf`)",
+            leaf_names()
+        )),
+        _ => None,
+    };
+    if let Some(reason) = wrong {
+        return Err(cx.shape("stage", reason));
+    }
+
+    let v = &d.vclos;
+    let sections: [(&'static str, bool); 5] = [
+        ("vclos.leaves", v.leaves.is_empty()),
+        ("vclos.spines", v.spines.is_empty()),
+        ("vclos.links", v.links.is_empty()),
+        ("vclos.cross_connects", v.cross_connects.is_empty()),
+        ("source_routes", d.source_routes.is_empty()),
+    ];
+    let carried = sections.iter().find(|(_, empty)| !empty).map(|&(f, _)| f);
+    if leaves.len() == 1 {
+        return match carried {
+            Some(field) if d.stage != Stage::Manual => Err(cx.shape(
+                field,
+                format!(
+                    "a job under one leaf ({}) carries no virtual Clos: its traffic never leaves the leaf",
+                    leaf_names()
+                ),
+            )),
+            _ => Ok(()),
+        };
+    }
+
+    // Several leaves: a virtual Clos and source routes, or (baselines'
+    // ideal network only) a `manual` decision with no network part at all.
+    if carried.is_none() && d.stage == Stage::Manual && !cx.st.isolated() {
+        return Ok(());
+    }
+    let span = format!(
+        "the GPUs are under {} leaves ({})",
+        leaves.len(),
+        leaf_names()
+    );
+    if v.leaves.is_empty() {
+        return Err(cx.shape(
+            "vclos",
+            format!(
+                "{span}, so the job needs a virtual Clos (`leaves`, `spines`, `links`) and a source route for each GPU's server port; `vclos` is missing or lists no leaves"
+            ),
+        ));
+    }
+    if d.source_routes.is_empty() {
+        return Err(cx.shape(
+            "source_routes",
+            format!(
+                "{span}, so each GPU's server port needs a source route onto one of the job's uplinks; `source_routes` is missing or empty"
+            ),
+        ));
+    }
+    match d.stage {
+        Stage::Vclos if !v.cross_connects.is_empty() => Err(cx.shape(
+            "vclos.cross_connects",
+            "stage `vclos` never rewires an OCS (it uses unused links as they are); use `ocs-spine`, `ocs-vclos` or `manual`",
+        )),
+        Stage::OcsSpine if v.spines.len() != 1 => Err(cx.shape(
+            "vclos.spines",
+            format!(
+                "stage `ocs-spine` uses exactly one spine ({} listed)",
+                v.spines.len()
+            ),
+        )),
+        Stage::OcsTwoLeaf if v.leaves.len() != 2 => Err(cx.shape(
+            "vclos.leaves",
+            format!(
+                "stage `ocs-two-leaf` joins exactly two leaves ({} listed)",
+                v.leaves.len()
+            ),
+        )),
+        Stage::OcsTwoLeaf if !v.spines.is_empty() => Err(cx.shape(
+            "vclos.spines",
+            "stage `ocs-two-leaf` uses no spine: its two leaves are joined through the OCS",
+        )),
+        Stage::Vclos | Stage::OcsVclos if v.spines.is_empty() => Err(cx.shape(
+            "vclos.spines",
+            format!("stage `{stage}` uses virtual spines; none is listed"),
+        )),
+        _ => Ok(()),
+    }?;
+    if network && d.stage != Stage::OcsTwoLeaf {
+        let names = cx.st.names();
+        if let Some(k) = v.links.iter().find(|k| names.leaf.contains_key(&k.peer)) {
+            return Err(cx.invalid(
+                &k.leaf,
+                &k.uplink,
+                format!(
+                    "leaf-to-leaf link to {}:{} in stage `{stage}` (only `ocs-two-leaf` and `manual` join leaves directly)",
+                    k.peer, k.peer_port
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

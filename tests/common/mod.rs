@@ -162,3 +162,17 @@ pub fn item_set(numeric_ports: bool) -> impl Strategy<Value = BTreeSet<Item>> {
             items
         })
 }
+
+/// The repository root (tests run the binary from there).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Run the built `vclos` binary with `args` from the repository root.
+pub fn vclos(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_vclos"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
