@@ -87,12 +87,8 @@ impl fmt::Display for Holder {
 
 #[derive(Debug, Error)]
 pub enum LockError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     /// Another writer kept the lock for the whole wait.
     #[error("{dir} is locked by {}; gave up after waiting {waited} s (--wait SECONDS waits longer; nothing was changed)",
         holder.as_ref().map_or_else(|| "another vclos process".to_string(), ToString::to_string))]
@@ -139,9 +135,9 @@ pub fn lock_path(dir: &Path) -> PathBuf {
 }
 
 fn io(file: &Path) -> impl FnOnce(std::io::Error) -> LockError + '_ {
-    move |source| LockError::Io {
+    move |error| LockError::Io {
         file: file.display().to_string(),
-        source,
+        error,
     }
 }
 

@@ -52,23 +52,20 @@ pub enum StoreError {
     /// `init` in a directory that holds something else.
     #[error("{dir}: refusing to create a state directory here: it is not empty ({entry}) and holds no {STATE_FILE}")]
     NotEmpty { dir: String, entry: String },
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The cause is in the message, not a `#[source]`: error chains print
+    // each cause once.
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     /// Empty, zero-filled or cut short: a power loss while it was being
     /// replaced under a journal (see the module docs).
     #[error(
         "{file}: torn by a crash while it was being replaced (the journal next to it settles it)"
     )]
     Torn { file: String },
-    #[error("{file}: not a valid state file: {source}")]
+    #[error("{file}: not a valid state file: {error}")]
     Parse {
         file: String,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("{file}: state file version {found} is not supported (expected {VERSION})")]
     Version { file: String, found: u32 },
@@ -89,9 +86,9 @@ struct StateFile {
 }
 
 fn io(file: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
+    move |error| StoreError::Io {
         file: file.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -115,13 +112,13 @@ pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
         Err(e) => return Err(io(&file)(e)),
     };
     let name = file.display().to_string();
-    let parsed: StateFile = serde_json::from_slice(&bytes).map_err(|source| {
-        if torn(&bytes, &source) {
+    let parsed: StateFile = serde_json::from_slice(&bytes).map_err(|error| {
+        if torn(&bytes, &error) {
             StoreError::Torn { file: name.clone() }
         } else {
             StoreError::Parse {
                 file: name.clone(),
-                source,
+                error,
             }
         }
     })?;
@@ -199,9 +196,9 @@ fn render(file: &Path, topology: &str, decisions: &[Decision]) -> Result<Vec<u8>
         topology: topology.to_string(),
         decisions: decisions.to_vec(),
     };
-    let mut text = serde_json::to_vec_pretty(&body).map_err(|source| StoreError::Parse {
+    let mut text = serde_json::to_vec_pretty(&body).map_err(|error| StoreError::Parse {
         file: file.display().to_string(),
-        source,
+        error,
     })?;
     text.push(b'\n');
     Ok(text)
