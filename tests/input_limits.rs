@@ -225,7 +225,7 @@ fn decision_alias_bomb_is_refused() {
         Err(DecisionError::Limit {
             // 14 copies of 7001 nodes fit in 100 000; the 15th (line 23) does not.
             line: Some(23),
-            source: LimitError::AliasBudget { limit: 100_000, .. },
+            reason: LimitError::AliasBudget { limit: 100_000, .. },
             ..
         }) => {}
         other => panic!("{other:?}"),
@@ -240,7 +240,7 @@ fn decision_size_and_json_depth_are_bounded() {
         matches!(
             e,
             DecisionError::Limit {
-                source: LimitError::TooLarge { .. },
+                reason: LimitError::TooLarge { .. },
                 ..
             }
         ),

@@ -38,12 +38,11 @@ pub enum DecisionError {
     },
     #[error("{file}: not UTF-8 text (invalid byte at offset {offset})")]
     NotUtf8 { file: String, offset: usize },
-    #[error("{}: {source}", at(file, *line))]
+    #[error("{}: {reason}", at(file, *line))]
     Limit {
         file: String,
         line: Option<usize>,
-        #[source]
-        source: LimitError,
+        reason: LimitError,
     },
     #[error("{}: not a valid decision: {message}", at(file, *line))]
     Parse {
@@ -113,10 +112,10 @@ fn too_large(file: &str, size: usize) -> Result<(), DecisionError> {
     Ok(())
 }
 
-fn limit(file: &str, source: LimitError) -> DecisionError {
+fn limit(file: &str, reason: LimitError) -> DecisionError {
     DecisionError::Limit {
         file: file.into(),
-        line: source.line(),
-        source,
+        line: reason.line(),
+        reason,
     }
 }
