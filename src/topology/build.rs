@@ -917,3 +917,55 @@ fn build_graph(
     }
     (g, idx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::locate::SEARCHES;
+    use super::*;
+
+    const TESTBED: &str = include_str!("../../topologies/testbed.yaml");
+
+    /// Build `text`, counting the searches of the file it makes.
+    fn build_counting(text: &str) -> (Result<Topology, TopologyError>, usize) {
+        SEARCHES.with(|c| c.set(0));
+        let r = build("t.yaml", text.as_bytes());
+        (r, SEARCHES.with(|c| c.get()))
+    }
+
+    #[test]
+    fn a_valid_file_needs_no_search_however_many_credentials() {
+        let creds: String = (0..2000)
+            .map(|i| format!("  c{i}: {{username: u, password_env: V}}\n"))
+            .collect();
+        let text = TESTBED.replacen(
+            "  lab: {username: admin, password_env: VCLOS_PASSWORD}\n",
+            &format!("  lab: {{username: admin, password_env: VCLOS_PASSWORD}}\n{creds}"),
+            1,
+        );
+        let (r, searches) = build_counting(&text);
+        assert_eq!(r.expect("valid").credentials.len(), 2001);
+        assert_eq!(searches, 0);
+    }
+
+    #[test]
+    fn line_searches_stop_at_the_problems_kept() {
+        for n in [1_000, 20_000] {
+            let mut text = TESTBED.to_string();
+            // Each line: an unknown device, and a port cabled a second time.
+            for i in 0..n {
+                text.push_str(&format!("  - [nodev{i}:p1, leaf1:100GE1/0/17]\n"));
+            }
+            let (r, searches) = build_counting(&text);
+            let Err(TopologyError::Invalid { problems, more, .. }) = r else {
+                panic!("{r:?}");
+            };
+            assert_eq!(problems.len() + more, 2 * n);
+            assert_eq!(problems.len(), MAX_PROBLEMS);
+            // One search per kept problem, two for a port cabled twice.
+            assert!(
+                searches <= 2 * MAX_PROBLEMS,
+                "{n} links: {searches} searches"
+            );
+        }
+    }
+}
