@@ -142,7 +142,7 @@ fn forty_thousand_bad_links_give_100_problems_and_a_count() {
 }
 
 #[test]
-fn management_port_0_is_refused_naming_the_device() {
+fn management_ports_outside_1_65535_are_refused_naming_the_device() {
     let text = TESTBED.replacen(
         "  - name: leaf1\n    mgmt: {host: 127.0.0.1, port: 22,",
         "  - name: leaf1\n    mgmt: {host: 127.0.0.1, port: 0,",
@@ -154,12 +154,29 @@ fn management_port_0_is_refused_naming_the_device() {
     assert_eq!(problems.len(), 1, "{e}");
     assert_eq!(problems[0].device.as_deref(), Some("leaf1"));
     assert_eq!(problems[0].line, Some(18));
-    assert!(problems[0].message.contains("port 0"), "{e}");
-    // Past 65535 the number is refused while parsing, with its line.
-    let big = text.replacen("port: 0,", "port: 70000,", 1);
-    match topology::from_str("port.yaml", &big).unwrap_err() {
-        TopologyError::Parse { line: Some(19), .. } => {}
-        other => panic!("{other:?}"),
+    assert!(
+        problems[0]
+            .message
+            .contains("port 0 is not a TCP port (1-65535)"),
+        "{e}"
+    );
+    for bad in ["70000", "-1"] {
+        let e = topology::from_str(
+            "port.yaml",
+            &text.replacen("port: 0,", &format!("port: {bad},"), 1),
+        )
+        .unwrap_err();
+        let p = e.problems();
+        assert_eq!(p.len(), 1, "{e}");
+        assert_eq!(
+            (p[0].device.as_deref(), p[0].line),
+            (Some("leaf1"), Some(18))
+        );
+        assert!(
+            p[0].message
+                .contains(&format!("port {bad} is not a TCP port")),
+            "{e}"
+        );
     }
 }
 

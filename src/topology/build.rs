@@ -219,13 +219,22 @@ impl<'a> Builder<'a> {
         if let Err(e) = validate(NameKind::Host, &m.host) {
             self.problem(Problem::new(format!("mgmt: {e}")).device(device).at(line));
         }
-        if m.port == Some(0) {
-            self.problem(
-                Problem::new("mgmt: port 0 is not a TCP port a device listens on (1-65535)")
-                    .device(device)
-                    .at(line),
-            );
-        }
+        // A TCP port is 1-65535: 0 is reserved and is never a listening
+        // port (RFC 6335 §6; RFC 9293 §3.1 gives ports 16 bits).
+        let port = match m.port {
+            None => m.protocol.default_port(),
+            Some(p) => match u16::try_from(p) {
+                Ok(p) if p > 0 => p,
+                _ => {
+                    self.problem(
+                        Problem::new(format!("mgmt: port {p} is not a TCP port (1-65535)"))
+                            .device(device)
+                            .at(line),
+                    );
+                    m.protocol.default_port()
+                }
+            },
+        };
         if !creds.contains_key(&m.credential) {
             self.problem(
                 Problem::new(format!(
@@ -256,7 +265,7 @@ impl<'a> Builder<'a> {
         }
         Mgmt {
             host: m.host.clone(),
-            port: m.port.unwrap_or_else(|| m.protocol.default_port()),
+            port,
             protocol: m.protocol,
             dialect: m.dialect,
             credential: m.credential.clone(),

@@ -40,7 +40,7 @@ pub fn retarget(
     let fix = |name: &str, m: &mut FileMgmt| {
         if let Some(t) = targets.get(name) {
             m.host = t.host.clone();
-            m.port = Some(t.port);
+            m.port = Some(t.port.into());
             m.credential = credential.name.clone();
             m.host_key = HostKeyPolicy::Verify;
         }
