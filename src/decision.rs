@@ -32,6 +32,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::JobId;
 
+mod read;
+pub use read::{
+    from_bytes, from_text, read_file, DecisionError, DECISION_LIMITS, MAX_DECISION_BYTES,
+};
+
 /// Which stage of the algorithm produced a decision (paper Sections 6-7).
 ///
 /// The stage must agree with where the GPUs are (checked on admission,

@@ -24,3 +24,4 @@ pub mod state;
 pub mod topology;
 pub mod trace;
 pub mod verification;
+pub mod yaml;

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{ArgGroup, Args};
 use std::sync::Arc;
 
@@ -83,17 +83,8 @@ fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Resul
     }
 }
 
-pub(super) fn read_decision(path: &PathBuf) -> Result<Decision> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let d = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text)
-            .with_context(|| format!("parsing decision {}", path.display()))?
-    } else {
-        serde_yaml_ng::from_str(&text)
-            .with_context(|| format!("parsing decision {}", path.display()))?
-    };
-    Ok(d)
+pub(super) fn read_decision(path: &std::path::Path) -> Result<Decision> {
+    Ok(vclos::decision::read_file(path)?)
 }
 
 pub fn run(args: PlanArgs) -> Result<ExitCode> {

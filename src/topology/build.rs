@@ -1,7 +1,15 @@
 //! From YAML bytes to a validated [`Topology`].
 //!
 //! Validation collects every problem it can find (not just the first), each
-//! with file, line, device and port, so a user fixes a file in one pass.
+//! with file, line, device and port, so a user fixes a file in one pass,
+//! up to [`MAX_PROBLEMS`]: past that it only counts them ("… and M more").
+//!
+//! Bounds (docs/input-limits.md): the text is checked by
+//! [`crate::yaml::check`] under [`TOPOLOGY_LIMITS`] before serde_yaml_ng
+//! reads it; port ranges expand to at most [`MAX_TOTAL_PORTS`] names in all;
+//! every check is a hash lookup, and the lines of problems (a search of the
+//! file) are looked up only for the problems kept, so validation is linear
+//! in the file's length however many problems it has.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,8 +22,21 @@ use super::ports::expand_ports;
 use super::*;
 use crate::names::{validate, NameKind};
 
-/// Topology files larger than this are refused before parsing.
-pub const MAX_FILE_BYTES: usize = 64 * 1024 * 1024;
+/// Topology files larger than this are refused before parsing: 70 times
+/// the largest reference file (`cluster2048-ocs.yaml`, 238 KB).
+pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
+/// Bounds of topology YAML: topologies nest 5 levels deep
+/// (`leaves[].mgmt.host`); aliases may repeat small parts only.
+pub const TOPOLOGY_LIMITS: crate::yaml::Limits = crate::yaml::Limits {
+    max_bytes: MAX_FILE_BYTES,
+    max_depth: 32,
+    max_alias_nodes: 100_000,
+};
+/// Problems reported with their line; the rest are only counted.
+pub const MAX_PROBLEMS: usize = 100;
+/// Port names all port lists of a file may expand to, together (a fabric of
+/// 100 000 GPUs has about 500 000 ports).
+pub const MAX_TOTAL_PORTS: usize = 1 << 20;
 const MAX_GPUS_PER_SERVER: u16 = 64;
 
 pub(super) fn build(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError> {
@@ -30,14 +51,12 @@ pub(super) fn build(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError>
         file: file.into(),
         offset: e.valid_up_to(),
     })?;
-    let raw: FileTopology = serde_yaml_ng::from_str(text).map_err(|e| TopologyError::Parse {
-        file: file.into(),
-        line: e.location().map(|l| l.line()),
-        message: e.to_string(),
-    })?;
+    let raw = parse_file(file, text)?;
     let mut b = Builder {
         loc: Locator::new(text),
         problems: Vec::new(),
+        more: 0,
+        total_ports: 0,
         names: HashMap::new(),
     };
     let topo = b.topology(raw);
@@ -47,8 +66,30 @@ pub(super) fn build(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError>
         Err(TopologyError::Invalid {
             file: file.into(),
             problems: b.problems,
+            more: b.more,
         })
     }
+}
+
+/// The file as written, read under [`TOPOLOGY_LIMITS`].
+pub(super) fn parse_file(file: &str, text: &str) -> Result<FileTopology, TopologyError> {
+    crate::yaml::check(text, &TOPOLOGY_LIMITS).map_err(|e| match e {
+        crate::yaml::LimitError::TooLarge { size, limit } => TopologyError::TooLarge {
+            file: file.into(),
+            size,
+            limit,
+        },
+        other => TopologyError::Parse {
+            file: file.into(),
+            line: other.line(),
+            message: other.to_string(),
+        },
+    })?;
+    serde_yaml_ng::from_str(text).map_err(|e| TopologyError::Parse {
+        file: file.into(),
+        line: e.location().map(|l| l.line()),
+        message: e.to_string(),
+    })
 }
 
 /// What a name in the file refers to.
@@ -64,12 +105,28 @@ enum Named {
 struct Builder<'a> {
     loc: Locator<'a>,
     problems: Vec<Problem>,
+    /// Problems past [`MAX_PROBLEMS`], counted only.
+    more: usize,
+    /// Port names expanded so far, all devices together.
+    total_ports: usize,
     names: HashMap<String, (Named, Option<usize>)>,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     fn problem(&mut self, p: Problem) {
-        self.problems.push(p);
+        self.problem_at(p, |_| None);
+    }
+
+    /// Record a problem whose line takes a search of the file: the search
+    /// runs only for the problems kept, so it costs at most
+    /// [`MAX_PROBLEMS`] passes over the file.
+    fn problem_at(&mut self, p: Problem, line: impl FnOnce(&Locator<'a>) -> Option<usize>) {
+        if self.problems.len() < MAX_PROBLEMS {
+            let line = line(&self.loc);
+            self.problems.push(p.at(line));
+        } else {
+            self.more += 1;
+        }
     }
 
     /// Register a name in the single fabric-wide namespace.
@@ -96,8 +153,25 @@ impl Builder<'_> {
     fn ports(&mut self, device: &str, line: Option<usize>, list: &PortList) -> Vec<String> {
         let mut out = Vec::new();
         for item in list.items() {
+            if self.total_ports > MAX_TOTAL_PORTS {
+                break;
+            }
             match expand_ports(item) {
-                Ok(v) => out.extend(v),
+                Ok(v) => {
+                    self.total_ports += v.len();
+                    if self.total_ports > MAX_TOTAL_PORTS {
+                        self.problem(
+                            Problem::new(format!(
+                                "port lists expand to more than {MAX_TOTAL_PORTS} ports in all \
+                                 (the rest of the file's port lists are not expanded)"
+                            ))
+                            .device(device)
+                            .at(line),
+                        );
+                        break;
+                    }
+                    out.extend(v);
+                }
                 Err(e) => self.problem(Problem::new(e).device(device).at(line)),
             }
         }
@@ -145,6 +219,22 @@ impl Builder<'_> {
         if let Err(e) = validate(NameKind::Host, &m.host) {
             self.problem(Problem::new(format!("mgmt: {e}")).device(device).at(line));
         }
+        // A TCP port is 1-65535: 0 is reserved and is never a listening
+        // port (RFC 6335 §6; RFC 9293 §3.1 gives ports 16 bits).
+        let port = match m.port {
+            None => m.protocol.default_port(),
+            Some(p) => match u16::try_from(p) {
+                Ok(p) if p > 0 => p,
+                _ => {
+                    self.problem(
+                        Problem::new(format!("mgmt: port {p} is not a TCP port (1-65535)"))
+                            .device(device)
+                            .at(line),
+                    );
+                    m.protocol.default_port()
+                }
+            },
+        };
         if !creds.contains_key(&m.credential) {
             self.problem(
                 Problem::new(format!(
@@ -175,7 +265,7 @@ impl Builder<'_> {
         }
         Mgmt {
             host: m.host.clone(),
-            port: m.port.unwrap_or_else(|| m.protocol.default_port()),
+            port,
             protocol: m.protocol,
             dialect: m.dialect,
             credential: m.credential.clone(),
@@ -189,26 +279,26 @@ impl Builder<'_> {
     ) -> BTreeMap<String, Credential> {
         let mut out = BTreeMap::new();
         for (name, c) in raw {
-            let line = self.loc.key(name);
+            let line = |loc: &Locator| loc.key(name);
             if let Err(e) = validate(NameKind::Credential, name) {
-                self.problem(Problem::new(e.to_string()).at(line));
+                self.problem_at(Problem::new(e.to_string()), line);
             }
             if c.password.is_some() {
-                self.problem(
+                self.problem_at(
                     Problem::new(format!(
                         "credential `{name}` has a plain-text `password`; secrets never live in topology files: \
                          use `password_env: VAR` or `password_file: PATH`"
-                    ))
-                    .at(self.loc.key("password")),
+                    )),
+                    |loc| loc.key("password"),
                 );
             }
             let secret = match (&c.password_env, &c.password_file) {
                 (Some(_), Some(_)) => {
-                    self.problem(
+                    self.problem_at(
                         Problem::new(format!(
                             "credential `{name}`: give password_env or password_file, not both"
-                        ))
-                        .at(line),
+                        )),
+                        line,
                     );
                     SecretRef::None
                 }
@@ -258,7 +348,7 @@ impl Builder<'_> {
                 members: vec![],
             });
         }
-        let mut chassis_ports: HashMap<usize, Vec<String>> = HashMap::new();
+        let mut chassis_ports: HashMap<usize, std::collections::HashSet<String>> = HashMap::new();
 
         let mut leaves = Vec::new();
         for (i, l) in raw.leaves.iter().enumerate() {
@@ -365,15 +455,15 @@ impl Builder<'_> {
             let mut patches = Vec::new();
             for (pi, (a, b)) in o.patches.iter().enumerate() {
                 let entry = line;
-                let line = |this: &Self| this.loc.item(entry, "patches", pi).or(entry);
+                let line = |loc: &Locator| loc.item(entry, "patches", pi).or(entry);
                 let resolve = |p: &str, this: &mut Self| match index.get(p) {
                     Some(&i) => Some(i),
                     None => {
-                        this.problem(
+                        this.problem_at(
                             Problem::new("patch names a port the OCS does not have")
                                 .device(&o.name)
-                                .port(p)
-                                .at(line(this)),
+                                .port(p),
+                            line,
                         );
                         None
                     }
@@ -382,11 +472,11 @@ impl Builder<'_> {
                     continue;
                 };
                 if ia == ib {
-                    self.problem(
+                    self.problem_at(
                         Problem::new("a port cannot be patched to itself")
                             .device(&o.name)
-                            .port(a)
-                            .at(line(self)),
+                            .port(a),
+                        line,
                     );
                     continue;
                 }
@@ -395,13 +485,13 @@ impl Builder<'_> {
                     if let Some(first) = patched.insert(p, pi) {
                         clash = true;
                         let (fa, fb) = &o.patches[first];
-                        self.problem(
+                        self.problem_at(
                             Problem::new(format!(
                                 "OCS port patched twice (also in patch [{fa}, {fb}])"
                             ))
                             .device(&o.name)
-                            .port(name)
-                            .at(line(self)),
+                            .port(name),
+                            line,
                         );
                     }
                 }
@@ -429,7 +519,7 @@ impl Builder<'_> {
                 );
             } else if d.members.iter().any(|m| matches!(m, Member::Leaf(_))) {
                 if d.members.iter().any(|m| matches!(m, Member::Spine(_))) {
-                    self.problems.push(
+                    self.problem(
                         Problem::new("a chassis may host leaves or spines, not both")
                             .device(&dev.name)
                             .at(line),
@@ -439,6 +529,22 @@ impl Builder<'_> {
             }
         }
 
+        // Port name -> index of every leaf's server-facing ports, and its
+        // uplinks (for the hint), so each server port resolves in O(1).
+        let server_index: Vec<HashMap<String, usize>> = leaves
+            .iter()
+            .map(|l| {
+                l.server_ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.clone(), i))
+                    .collect()
+            })
+            .collect();
+        let uplink_names: Vec<std::collections::HashSet<String>> = leaves
+            .iter()
+            .map(|l| l.uplinks.iter().cloned().collect())
+            .collect();
         let mut servers = Vec::new();
         for s in &raw.servers {
             let line = self.declare("servers", &s.name, Named::Server);
@@ -462,14 +568,14 @@ impl Builder<'_> {
             let leaf = &mut leaves[lid.index()];
             let mut ports = Vec::new();
             for (gpu, p) in names.iter().enumerate() {
-                match leaf.server_ports.iter().position(|x| x == p) {
+                match server_index[lid.index()].get(p).copied() {
                     None => {
-                        let hint = if leaf.uplinks.contains(p) {
+                        let hint = if uplink_names[lid.index()].contains(p) {
                             " (it is an uplink)"
                         } else {
                             ""
                         };
-                        self.problems.push(
+                        self.problem(
                             Problem::new(format!("server `{}` uses a port that is not a server-facing port of the leaf{hint}", s.name))
                                 .device(&leaf.name)
                                 .port(p)
@@ -482,7 +588,7 @@ impl Builder<'_> {
                                 .get(other.index())
                                 .map(|s: &Server| s.name.clone())
                                 .unwrap_or_default();
-                            self.problems.push(
+                            self.problem(
                                 Problem::new(format!(
                                     "port used twice: by server `{other}` and server `{}`",
                                     s.name
@@ -523,17 +629,20 @@ impl Builder<'_> {
                     let r = self.endpoint(ep, here.1, &maps)?;
                     if let Some((first_ep, first_nth)) = used.insert(r, here) {
                         let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
+                        if self.problems.len() >= MAX_PROBLEMS {
+                            self.more += 1;
+                            return None;
+                        }
                         let first = self
                             .loc
                             .token(first_ep, first_nth)
                             .map(|l| format!(" (first cabled at line {l})"))
                             .unwrap_or_default();
-                        let line = self.loc.token(ep, here.1);
-                        self.problem(
+                        self.problem_at(
                             Problem::new(format!("port used twice in links{first}"))
                                 .device(dev)
-                                .port(port)
-                                .at(line),
+                                .port(port),
+                            |loc| loc.token(ep, here.1),
                         );
                         return None;
                     }
@@ -550,12 +659,12 @@ impl Builder<'_> {
                     | (PortRef::Ocs(..), PortRef::Leaf(..) | PortRef::Spine(..))
             );
             if !kind_ok {
-                let line = self.loc.token(a, seen_ep[a.as_str()] - 1);
-                self.problem(
+                let nth = seen_ep[a.as_str()] - 1;
+                self.problem_at(
                     Problem::new(format!(
                         "link [{a}, {b}]: a cable joins two of: a leaf uplink, a spine port, an OCS port"
-                    ))
-                    .at(line),
+                    )),
+                    |loc| loc.token(a, nth),
                 );
                 continue;
             }
@@ -618,7 +727,7 @@ impl Builder<'_> {
         &mut self,
         devices: &mut Vec<Device>,
         chassis_dev: &[DeviceId],
-        chassis_ports: &mut HashMap<usize, Vec<String>>,
+        chassis_ports: &mut HashMap<usize, std::collections::HashSet<String>>,
         name: &str,
         line: Option<usize>,
         mgmt: &Option<FileMgmt>,
@@ -652,8 +761,8 @@ impl Builder<'_> {
                     // Logical switches on one chassis share its port namespace.
                     let taken = chassis_ports.entry(ci).or_default();
                     for p in ports_a.iter().chain(ports_b) {
-                        if taken.contains(p) {
-                            self.problems.push(
+                        if !taken.insert(p.clone()) {
+                            self.problem(
                                 Problem::new(format!(
                                     "port used twice on chassis `{}` (by two logical switches)",
                                     raw.chassis[ci].name
@@ -662,8 +771,6 @@ impl Builder<'_> {
                                 .port(p)
                                 .at(line),
                             );
-                        } else {
-                            taken.push(p.clone());
                         }
                     }
                     dev
@@ -700,8 +807,10 @@ impl Builder<'_> {
     /// is, so a problem can name its line.
     fn endpoint(&mut self, ep: &str, nth: usize, maps: &PortMaps) -> Option<PortRef> {
         let Some((dev, port)) = ep.split_once(':') else {
-            let line = self.loc.token(ep, nth);
-            self.problem(Problem::new(format!("link end {ep:?} must be `device:port`")).at(line));
+            self.problem_at(
+                Problem::new(format!("link end {ep:?} must be `device:port`")),
+                |loc| loc.token(ep, nth),
+            );
             return None;
         };
         let found: Result<(), &str> = match self.names.get(dev).map(|n| n.0) {
@@ -727,8 +836,9 @@ impl Builder<'_> {
             None => Err("link names an unknown device"),
         };
         if let Err(message) = found {
-            let line = self.loc.token(ep, nth);
-            self.problem(Problem::new(message).device(dev).port(port).at(line));
+            self.problem_at(Problem::new(message).device(dev).port(port), |loc| {
+                loc.token(ep, nth)
+            });
         }
         None
     }
@@ -815,4 +925,56 @@ fn build_graph(
         g.add_edge(idx[&node_of(l.a)], idx[&node_of(l.b)], Edge::Fabric(*l));
     }
     (g, idx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::locate::SEARCHES;
+    use super::*;
+
+    const TESTBED: &str = include_str!("../../topologies/testbed.yaml");
+
+    /// Build `text`, counting the searches of the file it makes.
+    fn build_counting(text: &str) -> (Result<Topology, TopologyError>, usize) {
+        SEARCHES.with(|c| c.set(0));
+        let r = build("t.yaml", text.as_bytes());
+        (r, SEARCHES.with(|c| c.get()))
+    }
+
+    #[test]
+    fn a_valid_file_needs_no_search_however_many_credentials() {
+        let creds: String = (0..2000)
+            .map(|i| format!("  c{i}: {{username: u, password_env: V}}\n"))
+            .collect();
+        let text = TESTBED.replacen(
+            "  lab: {username: admin, password_env: VCLOS_PASSWORD}\n",
+            &format!("  lab: {{username: admin, password_env: VCLOS_PASSWORD}}\n{creds}"),
+            1,
+        );
+        let (r, searches) = build_counting(&text);
+        assert_eq!(r.expect("valid").credentials.len(), 2001);
+        assert_eq!(searches, 0);
+    }
+
+    #[test]
+    fn line_searches_stop_at_the_problems_kept() {
+        for n in [1_000, 20_000] {
+            let mut text = TESTBED.to_string();
+            // Each line: an unknown device, and a port cabled a second time.
+            for i in 0..n {
+                text.push_str(&format!("  - [nodev{i}:p1, leaf1:100GE1/0/17]\n"));
+            }
+            let (r, searches) = build_counting(&text);
+            let Err(TopologyError::Invalid { problems, more, .. }) = r else {
+                panic!("{r:?}");
+            };
+            assert_eq!(problems.len() + more, 2 * n);
+            assert_eq!(problems.len(), MAX_PROBLEMS);
+            // One search per kept problem, two for a port cabled twice.
+            assert!(
+                searches <= 2 * MAX_PROBLEMS,
+                "{n} links: {searches} searches"
+            );
+        }
+    }
 }

@@ -77,10 +77,13 @@ pub enum TopologyError {
         line: Option<usize>,
         message: String,
     },
-    #[error("{file}: {} problem(s):{}", problems.len(), list(file, problems))]
+    #[error("{file}: {} problem(s):{}{}", problems.len() + more, list(file, problems), and_more(*more))]
     Invalid {
         file: String,
+        /// The first problems found, each with its line.
         problems: Vec<Problem>,
+        /// Problems found past those, counted only.
+        more: usize,
     },
 }
 
@@ -98,6 +101,14 @@ fn list(file: &str, problems: &[Problem]) -> String {
             None => format!("\n  {file}: {p}"),
         })
         .collect()
+}
+
+fn and_more(more: usize) -> String {
+    if more == 0 {
+        String::new()
+    } else {
+        format!("\n  … and {more} more")
+    }
 }
 
 impl TopologyError {

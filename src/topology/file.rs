@@ -77,7 +77,9 @@ impl PortList {
 #[serde(deny_unknown_fields)]
 pub struct FileMgmt {
     pub host: String,
-    pub port: Option<u16>,
+    /// Wider than a TCP port so that validation, not the parser, refuses
+    /// 0 or 70000 with the device named.
+    pub port: Option<i64>,
     pub protocol: Protocol,
     pub dialect: Dialect,
     pub credential: String,

@@ -7,6 +7,19 @@
 
 use std::collections::HashMap;
 
+#[cfg(test)]
+thread_local! {
+    /// Searches of the whole file made on this thread (tests count them to
+    /// prove validation makes at most one per kept problem).
+    pub(crate) static SEARCHES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Count one search of the file (tests only).
+fn searched() {
+    #[cfg(test)]
+    SEARCHES.with(|c| c.set(c.get() + 1));
+}
+
 pub(crate) struct Locator<'a> {
     lines: Vec<&'a str>,
     /// (top-level section, entry name) -> line of its `name:` key; first wins.
@@ -39,6 +52,7 @@ impl<'a> Locator<'a> {
 
     /// Line of the `nth` (0-based) occurrence of `token` as a whole YAML scalar.
     pub fn token(&self, token: &str, nth: usize) -> Option<usize> {
+        searched();
         self.lines
             .iter()
             .enumerate()
@@ -50,6 +64,7 @@ impl<'a> Locator<'a> {
     /// Line of item `idx` (0-based) of the block list `key:` inside the entry
     /// starting at `entry` (a flow-style list gives the `key:` line itself).
     pub fn item(&self, entry: Option<usize>, key: &str, idx: usize) -> Option<usize> {
+        searched();
         let start = entry?;
         let indent = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
         let base = indent(self.lines.get(start - 1)?);
@@ -85,6 +100,7 @@ impl<'a> Locator<'a> {
 
     /// Line of the `key:` under the first occurrence of the top-level `section`.
     pub fn key(&self, key: &str) -> Option<usize> {
+        searched();
         self.lines
             .iter()
             .position(|l| {

@@ -27,6 +27,7 @@ use std::path::Path;
 use petgraph::graph::{NodeIndex, UnGraph};
 use serde::{Deserialize, Serialize};
 
+pub use build::{MAX_FILE_BYTES, MAX_PROBLEMS, MAX_TOTAL_PORTS, TOPOLOGY_LIMITS};
 pub use error::{Problem, TopologyError};
 pub use file::{Dialect, HostKeyPolicy, Protocol};
 pub use ports::expand_ports;
@@ -226,9 +227,11 @@ pub struct Topology {
 
 /// Load and validate a topology file.
 pub fn load(path: &Path) -> Result<Topology, TopologyError> {
-    let bytes = std::fs::read(path).map_err(|source| TopologyError::Io {
-        file: path.display().to_string(),
-        source,
+    let bytes = crate::yaml::read_capped(path, build::MAX_FILE_BYTES).map_err(|source| {
+        TopologyError::Io {
+            file: path.display().to_string(),
+            source,
+        }
     })?;
     from_bytes(&path.display().to_string(), &bytes)
 }

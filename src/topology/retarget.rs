@@ -36,16 +36,11 @@ pub fn retarget(
     credential: &CredentialRef,
     known_hosts: Option<&str>,
 ) -> Result<String, TopologyError> {
-    let mut raw: FileTopology =
-        serde_yaml_ng::from_str(text).map_err(|e| TopologyError::Parse {
-            file: file.into(),
-            line: e.location().map(|l| l.line()),
-            message: e.to_string(),
-        })?;
+    let mut raw: FileTopology = super::build::parse_file(file, text)?;
     let fix = |name: &str, m: &mut FileMgmt| {
         if let Some(t) = targets.get(name) {
             m.host = t.host.clone();
-            m.port = Some(t.port);
+            m.port = Some(t.port.into());
             m.credential = credential.name.clone();
             m.host_key = HostKeyPolicy::Verify;
         }

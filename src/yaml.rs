@@ -1,0 +1,250 @@
+//! Bounded YAML: every YAML file vclos reads (topologies, hand-written
+//! decisions) goes through [`check`] before serde_yaml_ng sees it.
+//!
+//! Why a separate pass. serde_yaml_ng 0.10 (libyaml via unsafe-libyaml)
+//! first loads *every* event of the document, then deserialises, following
+//! aliases as it goes. Its own guards come too late or are too loose:
+//!
+//! - the recursion limit (128, `remaining_depth` in serde_yaml_ng's `de.rs`)
+//!   applies while deserialising, after libyaml has scanned the whole input;
+//!   libyaml's scanner re-checks every open flow level's simple key on each
+//!   token (`yaml_parser_stale_simple_keys`), so `[[[…` nested 200 000 deep
+//!   costs time quadratic in the depth before any limit is reached
+//!   (measured in docs/input-limits.md: 6 s for 20 000, 26 s for 40 000);
+//! - the alias guard (`RepetitionLimitExceeded`: at most 100 alias jumps per
+//!   event, `jump` in `de.rs`) bounds the number of jumps, not what each
+//!   jump copies: one anchored list of 20 000 names referenced through two
+//!   levels of aliases expands to 40 million strings (a 146 KB file, 4.3 GB,
+//!   160 s), the YAML "billion laughs" (CVE-2003-1564 is the XML original).
+//!
+//! [`check`] walks the event stream of saphyr-parser (a YAML 1.2 parser in
+//! safe Rust that streams events, so a refusal costs only the events read
+//! so far) and refuses, before anything is built:
+//!
+//! - input longer than [`Limits::max_bytes`];
+//! - nesting deeper than [`Limits::max_depth`] collections (YAML 1.2.2
+//!   §3.2.1.1: a node graph; flow and block collections count alike);
+//! - aliases that together stand for more than [`Limits::max_alias_nodes`]
+//!   nodes. Each alias counts the full size of the node its anchor names
+//!   (YAML 1.2.2 §3.2.2.2 and §7.1: an alias is a copy of the anchored node,
+//!   aliases inside it included), which is what serde_yaml_ng will build.
+//!
+//! Every refusal names the line of the offending node. A file that passes
+//! has at most `max_bytes` of literal nodes plus `max_alias_nodes` copied
+//! ones, and nesting libyaml scans in time linear in its length.
+
+use saphyr_parser::{Event, Parser};
+use thiserror::Error;
+
+/// The bounds one kind of file is read under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest accepted input, in bytes.
+    pub max_bytes: usize,
+    /// Deepest accepted nesting of sequences and mappings.
+    pub max_depth: usize,
+    /// Most nodes that all aliases of the file may stand for, together.
+    pub max_alias_nodes: u64,
+}
+
+/// Why a YAML text was refused before deserialisation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LimitError {
+    #[error("{size} bytes is larger than the {limit}-byte limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error("nesting deeper than {limit} levels of lists and mappings")]
+    TooDeep { line: usize, limit: usize },
+    #[error(
+        "aliases expand to more than {limit} nodes (anchors and aliases may only \
+         repeat small parts of a file)"
+    )]
+    AliasBudget { line: usize, limit: u64 },
+    #[error("{message}")]
+    Syntax { line: usize, message: String },
+}
+
+impl LimitError {
+    /// 1-based line of the refusal, where there is one.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            LimitError::TooLarge { .. } => None,
+            LimitError::TooDeep { line, .. }
+            | LimitError::AliasBudget { line, .. }
+            | LimitError::Syntax { line, .. } => Some(*line),
+        }
+    }
+}
+
+/// What [`check`] saw of an accepted text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// Nodes written in the text (scalars, sequences, mappings).
+    pub literal_nodes: u64,
+    /// Nodes the aliases stand for, together.
+    pub alias_nodes: u64,
+    /// Deepest nesting seen.
+    pub depth: usize,
+}
+
+/// Read at most `limit + 1` bytes of `path`: enough to tell a file over
+/// the limit without reading all of it (a file may also grow while read).
+pub fn read_capped(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Check `text` against `limits` in one streaming pass; refuse at the first
+/// node that breaks one.
+pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
+    if text.len() > limits.max_bytes {
+        return Err(LimitError::TooLarge {
+            size: text.len(),
+            limit: limits.max_bytes,
+        });
+    }
+    let mut shape = Shape::default();
+    // Size of every anchored node by anchor id (saphyr numbers anchors from
+    // 1 in order of appearance; 0 means "no anchor").
+    let mut anchor_size: Vec<u64> = Vec::new();
+    // Open collections: (anchor id, nodes inside so far, itself included).
+    let mut open: Vec<(usize, u64)> = Vec::new();
+    let record = |sizes: &mut Vec<u64>, id: usize, n: u64| {
+        if id > 0 {
+            if sizes.len() <= id {
+                sizes.resize(id + 1, 0);
+            }
+            sizes[id] = n;
+        }
+    };
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.map_err(|e| {
+            let line = e.marker().line();
+            // Inside a flow collection saphyr-parser scans ahead to resolve
+            // implicit keys (YAML 1.2.2 §7.4.2 allows flow keys of any
+            // length) and stops at 255 flow levels (`increase_flow_level`,
+            // "recursion limit exceeded"): a depth refusal too.
+            if e.info().contains("recursion limit") {
+                LimitError::TooDeep {
+                    line,
+                    limit: limits.max_depth,
+                }
+            } else {
+                LimitError::Syntax {
+                    line,
+                    message: e.info().to_string(),
+                }
+            }
+        })?;
+        let line = span.start.line();
+        let node = match event {
+            Event::SequenceStart(id, _) | Event::MappingStart(id, _) => {
+                shape.literal_nodes += 1;
+                open.push((id, 1));
+                shape.depth = shape.depth.max(open.len());
+                if open.len() > limits.max_depth {
+                    return Err(LimitError::TooDeep {
+                        line,
+                        limit: limits.max_depth,
+                    });
+                }
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => match open.pop() {
+                Some((id, n)) => {
+                    record(&mut anchor_size, id, n);
+                    n
+                }
+                None => continue,
+            },
+            Event::Scalar(_, _, id, _) => {
+                shape.literal_nodes += 1;
+                record(&mut anchor_size, id, 1);
+                1
+            }
+            Event::Alias(id) => {
+                // An alias to a node still open is a cycle, which serde_yaml_ng
+                // cannot build either; count it as the budget (refused below).
+                let n = anchor_size
+                    .get(id)
+                    .copied()
+                    .filter(|&n| n > 0)
+                    .unwrap_or(limits.max_alias_nodes.saturating_add(1));
+                shape.alias_nodes = shape.alias_nodes.saturating_add(n);
+                if shape.alias_nodes > limits.max_alias_nodes {
+                    return Err(LimitError::AliasBudget {
+                        line,
+                        limit: limits.max_alias_nodes,
+                    });
+                }
+                n
+            }
+            Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart(_)
+            | Event::DocumentEnd
+            | Event::Nothing => continue,
+        };
+        if let Some(parent) = open.last_mut() {
+            parent.1 = parent.1.saturating_add(node);
+        }
+    }
+    Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: Limits = Limits {
+        max_bytes: 1 << 20,
+        max_depth: 8,
+        max_alias_nodes: 100,
+    };
+
+    #[test]
+    fn alias_counts_the_whole_anchored_node() {
+        // &a is a list of 3 scalars: 4 nodes; &b holds two copies: 1 + 8 = 9.
+        let text = "a: &a [x, y, z]\nb: &b [*a, *a]\nc: *b\n";
+        let s = check(text, &SMALL).expect("within budget");
+        assert_eq!(s.alias_nodes, 4 + 4 + 9);
+        assert_eq!(s.depth, 2);
+        let tight = Limits {
+            max_alias_nodes: 16,
+            ..SMALL
+        };
+        assert_eq!(
+            check(text, &tight),
+            Err(LimitError::AliasBudget { line: 3, limit: 16 })
+        );
+    }
+
+    #[test]
+    fn depth_is_refused_at_its_line() {
+        let text = "a:\n  b:\n    - [[[[[[[[[x]]]]]]]]]\n";
+        assert_eq!(
+            check(text, &SMALL),
+            Err(LimitError::TooDeep { line: 3, limit: 8 })
+        );
+        assert!(check("a: [[x]]\n", &SMALL).is_ok());
+    }
+
+    #[test]
+    fn size_and_syntax() {
+        let tiny = Limits {
+            max_bytes: 4,
+            ..SMALL
+        };
+        assert_eq!(
+            check("a: bc\n", &tiny),
+            Err(LimitError::TooLarge { size: 6, limit: 4 })
+        );
+        let e = check("a: [x\nb: y\n", &SMALL).unwrap_err();
+        assert!(matches!(e, LimitError::Syntax { .. }), "{e:?}");
+        let e = check("a: *nowhere\n", &SMALL).unwrap_err();
+        assert!(matches!(e, LimitError::Syntax { line: 1, .. }), "{e:?}");
+    }
+}
