@@ -141,7 +141,16 @@ fn err(file: &Path, message: impl Into<String>) -> JobsError {
 /// loss during its own creation counts as none: no device was touched yet.
 pub fn read(dir: &Path) -> Result<Option<Journal>, JobsError> {
     let file = journal_path(dir);
-    let bytes = match fs::read(&file) {
+    let bytes = match crate::yaml::read_capped(&file, store::MAX_STATE_BYTES) {
+        Ok(b) if b.len() > store::MAX_STATE_BYTES => {
+            return Err(err(
+                &file,
+                format!(
+                    "larger than {} bytes: not a journal vclos wrote",
+                    store::MAX_STATE_BYTES
+                ),
+            ))
+        }
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(&file, e.to_string())),

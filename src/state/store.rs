@@ -42,6 +42,9 @@ use crate::decision::Decision;
 
 /// File name inside the state directory.
 pub const STATE_FILE: &str = "state.json";
+/// Largest state.json (or journal.json) read: far above any real fabric's
+/// (a few MB at 8192 GPUs), a bound on the memory a corrupt file can take.
+pub const MAX_STATE_BYTES: usize = 64 << 20;
 const VERSION: u32 = 1;
 
 #[derive(Debug, Error)]
@@ -49,6 +52,8 @@ pub enum StoreError {
     /// No state.json: not a state directory (a mistyped `--state`?).
     #[error("{dir}: not a vclos state directory (no {STATE_FILE}); check --state, or create one with --init")]
     Missing { dir: String },
+    #[error("{file}: larger than {limit} bytes: not a state file vclos wrote")]
+    TooLarge { file: String, limit: usize },
     /// `init` in a directory that holds something else.
     #[error("{dir}: refusing to create a state directory here: it is not empty ({entry}) and holds no {STATE_FILE}")]
     NotEmpty { dir: String, entry: String },
@@ -102,7 +107,13 @@ pub fn state_path(dir: &Path) -> PathBuf {
 /// topology is an error.
 pub fn load(dir: &Path, topology: &str) -> Result<Vec<Decision>, StoreError> {
     let file = state_path(dir);
-    let bytes = match fs::read(&file) {
+    let bytes = match crate::yaml::read_capped(&file, MAX_STATE_BYTES) {
+        Ok(b) if b.len() > MAX_STATE_BYTES => {
+            return Err(StoreError::TooLarge {
+                file: file.display().to_string(),
+                limit: MAX_STATE_BYTES,
+            })
+        }
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(StoreError::Missing {
@@ -388,6 +399,17 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["state.json"], "no temporary file left");
+    }
+
+    #[test]
+    fn an_oversized_state_file_is_refused_without_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        // Sparse: the bytes past the cap are never read.
+        let f = fs::File::create(state_path(dir.path())).unwrap();
+        f.set_len(4 * MAX_STATE_BYTES as u64).unwrap();
+        let e = load(dir.path(), "t").unwrap_err();
+        assert!(matches!(e, StoreError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("state.json"), "{e}");
     }
 
     #[test]
