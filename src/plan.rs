@@ -53,6 +53,8 @@ pub enum PlanError {
     AlreadyHeld(JobId),
     #[error("job `{0}` is not held")]
     NotHeld(JobId),
+    #[error("running configurations {dir}: {reason}")]
+    RunningDir { dir: String, reason: String },
 }
 
 /// One device's part of a plan.
@@ -97,7 +99,19 @@ pub type Running = BTreeMap<String, BTreeSet<Item>>;
 
 /// Read `dir/<device>.cfg` for every device that has one, parsed in the
 /// device's dialect. Devices without a file are absent from the result.
+/// `dir` must be an existing directory holding the file of at least one
+/// device of `topo`: a mistyped path is an error, never an empty set of
+/// running configurations.
 pub fn load_running(topo: &Topology, dir: &Path) -> Result<Running, PlanError> {
+    let refuse = |reason: String| PlanError::RunningDir {
+        dir: dir.display().to_string(),
+        reason,
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(refuse("not a directory".into())),
+        Err(e) => return Err(refuse(e.to_string())),
+    }
     let mut out = Running::new();
     for dev in &topo.devices {
         let file = dir.join(format!("{}.cfg", dev.name));
@@ -113,6 +127,12 @@ pub fn load_running(topo: &Topology, dir: &Path) -> Result<Running, PlanError> {
         };
         let items = dialect(dev.mgmt.dialect).parse(&dev.name, &text)?;
         out.insert(dev.name.clone(), items);
+    }
+    if out.is_empty() {
+        return Err(refuse(format!(
+            "no `<device>.cfg` file for any device of topology `{}`",
+            topo.name
+        )));
     }
     Ok(out)
 }

@@ -1,24 +1,11 @@
 //! `vclos trace` and `vclos replay` through the built binary.
 #![allow(clippy::unwrap_used)]
 
+mod cli_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn vclos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vclos"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
+use cli_common::{stderr, stdout, vclos};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -49,9 +36,9 @@ fn generate_is_deterministic_and_parseable() {
 #[test]
 fn generate_rejects_bad_parameters() {
     let o = vclos(&["trace", "generate", "--jobs", "0", "--gpus", "512"]);
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(
-        stderr(&o).contains("--jobs must be at least 1"),
+        stderr(&o).contains("invalid value '0' for '--jobs"),
         "{}",
         stderr(&o)
     );
@@ -171,7 +158,7 @@ fn bad_inputs_fail_with_clear_errors() {
     ]);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("bad.csv:3: gpus must be at least 1"),
+        stderr(&o).contains("bad.csv:3:5: gpus must be at least 1"),
         "{}",
         stderr(&o)
     );

@@ -1,5 +1,26 @@
 //! Command-line interface (clap). Each subcommand module parses its flags,
 //! calls the library and prints; none holds domain logic.
+//!
+//! Conventions shared by every command (docs/cli-conventions.md):
+//!
+//! * **Exit status**: 0 on success, 1 on an error (printed on stderr as
+//!   `error: ...`), 2 on a usage error (clap's own convention).
+//! * **Broken pipes**: a reader that closes early (`vclos verify | head -1`)
+//!   ends the command the way it ends coreutils: killed by `SIGPIPE`, which
+//!   a shell reports as status 141 (128 + 13), with nothing on stderr.
+//!   POSIX makes `SIGPIPE`'s default action "terminate the process"
+//!   (POSIX.1-2017, `<signal.h>`; `write()`: "a SIGPIPE signal shall also be
+//!   sent to the thread" on a pipe with no reader). The Rust runtime sets
+//!   it to ignored before `main`, so writes fail with `EPIPE` and `println!`
+//!   panics ("failed printing to stdout"); `sigpipe::reset()` (the `sigpipe`
+//!   crate, docs.rs/sigpipe) puts the default action back first thing.
+//!   Sockets are unaffected as long as they are written with `send`: the
+//!   standard library's `TcpStream::write` (under tokio's and mio's) passes
+//!   `MSG_NOSIGNAL` (Linux `send(2)`: "don't generate a SIGPIPE signal if
+//!   the peer on a stream-oriented socket has closed the connection"), so a
+//!   vanished SSH/Telnet/NETCONF peer is still an `EPIPE` error. Vectored
+//!   writes are `writev(2)`, which has no such flag and would kill the
+//!   process: clippy.toml forbids them (`disallowed-methods`).
 
 mod apply;
 mod demo;
@@ -66,6 +87,8 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    // Before anything can print (clap's `--help` included).
+    sigpipe::reset();
     let cli = Cli::parse();
     init_tracing(cli.log.as_deref());
     let result = match cli.command {

@@ -26,7 +26,8 @@ pub struct PlanArgs {
     /// State directory (`DIR/state.json`); an empty fabric when omitted.
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
-    /// Directory of saved running configurations (`DIR/<device>.cfg`).
+    /// Directory of saved running configurations (`DIR/<device>.cfg`); it
+    /// must exist and hold the file of at least one device.
     #[arg(long, value_name = "DIR")]
     running: Option<PathBuf>,
     /// Place and admit a job asking for GPUS GPUs; repeat to admit several,

@@ -16,24 +16,37 @@ pub enum TraceCmd {
     Stats {
         file: PathBuf,
         /// Cluster GPUs, to report the offered load.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         gpus: Option<u32>,
     },
 }
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// Number of jobs.
-    #[arg(long)]
+    /// Number of jobs (1 to 10000000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_JOBS))]
     jobs: u32,
     /// GPUs in the target cluster (caps job sizes, sets the arrival rate).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     gpus: u32,
-    /// Offered load: sum(gpus * duration) / (gpus * arrival window).
-    #[arg(long, default_value_t = 0.9)]
+    /// Offered load: sum(gpus * duration) / (gpus * arrival window); finite, > 0.
+    #[arg(long, default_value_t = 0.9, value_parser = positive_finite)]
     load: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+}
+
+/// `MAX_JOBS` as a clap range bound.
+const MAX_JOBS: i64 = trace::MAX_JOBS as i64;
+
+/// A finite number greater than 0 (`--load`): `NaN`, `inf`, 0 and negatives
+/// are refused by clap before anything runs.
+fn positive_finite(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err(format!("`{s}` is not a finite number greater than 0")),
+        Err(e) => Err(format!("`{s}` is not a number: {e}")),
+    }
 }
 
 pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
@@ -82,7 +95,7 @@ fn stats(jobs: &[trace::Job], gpus: Option<u32>) -> Option<String> {
         jobs.iter().map(|j| j.duration_s).sum::<f64>() / n,
         work / 3600.0
     );
-    if let Some(g) = gpus.filter(|g| *g > 0) {
+    if let Some(g) = gpus {
         let window = last.arrival_s - first.arrival_s;
         if window > 0.0 {
             s += &format!(

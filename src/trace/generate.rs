@@ -75,6 +75,14 @@ pub enum GenError {
     NoGpus,
     #[error("--load must be a finite number greater than 0 (got {0})")]
     BadLoad(String),
+    #[error("--jobs must be at most {} (the limit of a trace)", super::MAX_JOBS)]
+    TooManyJobs,
+    #[error(
+        "arrivals would reach {last_s} s, beyond the trace limit of {:.0} s (10 years): \
+         raise --load or lower --jobs",
+        super::MAX_SECONDS
+    )]
+    TooLong { last_s: u64 },
 }
 
 /// A generated trace and the figures it was built to.
@@ -102,6 +110,9 @@ impl Generated {
 pub fn generate(p: &Params) -> Result<Generated, GenError> {
     if p.jobs == 0 {
         return Err(GenError::NoJobs);
+    }
+    if p.jobs as usize > super::MAX_JOBS {
+        return Err(GenError::TooManyJobs);
     }
     if p.gpus == 0 {
         return Err(GenError::NoGpus);
@@ -148,6 +159,14 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
         });
     }
     let last = jobs.last().map_or(0.0, |j| j.arrival_s);
+    // What the parser would refuse is never written (durations are at most
+    // MAX_S and deadlines arrival + 5 * MAX_S, both well inside the limits).
+    if last > super::MAX_SECONDS {
+        // `as` saturates; the value is only shown.
+        return Err(GenError::TooLong {
+            last_s: last.ceil() as u64,
+        });
+    }
     let realised_load = if last > 0.0 {
         work / (f64::from(p.gpus) * last)
     } else {
@@ -300,5 +319,26 @@ mod tests {
         );
         assert!(generate(&params(1, 8, 0.0, 1)).is_err());
         assert!(generate(&params(1, 8, f64::NAN, 1)).is_err());
+        assert_eq!(
+            generate(&params(super::super::MAX_JOBS as u32 + 1, 8, 0.9, 1)).unwrap_err(),
+            GenError::TooManyJobs
+        );
+    }
+
+    /// A load so small that arrivals would run past the parser's 10-year
+    /// limit is refused, instead of writing a trace `replay` refuses.
+    #[test]
+    fn arrivals_past_the_trace_limit_are_refused() {
+        let e = generate(&params(100, 8, 1e-6, 1)).unwrap_err();
+        assert!(
+            matches!(e, GenError::TooLong { last_s } if last_s > 315_360_000),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("raise --load"), "{e}");
+        // The same jobs at a sane load: written and read back.
+        let g = generate(&params(100, 8, 0.9, 1)).unwrap();
+        let mut csv = Vec::new();
+        super::super::write_csv(&mut csv, &g.jobs).unwrap();
+        assert_eq!(super::super::parse("g.csv", &csv).unwrap().len(), 100);
     }
 }

@@ -14,12 +14,46 @@
 //! reported with the file name and 1-based line number, all at once, so a
 //! hand-edited trace can be fixed in one pass. Arrivals need not be sorted;
 //! the parser sorts stably by arrival time (ties keep file order).
+//!
+//! ## Numeric ranges and size limits
+//!
+//! Every number is checked to be finite and within a range chosen so that a
+//! replay's arithmetic stays exact to well under a millisecond (the
+//! precision `write_csv` keeps). An IEEE 754 binary64 value has a 53-bit
+//! significand (IEEE 754-2019, 3.6), so the spacing of doubles near `2^k`
+//! is `2^(k-52)`: below `2^42` s it is at most `2^-10` s (0.98 ms).
+//!
+//! * `arrival_s` in `[0, MAX_SECONDS]`, `duration_s` in `(0, MAX_SECONDS]`,
+//!   where [`MAX_SECONDS`] is 10 years (315,360,000 s < `2^29` s, spacing
+//!   `2^-23` s): two orders of magnitude above the longest jobs of the
+//!   published GPU-cluster traces (Helios, Philly: days to weeks) and far
+//!   beyond any trace window, while `1e308` (an overflow to infinity in the
+//!   first sum, `NaN` utilisation) is refused.
+//! * `deadline_s` in `[arrival_s, MAX_DEADLINE_S]` (20 years: any arrival
+//!   plus any run time).
+//! * The sum of all `duration_s` is at most [`MAX_TOTAL_RUN_S`] (4e12 s).
+//!   In a replay every event time is at most the last arrival plus the sum
+//!   of the run times (after the last arrival some job runs at every
+//!   instant until the end, or the replay is over: a head blocked while
+//!   nothing runs is dropped), so every time, wait and completion stays
+//!   below `MAX_SECONDS + MAX_TOTAL_RUN_S < 2^42` s, where sums and
+//!   differences keep sub-millisecond resolution, and `gpus * time` sums
+//!   stay far from overflow (`2^32 * 2^42 = 2^74` against `2^1024`).
+//! * At most [`MAX_JOBS`] (10^7) jobs, [`MAX_LINE_BYTES`] per line and
+//!   [`MAX_FILE_BYTES`] per file, so a hostile or mistaken input (a binary
+//!   file, `/dev/zero`) is refused with bounded memory. Only the first
+//!   [`SHOWN`] problems are kept; the rest are counted.
+//!
+//! Problems name the file, the 1-based line and, for a bad field, the
+//! 1-based column (in characters) where the field starts, as
+//! `FILE:LINE:COLUMN: message` (the GNU Coding Standards' "Formatting Error
+//! Messages" form, which editors jump to).
 
 pub mod generate;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use serde::Serialize;
@@ -31,6 +65,20 @@ use crate::names::JobId;
 pub const HEADER: [&str; 4] = ["job_id", "arrival_s", "gpus", "duration_s"];
 /// The optional fifth column.
 pub const DEADLINE: &str = "deadline_s";
+
+/// Largest `arrival_s` and `duration_s`: 10 years of 365 days, in seconds.
+pub const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
+/// Largest `deadline_s`: any arrival plus any run time.
+pub const MAX_DEADLINE_S: f64 = 2.0 * MAX_SECONDS;
+/// Largest sum of `duration_s` over a trace (about 127,000 years); with
+/// [`MAX_SECONDS`] every replay time stays below `2^42` s.
+pub const MAX_TOTAL_RUN_S: f64 = 4.0e12;
+/// Most jobs in one trace (ten times the largest replay measured, 10^6).
+pub const MAX_JOBS: usize = 10_000_000;
+/// Longest line, in bytes (a valid row is under 100).
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Largest trace file, in bytes (10^7 rows of generated CSV are ~400 MB).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// One job of a trace. Times are seconds from the trace's origin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,6 +97,9 @@ pub struct Job {
 pub struct RowProblem {
     /// 1-based line number.
     pub line: usize,
+    /// 1-based column (in characters) where the bad field starts, when one
+    /// field is at fault.
+    pub column: Option<usize>,
     pub message: String,
 }
 
@@ -61,32 +112,69 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}", Problems { file, problems })]
+    #[error("{file}: more than {limit} bytes: not read (the limit of a trace file)")]
+    TooLarge { file: String, limit: u64 },
+    #[error("{}", Problems { file, problems, total: *total })]
     Invalid {
         file: String,
+        /// The first [`SHOWN`] problems, in line order.
         problems: Vec<RowProblem>,
+        /// How many problems were found in all.
+        total: usize,
     },
 }
 
-/// How many problems are listed before "and N more".
-const SHOWN: usize = 20;
+/// How many problems are kept and listed before "and N more".
+pub const SHOWN: usize = 20;
 
 struct Problems<'a> {
     file: &'a str,
     problems: &'a [RowProblem],
+    total: usize,
 }
 
 impl fmt::Display for Problems<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.problems.len();
+        let n = self.total;
         write!(f, "{}: invalid trace ({n} problem{})", self.file, plural(n))?;
         for p in self.problems.iter().take(SHOWN) {
-            write!(f, "\n  {}:{}: {}", self.file, p.line, p.message)?;
+            match p.column {
+                Some(c) => write!(f, "\n  {}:{}:{c}: {}", self.file, p.line, p.message)?,
+                None => write!(f, "\n  {}:{}: {}", self.file, p.line, p.message)?,
+            }
         }
         if n > SHOWN {
             write!(f, "\n  ... and {} more", n - SHOWN)?;
         }
         Ok(())
+    }
+}
+
+/// Problems found so far: the first [`SHOWN`] kept, all counted.
+#[derive(Default)]
+struct Found {
+    kept: Vec<RowProblem>,
+    total: usize,
+}
+
+impl Found {
+    fn push(&mut self, line: usize, column: Option<usize>, message: String) {
+        self.total += 1;
+        if self.kept.len() < SHOWN {
+            self.kept.push(RowProblem {
+                line,
+                column,
+                message,
+            });
+        }
+    }
+
+    fn into_error(self, file: &str) -> TraceError {
+        TraceError::Invalid {
+            file: file.to_string(),
+            problems: self.kept,
+            total: self.total,
+        }
     }
 }
 
@@ -98,85 +186,175 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Read and parse a trace file.
+/// The size limits of a trace (the constants above; smaller in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Limits {
+    jobs: usize,
+    line_bytes: usize,
+    file_bytes: u64,
+}
+
+const LIMITS: Limits = Limits {
+    jobs: MAX_JOBS,
+    line_bytes: MAX_LINE_BYTES,
+    file_bytes: MAX_FILE_BYTES,
+};
+
+/// Read and parse a trace file (at most [`MAX_FILE_BYTES`]).
 pub fn load(path: &Path) -> Result<Vec<Job>, TraceError> {
+    load_within(path, LIMITS)
+}
+
+fn load_within(path: &Path, limits: Limits) -> Result<Vec<Job>, TraceError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
+    let io = |source| TraceError::Io {
         file: file.clone(),
         source,
-    })?;
-    parse(&file, &bytes)
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(limits.file_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limits.file_bytes {
+        return Err(TraceError::TooLarge {
+            file,
+            limit: limits.file_bytes,
+        });
+    }
+    parse_within(&file, &bytes, limits)
 }
 
 /// Parse trace bytes; `file` is only used in error messages.
 pub fn parse(file: &str, bytes: &[u8]) -> Result<Vec<Job>, TraceError> {
-    let mut problems = Vec::new();
+    parse_within(file, bytes, LIMITS)
+}
+
+fn parse_within(file: &str, bytes: &[u8], limits: Limits) -> Result<Vec<Job>, TraceError> {
+    let mut found = Found::default();
     let mut columns: Option<usize> = None;
     let mut jobs: Vec<Job> = Vec::new();
     // id -> line of first occurrence, to name both lines of a duplicate.
     let mut seen: HashMap<JobId, usize> = HashMap::new();
+    let mut rows = 0usize;
+    let mut run_total = 0.0f64;
 
     for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = i + 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.len() > limits.line_bytes {
+            found.push(
+                line,
+                None,
+                format!(
+                    "line of {} bytes, longer than the limit of {}",
+                    raw.len(),
+                    limits.line_bytes
+                ),
+            );
+            if columns.is_none() {
+                return Err(found.into_error(file));
+            }
+            continue;
+        }
         let text = match std::str::from_utf8(raw) {
-            Ok(t) => t.trim(),
+            Ok(t) => t,
             Err(e) => {
-                problems.push(RowProblem {
-                    line,
-                    message: format!("not UTF-8 (bad byte at column {})", e.valid_up_to() + 1),
-                });
+                let valid = std::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or_default();
+                let column = valid.chars().count() + 1;
+                found.push(line, Some(column), "not UTF-8".into());
                 continue;
             }
         };
-        if text.is_empty() || text.starts_with('#') {
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let fields = split_fields(text);
         let Some(ncols) = columns else {
-            match header(&fields) {
+            let names: Vec<&str> = fields.iter().map(|f| f.text).collect();
+            match header(&names) {
                 Ok(n) => columns = Some(n),
                 Err(message) => {
                     // Without a header nothing else can be read meaningfully.
-                    problems.push(RowProblem { line, message });
-                    return Err(invalid(file, problems));
+                    found.push(line, None, message);
+                    return Err(found.into_error(file));
                 }
             }
             continue;
         };
+        rows += 1;
+        if rows > limits.jobs {
+            found.push(
+                line,
+                None,
+                format!(
+                    "more than {} jobs (the limit of a trace); not read further",
+                    limits.jobs
+                ),
+            );
+            break;
+        }
         match row(&fields, ncols) {
             Ok(job) => match seen.get(&job.id) {
-                Some(first) => problems.push(RowProblem {
+                Some(first) => found.push(
                     line,
-                    message: format!("duplicate job id `{}` (first on line {first})", job.id),
-                }),
+                    Some(fields[0].column),
+                    format!("duplicate job id `{}` (first on line {first})", job.id),
+                ),
                 None => {
+                    let before = run_total;
+                    run_total += job.duration_s;
+                    if run_total > MAX_TOTAL_RUN_S && before <= MAX_TOTAL_RUN_S {
+                        found.push(
+                            line,
+                            Some(fields[3].column),
+                            format!(
+                                "the run times up to this row add up to {run_total:.0} s, \
+                                 more than the trace limit of {MAX_TOTAL_RUN_S:.0} s"
+                            ),
+                        );
+                    }
                     seen.insert(job.id.clone(), line);
                     jobs.push(job);
                 }
             },
-            Err(message) => problems.push(RowProblem { line, message }),
+            Err(e) => found.push(line, e.column, e.message),
         }
     }
     if columns.is_none() {
-        problems.push(RowProblem {
-            line: 1,
-            message: format!("missing header `{}`", HEADER.join(",")),
-        });
+        found.push(1, None, format!("missing header `{}`", HEADER.join(",")));
     }
-    if !problems.is_empty() {
-        return Err(invalid(file, problems));
+    if found.total > 0 {
+        return Err(found.into_error(file));
     }
     // Stable: equal arrivals keep file order.
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
     Ok(jobs)
 }
 
-fn invalid(file: &str, problems: Vec<RowProblem>) -> TraceError {
-    TraceError::Invalid {
-        file: file.to_string(),
-        problems,
+/// One comma-separated field, trimmed, and where it starts.
+#[derive(Debug, Clone, Copy)]
+struct Field<'a> {
+    /// 1-based column, in characters, of the field's first non-blank.
+    column: usize,
+    text: &'a str,
+}
+
+fn split_fields(line: &str) -> Vec<Field<'_>> {
+    let mut out = Vec::new();
+    let mut column = 1;
+    for piece in line.split(',') {
+        let rest = piece.trim_start();
+        let lead = piece[..piece.len() - rest.len()].chars().count();
+        out.push(Field {
+            column: column + lead,
+            text: rest.trim_end(),
+        });
+        column += piece.chars().count() + 1;
     }
+    out
 }
 
 /// Check the header; return its column count (4 or 5).
@@ -194,32 +372,55 @@ fn header(fields: &[&str]) -> Result<usize, String> {
     }
 }
 
-fn row(fields: &[&str], ncols: usize) -> Result<Job, String> {
-    if fields.len() != ncols {
-        return Err(format!("expected {ncols} fields, found {}", fields.len()));
+/// What is wrong with a row, and where.
+struct BadRow {
+    column: Option<usize>,
+    message: String,
+}
+
+impl BadRow {
+    fn at(field: Field<'_>, message: String) -> Self {
+        Self {
+            column: Some(field.column),
+            message,
+        }
     }
-    let id = JobId::new(fields[0]).map_err(|e| e.to_string())?;
-    let arrival_s = seconds("arrival_s", fields[1])?;
-    let gpus = match fields[2].parse::<u32>() {
-        Ok(0) => return Err("gpus must be at least 1".into()),
+}
+
+fn row(fields: &[Field<'_>], ncols: usize) -> Result<Job, BadRow> {
+    if fields.len() != ncols {
+        return Err(BadRow {
+            column: None,
+            message: format!("expected {ncols} fields, found {}", fields.len()),
+        });
+    }
+    let id = JobId::new(fields[0].text).map_err(|e| BadRow::at(fields[0], e.to_string()))?;
+    let arrival_s = seconds(HEADER[1], fields[1], Range::from_zero(MAX_SECONDS))?;
+    let gpus = match fields[2].text.parse::<u32>() {
+        Ok(0) => return Err(BadRow::at(fields[2], "gpus must be at least 1".into())),
         Ok(n) => n,
         Err(_) => {
-            return Err(format!(
-                "gpus `{}` is not a whole number",
-                shorten(fields[2])
+            return Err(BadRow::at(
+                fields[2],
+                format!(
+                    "gpus `{}` is not a whole number from 1 to {}",
+                    shorten(fields[2].text),
+                    u32::MAX
+                ),
             ))
         }
     };
-    let duration_s = seconds("duration_s", fields[3])?;
-    if duration_s == 0.0 {
-        return Err("duration_s must be greater than 0".into());
-    }
+    let duration_s = seconds(HEADER[3], fields[3], Range::above_zero(MAX_SECONDS))?;
     let deadline_s = match fields.get(4) {
-        None | Some(&"") => None,
-        Some(v) => {
-            let d = seconds(DEADLINE, v)?;
+        None => None,
+        Some(f) if f.text.is_empty() => None,
+        Some(f) => {
+            let d = seconds(DEADLINE, *f, Range::from_zero(MAX_DEADLINE_S))?;
             if d < arrival_s {
-                return Err(format!("deadline_s {d} is before arrival_s {arrival_s}"));
+                return Err(BadRow::at(
+                    *f,
+                    format!("deadline_s {d} is before arrival_s {arrival_s}"),
+                ));
             }
             Some(d)
         }
@@ -233,16 +434,56 @@ fn row(fields: &[&str], ncols: usize) -> Result<Job, String> {
     })
 }
 
-/// A finite, non-negative number of seconds.
-fn seconds(column: &str, value: &str) -> Result<f64, String> {
-    match value.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        Ok(v) if v.is_finite() => Err(format!("{column} {v} is negative")),
-        _ => Err(format!(
-            "{column} `{}` is not a finite number of seconds",
-            shorten(value)
-        )),
+/// The allowed values of a time column: `[0, max]` or `(0, max]`.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    zero_allowed: bool,
+    max: f64,
+}
+
+impl Range {
+    fn from_zero(max: f64) -> Self {
+        Self {
+            zero_allowed: true,
+            max,
+        }
     }
+
+    fn above_zero(max: f64) -> Self {
+        Self {
+            zero_allowed: false,
+            max,
+        }
+    }
+}
+
+/// A finite number of seconds within `range`.
+fn seconds(column: &str, field: Field<'_>, range: Range) -> Result<f64, BadRow> {
+    let bad = |message: String| Err(BadRow::at(field, message));
+    let v = match field.text.parse::<f64>() {
+        Ok(v) if v.is_finite() => v,
+        _ => {
+            return bad(format!(
+                "{column} `{}` is not a finite number of seconds",
+                shorten(field.text)
+            ))
+        }
+    };
+    if v < 0.0 {
+        return bad(format!("{column} {v} is negative"));
+    }
+    if v == 0.0 && !range.zero_allowed {
+        return bad(format!("{column} must be greater than 0"));
+    }
+    if v > range.max {
+        return bad(format!(
+            "{column} {} is more than {:.0} s ({} years), the limit",
+            shorten(field.text),
+            range.max,
+            range.max / (365.0 * 86_400.0)
+        ));
+    }
+    Ok(v)
 }
 
 /// Keep error messages readable when a field is huge.

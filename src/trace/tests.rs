@@ -63,10 +63,192 @@ fn every_bad_row_is_reported_with_its_line() {
 }
 
 #[test]
-fn error_display_names_file_and_line() {
+fn error_display_names_file_line_and_column() {
     let e = parse("jobs.csv", b"job_id,arrival_s,gpus,duration_s\nj,1,two,3\n").unwrap_err();
     let shown = e.to_string();
-    assert!(shown.contains("jobs.csv:2: gpus `two`"), "{shown}");
+    assert!(shown.contains("jobs.csv:2:5: gpus `two`"), "{shown}");
+    // A row-level problem has no column.
+    let e = parse("jobs.csv", b"job_id,arrival_s,gpus,duration_s\nj,1,2\n").unwrap_err();
+    assert!(
+        e.to_string().contains("jobs.csv:2: expected 4 fields"),
+        "{e}"
+    );
+}
+
+/// The reproductions of issue 12: `1e308` made `NaN%` utilisation and wrong
+/// averages; every time column is now bounded, and the problem names the
+/// line and the column (in characters, blanks skipped) of the field.
+#[test]
+fn huge_infinite_and_nan_times_are_refused_at_their_column() {
+    let text = "job_id,arrival_s,gpus,duration_s,deadline_s\n\
+                a,0,8,1e308,\n\
+                b,1e308,8,10,\n\
+                c,  inf,1,1,\n\
+                d,5,1,NaN,\n\
+                e,0,1,1,6.4e8\n\
+                f,0,1,315360000.001,\n\
+                g,-0.5,1,1,\n";
+    let expected = [
+        (2, 7, "duration_s 1e308 is more than 315360000 s (10 years)"),
+        (3, 3, "arrival_s 1e308 is more than"),
+        (4, 5, "arrival_s `inf` is not a finite number"),
+        (5, 7, "duration_s `NaN` is not a finite number"),
+        (6, 9, "deadline_s 6.4e8 is more than 630720000 s (20 years)"),
+        (7, 7, "duration_s 315360000.001 is more than"),
+        (8, 3, "arrival_s -0.5 is negative"),
+    ];
+    let p = problems(text);
+    assert_eq!(p.len(), expected.len(), "{p:?}");
+    for (p, (line, column, message)) in p.iter().zip(expected) {
+        assert_eq!((p.line, p.column), (line, Some(column)), "{p:?}");
+        assert!(p.message.contains(message), "{p:?}");
+    }
+}
+
+#[test]
+fn the_limits_themselves_are_accepted() {
+    let text = format!(
+        "job_id,arrival_s,gpus,duration_s,deadline_s\na,{m},{g},{m},{d}\nb,0,1,0.001,0\n",
+        m = MAX_SECONDS,
+        g = u32::MAX,
+        d = MAX_DEADLINE_S
+    );
+    let jobs = parse("t.csv", text.as_bytes()).unwrap();
+    assert_eq!(jobs[1].arrival_s, MAX_SECONDS);
+    assert_eq!(jobs[1].duration_s, MAX_SECONDS);
+    assert_eq!(jobs[1].deadline_s, Some(MAX_DEADLINE_S));
+    assert_eq!(jobs[0].duration_s, 0.001);
+}
+
+/// Each row within its range, but together past `MAX_TOTAL_RUN_S`: the row
+/// that crosses it is named, once.
+#[test]
+fn the_sum_of_run_times_is_bounded() {
+    let rows = (MAX_TOTAL_RUN_S / MAX_SECONDS).floor() as usize; // 12_683
+    let mut text = String::from("job_id,arrival_s,gpus,duration_s\n");
+    for i in 0..rows + 5 {
+        text.push_str(&format!("j{i},0,1,{MAX_SECONDS}\n"));
+    }
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    // Line 1 is the header: row `rows + 1` is on line `rows + 2`.
+    assert_eq!(
+        (p[0].line, p[0].column),
+        (rows + 2, Some(format!("j{rows}").len() + 6))
+    );
+    assert!(
+        p[0].message
+            .contains("more than the trace limit of 4000000000000 s"),
+        "{}",
+        p[0].message
+    );
+    // One row fewer is fine.
+    let ok: String = text
+        .lines()
+        .take(rows + 1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(parse("t.csv", ok.as_bytes()).unwrap().len(), rows);
+}
+
+fn small_limits() -> Limits {
+    Limits {
+        jobs: 3,
+        line_bytes: 40,
+        file_bytes: 200,
+    }
+}
+
+#[test]
+fn rows_beyond_the_job_limit_are_not_read() {
+    let text = "job_id,arrival_s,gpus,duration_s\na,0,1,1\nb,0,1,1\nc,0,1,1\nd,0,1,1\ne,0,1,x\n";
+    let e = parse_within("t.csv", text.as_bytes(), small_limits()).unwrap_err();
+    let TraceError::Invalid {
+        problems, total, ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    // Stops at the fourth row: the bad fifth one is never looked at.
+    assert_eq!(total, 1);
+    assert_eq!(problems[0].line, 5);
+    assert!(
+        problems[0].message.contains("more than 3 jobs"),
+        "{}",
+        problems[0].message
+    );
+    let three: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
+    assert_eq!(
+        parse_within("t.csv", three.as_bytes(), small_limits())
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn long_lines_are_refused() {
+    let long = format!("a,0,1,1{}\n", " ".repeat(40));
+    let text = format!("job_id,arrival_s,gpus,duration_s\n{long}b,0,1,1\n");
+    let e = parse_within("t.csv", text.as_bytes(), small_limits()).unwrap_err();
+    let TraceError::Invalid { problems, .. } = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].line, 2);
+    assert!(
+        problems[0]
+            .message
+            .contains("line of 47 bytes, longer than the limit of 40"),
+        "{}",
+        problems[0].message
+    );
+    // A long line before the header ends the parse at once.
+    let text = format!("{long}{long}");
+    let e = parse_within("t.csv", text.as_bytes(), small_limits()).unwrap_err();
+    assert!(matches!(e, TraceError::Invalid { total: 1, .. }), "{e:?}");
+}
+
+#[test]
+fn files_beyond_the_size_limit_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.csv");
+    let mut text = String::from("job_id,arrival_s,gpus,duration_s\n");
+    while text.len() <= 200 {
+        text.push_str("# padding\n");
+    }
+    std::fs::write(&path, &text).unwrap();
+    let e = load_within(&path, small_limits()).unwrap_err();
+    assert!(
+        e.to_string().contains("big.csv: more than 200 bytes"),
+        "{e}"
+    );
+    std::fs::write(&path, &text[..200]).unwrap();
+    // At the limit: read (a header and comments, no jobs).
+    assert!(load_within(&path, small_limits()).unwrap().is_empty());
+    // A directory is an I/O error naming it, not an empty trace.
+    let e = load(dir.path()).unwrap_err();
+    assert!(matches!(e, TraceError::Io { .. }), "{e:?}");
+}
+
+/// Memory stays bounded however many rows are bad: the first `SHOWN`
+/// problems are kept, the rest only counted.
+#[test]
+fn problems_are_counted_but_only_the_first_kept() {
+    let mut text = String::from("job_id,arrival_s,gpus,duration_s\n");
+    for i in 0..5000 {
+        text.push_str(&format!("j{i},0,0,1\n"));
+    }
+    let e = parse("t.csv", text.as_bytes()).unwrap_err();
+    let TraceError::Invalid {
+        problems, total, ..
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((problems.len(), *total), (SHOWN, 5000));
+    assert!(e.to_string().contains("(5000 problems)"));
+    assert!(e.to_string().contains("... and 4980 more"));
 }
 
 #[test]
@@ -93,6 +275,7 @@ fn non_utf8_is_a_row_error() {
     match parse("t.csv", &bytes) {
         Err(TraceError::Invalid { problems, .. }) => {
             assert_eq!(problems[0].line, 2);
+            assert_eq!(problems[0].column, Some(2));
             assert!(problems[0].message.contains("UTF-8"));
         }
         other => panic!("{other:?}"),
@@ -152,6 +335,7 @@ proptest! {
             for j in &jobs {
                 prop_assert!(j.gpus >= 1);
                 prop_assert!(j.arrival_s >= 0.0 && j.duration_s > 0.0);
+                prop_assert!(j.arrival_s <= MAX_SECONDS && j.duration_s <= MAX_SECONDS);
             }
             prop_assert!(jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
         }
