@@ -24,7 +24,10 @@ pub enum JobsError {
     State(#[from] StateError),
     /// The stored state itself is invalid (every command refuses it).
     #[error("{file}: {error}")]
-    InvalidState { file: String, error: StateError },
+    InvalidState {
+        file: String,
+        error: Box<StateError>,
+    },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]

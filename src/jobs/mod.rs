@@ -950,7 +950,7 @@ fn stored_state(dir: &Path, topo: &Arc<Topology>) -> Result<FabricState, JobsErr
     FabricState::from_decisions(Arc::clone(topo), &held_on_disk(dir, topo)?).map_err(|error| {
         JobsError::InvalidState {
             file: store::state_path(dir).display().to_string(),
-            error,
+            error: Box::new(error),
         }
     })
 }
