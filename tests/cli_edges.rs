@@ -188,3 +188,19 @@ fn plan_running_must_name_a_directory_of_device_configs() {
     let o = plan_with_running(&empty);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// An error whose cause is already in its message prints the cause once.
+#[test]
+fn an_error_says_its_cause_once() {
+    let o = vclos(&[
+        "plan",
+        "--topology",
+        "topologies/testbed.yaml",
+        "--decision",
+        "/nonexistent/decision.yaml",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("/nonexistent/decision.yaml"), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
