@@ -420,3 +420,56 @@ fn verify_refuses_a_state_other_commands_refuse() {
         );
     }
 }
+
+/// Issue 13: a size with no slice shape on this fabric is refused as never
+/// placeable (a scheduler must not retry it), told apart from "not now".
+#[test]
+fn a_size_without_a_slice_shape_is_refused_as_never_placeable() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let topo = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/testbed.yaml"
+    ));
+    let plan = |id: &str, gpus: &str| {
+        vclos(
+            topo,
+            &state,
+            &[
+                "job",
+                "submit",
+                "--init",
+                "--dry-run",
+                "--id",
+                id,
+                "--gpus",
+                gpus,
+            ],
+        )
+    };
+    let o = plan("wide", "20");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("can never be placed") && text(&o).contains("20 GPUs"),
+        "{}",
+        text(&o)
+    );
+    assert!(plan("w24", "24").status.success());
+    // 16 GPUs held: 24 does not fit now, but it is not "never".
+    let d = r#"{"job":"a","stage":"leaf","gpus":[
+        {"server":"srv1","gpu":0},{"server":"srv1","gpu":1},{"server":"srv1","gpu":2},{"server":"srv1","gpu":3},
+        {"server":"srv2","gpu":0},{"server":"srv2","gpu":1},{"server":"srv2","gpu":2},{"server":"srv2","gpu":3},
+        {"server":"srv3","gpu":0},{"server":"srv3","gpu":1},{"server":"srv3","gpu":2},{"server":"srv3","gpu":3},
+        {"server":"srv4","gpu":0},{"server":"srv4","gpu":1},{"server":"srv4","gpu":2},{"server":"srv4","gpu":3}]}"#;
+    std::fs::write(
+        state.join("state.json"),
+        format!(r#"{{"version":1,"topology":"testbed","decisions":[{d}]}}"#),
+    )
+    .unwrap();
+    let o = plan("w24", "24");
+    assert!(
+        !o.status.success() && text(&o).contains("cannot be placed now"),
+        "{}",
+        text(&o)
+    );
+}

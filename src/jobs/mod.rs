@@ -89,6 +89,7 @@ use crate::controller::{
 use crate::decision::Decision;
 use crate::intent::{self, FabricIntent};
 use crate::names::JobId;
+use crate::placement::feasible::{Feasibility, Verdict};
 use crate::placement::{self, Blocked, JobRequest, OcsVclosPlacer, Placer, Policy, VclosPlacer};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
 use crate::state::lock::{self, Holder, StateLock};
@@ -450,13 +451,28 @@ impl Fabric {
         };
         match placer.place(&req)? {
             placement::Outcome::Placed(d) => self.plan_decision(d),
-            placement::Outcome::Blocked(b) => Err(JobsError::Blocked {
-                job: job.clone(),
-                why: match b {
+            placement::Outcome::Blocked(b) => {
+                let why = |b| match b {
                     Blocked::Gpu => "not enough free GPUs / idle servers",
                     Blocked::Network => "no isolated network slice is free",
-                },
-            }),
+                };
+                // Decided on the empty fabric (memoised per size in replay;
+                // one probe here, only on this refusal path).
+                let mut f = Feasibility::new(self.policy, Arc::clone(&self.topo));
+                Err(match f.check(gpus) {
+                    Verdict::Never(never) => JobsError::NeverPlaceable {
+                        job: job.clone(),
+                        gpus,
+                        topology: self.topo.name.clone(),
+                        policy: self.policy.name(),
+                        why: why(never),
+                    },
+                    _ => JobsError::Blocked {
+                        job: job.clone(),
+                        why: why(b),
+                    },
+                })
+            }
         }
     }
 

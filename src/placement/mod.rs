@@ -9,6 +9,7 @@
 mod assign;
 mod baseline;
 mod biclique;
+pub mod feasible;
 mod flow;
 mod local;
 mod ocs;

@@ -15,10 +15,15 @@
 //!
 //! A blocked head is retried only after something changed (a release, or a
 //! different job reached the head), since a placer decides on its state
-//! alone. If the head is blocked while nothing runs, the fabric is as empty
-//! as it will ever be, so the job can never start: it is dropped and counted
-//! as `unplaceable` rather than freezing the queue forever. A job larger than
-//! the fabric ([`PlacementError::TooLarge`]) is dropped as `rejected`.
+//! alone. A head whose size the policy proves blocked on the *empty*
+//! fabric ([`Feasibility`], one probe per distinct size) can never start:
+//! it is dropped and counted as `unplaceable` the first time it is blocked,
+//! instead of holding the queue until the whole fabric drains (issue 13: each
+//! such job used to empty the cluster). For placers that cannot be probed
+//! (no fabric state) or sizes whose probe was not a proof, the old rule
+//! stays: a head blocked while nothing runs is dropped as `unplaceable`. A
+//! job larger than the fabric ([`PlacementError::TooLarge`]) is dropped as
+//! `rejected`.
 //!
 //! Each decision also goes through an independent [`Ledger`] that audits
 //! isolation from the decisions themselves; see its module doc.
@@ -39,6 +44,7 @@ pub use report::{percentile, Report};
 
 use crate::decision::Decision;
 use crate::names::JobId;
+use crate::placement::feasible::{Feasibility, Verdict};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::trace::Job;
 use queue::{Key, Queue};
@@ -114,7 +120,9 @@ pub fn replay_with_progress(
     if let Some(w) = trace.windows(2).find(|w| w[1].arrival_s < w[0].arrival_s) {
         return Err(ReplayError::Unsorted(w[1].id.clone()));
     }
+    let feasible = Feasibility::for_placer(placer);
     let mut run = Run {
+        feasible,
         placer,
         trace,
         queue: Queue::new(opts.queue),
@@ -170,6 +178,8 @@ pub fn replay_with_progress(
 
 struct Run<'a> {
     placer: &'a mut dyn Placer,
+    /// Whether a size can ever be placed (None: this placer cannot be probed).
+    feasible: Option<Feasibility>,
     trace: &'a [Job],
     queue: Queue,
     ledger: Ledger,
@@ -201,10 +211,15 @@ impl Run<'_> {
                 }
                 Ok(Outcome::Blocked(cause)) => {
                     self.blocked(idx, cause);
-                    if self.running_jobs() > 0 {
+                    let never = self
+                        .feasible
+                        .as_mut()
+                        .is_some_and(|f| matches!(f.check(job.gpus), Verdict::Never(_)));
+                    if !never && self.running_jobs() > 0 {
                         return Ok(Some(idx));
                     }
-                    // Nothing runs: the fabric is empty and still too small.
+                    // No slice of this size exists, or nothing runs and the
+                    // fabric is still too small: it can never start.
                     tracing::warn!(job = %job.id, gpus = job.gpus, ?cause, "job can never be placed; dropped");
                     self.queue.pop();
                     self.drop_job(idx);

@@ -19,7 +19,8 @@ pub struct Report {
     pub completed: usize,
     /// Dropped: larger than the fabric.
     pub rejected: usize,
-    /// Dropped: blocked at the head of the queue on an otherwise empty fabric.
+    /// Dropped: no slice of its size exists even on the empty fabric
+    /// (found the first time it is blocked), or blocked on an empty fabric.
     pub unplaceable: usize,
     /// Mean of start - arrival over completed jobs.
     pub avg_jwt_s: f64,

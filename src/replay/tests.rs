@@ -412,3 +412,25 @@ fn percentile_is_nearest_rank() {
     assert_eq!(percentile(&[], 0.5), 0.0);
     assert_eq!(percentile(&[7.0], 0.01), 7.0);
 }
+
+/// Issue 13: a size with no vClos shape (20 GPUs on the testbed: 5 servers,
+/// more than a leaf holds and no even split over two leaves) is dropped the
+/// first time it is blocked; the jobs behind it do not wait for the fabric
+/// to drain.
+#[test]
+fn a_size_with_no_slice_shape_is_dropped_at_once_not_after_a_drain() {
+    let text = include_str!("../../topologies/testbed.yaml");
+    let topo = std::sync::Arc::new(crate::topology::from_str("testbed.yaml", text).unwrap());
+    let trace = vec![
+        job("a", 0.0, 16, 100.0, None),
+        job("wide", 1.0, 20, 5.0, None),
+        job("c", 2.0, 4, 1.0, None),
+    ];
+    let mut p = crate::placement::VclosPlacer::new(topo);
+    let r = replay(&mut p, &trace, fifo()).unwrap();
+    assert_eq!(r.unplaceable, 1);
+    assert_eq!(r.completed, 2);
+    // c started on arrival (it used to wait 98 s, until a ended at 100).
+    assert!(close(r.avg_jwt_s, 0.0), "{}", r.avg_jwt_s);
+    assert!(close(r.makespan_s, 100.0), "{}", r.makespan_s);
+}

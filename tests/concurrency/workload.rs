@@ -265,8 +265,9 @@ async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
 }
 
 /// Errors that say the operation was refused before anything changed.
-const REFUSALS: [&str; 10] = [
+const REFUSALS: [&str; 11] = [
     "cannot be placed now",
+    "can never be placed",
     // The state lock's wait ran out: nothing was changed.
     "gave up after waiting",
     "is not held",
@@ -389,6 +390,7 @@ fn classify_lib(r: Result<Applied, JobsError>) -> Outcome {
         Ok(a) => Outcome::Unknown(format!("{:?}", a.report.outcome)),
         Err(
             e @ (JobsError::Blocked { .. }
+            | JobsError::NeverPlaceable { .. }
             | JobsError::Plan(_)
             | JobsError::State(_)
             | JobsError::Placement(_)
