@@ -20,6 +20,7 @@ fn bench(c: &mut Criterion) {
         gpus: 2048,
         load: 0.7,
         seed: 1,
+        sizes: generate::Sizes::Helios,
     };
     let Ok(trace) = generate::generate(&params) else {
         panic!("cannot generate the trace");

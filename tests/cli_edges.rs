@@ -204,3 +204,39 @@ fn an_error_says_its_cause_once() {
     assert!(err.contains("/nonexistent/decision.yaml"), "{err}");
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
 }
+
+/// `trace generate --sizes uniform`: every size a multiple of the step up
+/// to a quarter of the cluster, recorded in the comment; bad steps refused.
+#[test]
+fn trace_generate_draws_uniform_sizes_on_request() {
+    let o = vclos(&[
+        "trace", "generate", "--jobs", "400", "--gpus", "8192", "--sizes", "uniform",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with("# ") && text.contains("--sizes uniform --size-step 8 --max-gpus 2048")
+    );
+    let sizes: Vec<u32> = text
+        .lines()
+        .skip(2)
+        .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 400);
+    assert!(sizes.iter().all(|g| g % 8 == 0 && *g <= 2048), "{sizes:?}");
+    assert!(sizes.iter().any(|g| *g > 1024), "{sizes:?}");
+    let o = vclos(&[
+        "trace",
+        "generate",
+        "--jobs",
+        "4",
+        "--gpus",
+        "8",
+        "--sizes",
+        "uniform",
+        "--max-gpus",
+        "4",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("step"), "{}", stderr(&o));
+}

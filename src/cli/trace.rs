@@ -34,6 +34,16 @@ pub struct GenerateArgs {
     load: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Size model: `helios` (the Helios-like table, docs/traces.md) or
+    /// `uniform` (every multiple of --size-step up to --max-gpus, equally likely).
+    #[arg(long, default_value = "helios", value_parser = ["helios", "uniform"])]
+    sizes: String,
+    /// With `--sizes uniform`: the size step in GPUs (default 8: one server).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    size_step: u32,
+    /// With `--sizes uniform`: the largest size (default a quarter of --gpus).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_gpus: Option<u32>,
 }
 
 /// `MAX_JOBS` as a clap range bound.
@@ -52,11 +62,19 @@ fn positive_finite(s: &str) -> Result<f64, String> {
 pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
     match cmd {
         TraceCmd::Generate(a) => {
+            let sizes = match a.sizes.as_str() {
+                "uniform" => generate::Sizes::Uniform {
+                    step: a.size_step,
+                    max: a.max_gpus.unwrap_or(a.gpus / 4),
+                },
+                _ => generate::Sizes::Helios,
+            };
             let params = generate::Params {
                 jobs: a.jobs,
                 gpus: a.gpus,
                 load: a.load,
                 seed: a.seed,
+                sizes,
             };
             let g = generate::generate(&params)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());

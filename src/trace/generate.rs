@@ -4,9 +4,14 @@
 //! dataset itself is not published with it, so this module draws a trace
 //! with the same shape from an explicit, seeded model:
 //!
-//! * sizes from a fixed categorical table: mostly 1-8 GPUs (one server),
-//!   a tail of multi-server jobs up to 512 including non-powers-of-two
-//!   (24, 40, 72, 104, ...), conditioned on `size <= gpus`;
+//! * sizes ([`Sizes::Helios`], the default) from a fixed categorical table:
+//!   mostly 1-8 GPUs (one server), a tail of multi-server jobs up to 512
+//!   including non-powers-of-two (24, 40, 72, 104, ...), conditioned on
+//!   `size <= gpus`; or ([`Sizes::Uniform`], `--sizes uniform`) uniform
+//!   over the multiples of a step (default 8, one server of 8 GPUs) up to a
+//!   maximum (default a quarter of the cluster): the hard traces of issue
+//!   13, where most sizes are awkward (no power of two, often no even split
+//!   over leaves);
 //! * run times log-normal (heavy tail), median growing slowly with size;
 //! * Poisson arrivals whose rate makes the offered load
 //!   `sum(gpus * duration) / (G * arrival window)` equal to `load`;
@@ -65,6 +70,17 @@ pub struct Params {
     /// Offered load (0 < load); 0.9 keeps a 512-GPU cluster queueing.
     pub load: f64,
     pub seed: u64,
+    pub sizes: Sizes,
+}
+
+/// How job sizes are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sizes {
+    /// The Helios-like table [`SIZES`].
+    #[default]
+    Helios,
+    /// Uniform over `step, 2*step, ..` up to `max` GPUs (and the cluster).
+    Uniform { step: u32, max: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -75,6 +91,8 @@ pub enum GenError {
     NoGpus,
     #[error("--load must be a finite number greater than 0 (got {0})")]
     BadLoad(String),
+    #[error("uniform sizes need 0 < step <= max, and step <= --gpus (got step {step}, max {max})")]
+    BadSizes { step: u32, max: u32 },
     #[error("--jobs must be at most {} (the limit of a trace)", super::MAX_JOBS)]
     TooManyJobs,
     #[error(
@@ -98,8 +116,14 @@ pub struct Generated {
 impl Generated {
     /// A `#` comment line recording how the trace was made.
     pub fn comment(&self, p: &Params) -> String {
+        let sizes = match p.sizes {
+            Sizes::Helios => String::new(),
+            Sizes::Uniform { step, max } => {
+                format!(" --sizes uniform --size-step {step} --max-gpus {max}")
+            }
+        };
         format!(
-            "# vclos trace generate --jobs {} --gpus {} --load {} --seed {} \
+            "# vclos trace generate --jobs {} --gpus {} --load {} --seed {}{sizes} \
              (mean inter-arrival {:.1} s, realised load {:.3}; model: docs/traces.md)",
             p.jobs, p.gpus, p.load, p.seed, self.mean_interarrival_s, self.realised_load
         )
@@ -120,12 +144,23 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
     if !(p.load.is_finite() && p.load > 0.0) {
         return Err(GenError::BadLoad(p.load.to_string()));
     }
+    if let Sizes::Uniform { step, max } = p.sizes {
+        if step == 0 || step > max || step > p.gpus {
+            return Err(GenError::BadSizes { step, max });
+        }
+    }
     let mut rng = Pcg64Mcg::seed_from_u64(p.seed);
-    let table: Vec<(u32, f64)> = SIZES
-        .iter()
-        .copied()
-        .filter(|(g, _)| *g <= p.gpus)
-        .collect();
+    let table: Vec<(u32, f64)> = match p.sizes {
+        Sizes::Helios => SIZES
+            .iter()
+            .copied()
+            .filter(|(g, _)| *g <= p.gpus)
+            .collect(),
+        // Every multiple of `step` up to the cap, equally likely.
+        Sizes::Uniform { step, max } => (1..=max.min(p.gpus) / step)
+            .map(|k| (k * step, 1.0))
+            .collect(),
+    };
     let total_weight: f64 = table.iter().map(|(_, w)| w).sum();
 
     let mut sized = Vec::with_capacity(p.jobs as usize);
@@ -219,6 +254,7 @@ mod tests {
 
     fn params(jobs: u32, gpus: u32, load: f64, seed: u64) -> Params {
         Params {
+            sizes: Sizes::Helios,
             jobs,
             gpus,
             load,
@@ -252,6 +288,31 @@ mod tests {
             assert!(jobs.iter().any(|j| j.gpus == odd), "no {odd}-GPU job");
         }
         assert!(jobs.iter().any(|j| j.gpus >= 256));
+    }
+
+    #[test]
+    fn uniform_sizes_cover_every_multiple_of_the_step_up_to_the_cap() {
+        let mut p = params(5000, 8192, 0.9, 4);
+        p.sizes = Sizes::Uniform { step: 8, max: 2048 };
+        let g = generate(&p).unwrap();
+        let sizes: std::collections::BTreeSet<u32> = g.jobs.iter().map(|j| j.gpus).collect();
+        assert!(g.jobs.iter().all(|j| j.gpus % 8 == 0 && j.gpus <= 2048));
+        // 256 sizes, 5000 draws: nearly all appear, awkward ones included.
+        assert!(sizes.len() > 240, "{}", sizes.len());
+        assert!(sizes.contains(&1448) || sizes.contains(&1464), "{sizes:?}");
+        assert!(g
+            .comment(&p)
+            .contains("--sizes uniform --size-step 8 --max-gpus 2048"));
+        // The default model is unchanged by the option's existence.
+        assert_eq!(generate(&params(50, 512, 0.9, 4)).unwrap().jobs.len(), 50);
+        for (step, max) in [(0, 8), (16, 8), (16, 16)] {
+            p.gpus = 8;
+            p.sizes = Sizes::Uniform { step, max };
+            assert!(
+                matches!(generate(&p), Err(GenError::BadSizes { .. })),
+                "{step} {max}"
+            );
+        }
     }
 
     #[test]
