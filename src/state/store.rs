@@ -164,8 +164,14 @@ pub fn init(dir: &Path, topology: &str) -> Result<bool, StoreError> {
         .map_err(io(dir))?
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        // The lock, and another init's file not yet named state.json.
-        .find(|n| n != super::lock::LOCK_FILE && !n.starts_with(&format!(".{STATE_FILE}.")));
+        // The lock, and a racing init's work: its file not yet named
+        // state.json, or state.json itself (the exclusive link below then
+        // finds it, and it is checked for this topology).
+        .find(|n| {
+            n != super::lock::LOCK_FILE
+                && n != STATE_FILE
+                && !n.starts_with(&format!(".{STATE_FILE}."))
+        });
     if let Some(entry) = other {
         return Err(StoreError::NotEmpty {
             dir: dir.display().to_string(),
