@@ -3,7 +3,7 @@
 //! state lock, then crash recovery) or for reading; progress bars.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vclos::controller::{Phase, Progress};
-use vclos::jobs::Fabric;
+use vclos::jobs::{self, Fabric, Pending};
 use vclos::names::JobId;
 use vclos::state::store;
 use vclos::topology;
@@ -125,17 +125,18 @@ impl Progress for Bars {
     }
 }
 
-/// Tell a read-only command's user that a writer is at work or that a
-/// journal waits for recovery (on stderr, so output stays parseable).
-pub fn warn_pending(f: &Fabric) -> Result<()> {
-    let writer = f.writer()?;
-    if let Some(w) = &writer {
-        eprintln!("note: {w}; this output may change when it finishes");
-    } else if let Some(j) = f.pending_journal()? {
-        eprintln!(
-            "warning: an interrupted {:?} of job `{}` is pending recovery (the next `vclos reconcile` or change settles it)",
-            j.operation, j.decision.job
-        );
+/// Tell a read-only command's user that a writer is at work in `dir`
+/// (`what` may change when it finishes) or that a journal waits for
+/// recovery (on stderr, so output stays parseable).
+pub fn warn_pending(dir: &Path, what: &str) -> Result<()> {
+    match jobs::pending(dir)? {
+        Some(p @ Pending::InFlight(_)) => {
+            eprintln!("note: {p}; {what} may change when it finishes");
+        }
+        Some(p @ Pending::Interrupted(_)) => {
+            eprintln!("warning: {p} (the next `vclos reconcile` or change settles it)")
+        }
+        None => {}
     }
     Ok(())
 }

@@ -58,7 +58,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             let id = JobId::new(a.id.as_str())?;
             if a.dry_run {
                 let f = a.fabric.load()?;
-                super::fabric::warn_pending(&f)?;
+                super::fabric::warn_pending(f.dir(), "this plan")?;
                 let plan = f.plan_submit(&id, a.gpus)?;
                 if a.json {
                     println!("{}", serde_json::to_string_pretty(&plan)?);
@@ -105,7 +105,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                 }
                 println!("{} job(s)", jobs.len());
             }
-            super::fabric::warn_pending(&f)?;
+            super::fabric::warn_pending(f.dir(), "this list")?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -51,14 +51,7 @@ fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
     };
     let held = store::load(dir, &topo.name)?;
     // A plan is made against the committed state; say if it is moving.
-    if let Some(holder) = vclos::state::lock::probe(dir)? {
-        let who = holder.map_or_else(|| "another vclos process".into(), |h| h.to_string());
-        eprintln!(
-            "note: an operation is in flight ({who}); this plan may be stale when it finishes"
-        );
-    } else if vclos::jobs::journal::read(dir)?.is_some() {
-        eprintln!("warning: an interrupted operation is pending recovery in {}; run `vclos reconcile` before planning on it", dir.display());
-    }
+    super::fabric::warn_pending(dir, "this plan")?;
     Ok(held)
 }
 

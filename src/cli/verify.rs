@@ -9,8 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use vclos::controller::TopologyDrivers;
-use vclos::jobs::journal;
-use vclos::state::{lock, store, FabricState};
+use vclos::jobs::{self, Pending};
 use vclos::topology;
 use vclos::verification::{self, fetch, Report};
 
@@ -39,21 +38,18 @@ struct Output<'a> {
 
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&args.topology)?);
-    let decisions = store::load(&args.state, &topo.name)?;
     // The state must be one every other command accepts.
-    FabricState::from_decisions(Arc::clone(&topo), &decisions)
-        .with_context(|| format!("{}", store::state_path(&args.state).display()))?;
+    let state = jobs::stored_state(&args.state, &topo)?;
+    let decisions: Vec<_> = state.decisions().into_iter().cloned().collect();
     // Devices mid-change, or left mid-change, cannot be verified against it.
-    if let Some(holder) = lock::probe(&args.state)? {
-        let who = holder.map_or_else(|| "another vclos process".into(), |h| h.to_string());
-        bail!("an operation is in flight ({who}); nothing verified: verify again when it has finished");
-    }
-    if let Some(j) = journal::read(&args.state)? {
-        bail!(
-            "an interrupted {:?} of job `{}` is pending recovery; nothing verified: run `vclos reconcile` first",
-            j.operation,
-            j.decision.job
-        );
+    match jobs::pending(&args.state)? {
+        Some(p @ Pending::InFlight(_)) => {
+            bail!("{p}; nothing verified: verify again when it has finished")
+        }
+        Some(p @ Pending::Interrupted(_)) => {
+            bail!("{p}; nothing verified: run `vclos reconcile` first")
+        }
+        None => {}
     }
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let names: Vec<String> = topo.devices.iter().map(|d| d.name.clone()).collect();

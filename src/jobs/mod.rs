@@ -227,11 +227,42 @@ pub struct Writer {
 
 impl fmt::Display for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.holder {
-            Some(h) => write!(f, "an operation is in flight: {h}"),
-            None => write!(f, "an operation is in flight (its holder is starting)"),
+        write!(
+            f,
+            "an operation is in flight: {}",
+            lock::who(self.holder.as_ref())
+        )
+    }
+}
+
+/// What a read-only caller of a state directory should be told: a writer
+/// at work, or a journal an interrupted one left.
+#[derive(Debug, Clone)]
+pub enum Pending {
+    InFlight(Writer),
+    Interrupted(Box<Journal>),
+}
+
+impl fmt::Display for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pending::InFlight(w) => write!(f, "{w}"),
+            Pending::Interrupted(j) => write!(
+                f,
+                "an interrupted {:?} of job `{}` is pending recovery",
+                j.operation, j.decision.job
+            ),
         }
     }
+}
+
+/// [`Pending`] for `dir`, without taking the lock (a probe never blocks a
+/// writer for longer than one `flock` call).
+pub fn pending(dir: &Path) -> Result<Option<Pending>, JobsError> {
+    if let Some(holder) = lock::probe(dir)? {
+        return Ok(Some(Pending::InFlight(Writer { holder })));
+    }
+    Ok(journal::read(dir)?.map(|j| Pending::Interrupted(Box::new(j))))
 }
 
 /// `vclos reconcile`.
@@ -962,7 +993,7 @@ impl Fabric {
 }
 
 /// The state on disk, validated (an invalid one names its file).
-fn stored_state(dir: &Path, topo: &Arc<Topology>) -> Result<FabricState, JobsError> {
+pub fn stored_state(dir: &Path, topo: &Arc<Topology>) -> Result<FabricState, JobsError> {
     FabricState::from_decisions(Arc::clone(topo), &held_on_disk(dir, topo)?).map_err(|error| {
         JobsError::InvalidState {
             file: store::state_path(dir).display().to_string(),

@@ -74,6 +74,11 @@ impl Holder {
     }
 }
 
+/// A holder as messages name it (its record may not be written yet).
+pub fn who(holder: Option<&Holder>) -> String {
+    holder.map_or_else(|| "another vclos process".into(), ToString::to_string)
+}
+
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "pid {} on {} ({}", self.pid, self.host, self.operation)?;
@@ -91,7 +96,7 @@ pub enum LockError {
     Io { file: String, error: std::io::Error },
     /// Another writer kept the lock for the whole wait.
     #[error("{dir} is locked by {}; gave up after waiting {waited} s (--wait SECONDS waits longer; nothing was changed)",
-        holder.as_ref().map_or_else(|| "another vclos process".to_string(), ToString::to_string))]
+        who(holder.as_ref()))]
     Busy {
         dir: String,
         holder: Option<Holder>,
@@ -186,8 +191,7 @@ pub async fn acquire(dir: &Path, holder: &Holder, wait: Duration) -> Result<Stat
         }
         if !warned {
             warned = true;
-            let who = other.map_or_else(|| "another vclos process".into(), |h| h.to_string());
-            tracing::warn!(dir = %dir.display(), "waiting up to {} s for the state lock held by {who}", wait.as_secs());
+            tracing::warn!(dir = %dir.display(), "waiting up to {} s for the state lock held by {}", wait.as_secs(), who(other.as_ref()));
         }
         let left = wait.saturating_sub(start.elapsed());
         tokio::time::sleep(pause.min(left).max(Duration::from_millis(1))).await;
