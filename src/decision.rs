@@ -164,9 +164,23 @@ pub struct Decision {
     pub vclos: VirtualClos,
     #[serde(default)]
     pub source_routes: Vec<SourceRoute>,
+    /// GPUs the job asked for, when the engine made the decision: `gpus`
+    /// lists every GPU it holds, which is more when the job does not fill
+    /// its last server (the paper's `ReqSevNum`, whole servers) or was
+    /// placed in a larger slice shape (issue 13: a size with no shape of
+    /// its own, or `--round-up`). Absent in hand-written decisions and in
+    /// state saved before it existed: then every held GPU was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_gpus: Option<u32>,
 }
 
 impl Decision {
+    /// GPUs held but not asked for (0 when `requested_gpus` is absent).
+    pub fn reserved_idle_gpus(&self) -> u32 {
+        self.requested_gpus
+            .map_or(0, |r| (self.gpus.len() as u32).saturating_sub(r))
+    }
+
     /// Whether the decision needs any device configuration at all.
     pub fn touches_network(&self) -> bool {
         !self.vclos.links.is_empty() || !self.vclos.cross_connects.is_empty()

@@ -32,6 +32,11 @@ pub struct SubmitArgs {
     dry_run: bool,
     #[arg(long)]
     json: bool,
+    /// When no slice of the job's size is free now, take up to this many
+    /// more whole servers if that has one, holding their GPUs idle (shown
+    /// in the plan as reserved idle GPUs); 0 (default) refuses instead.
+    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
+    round_up: u32,
 }
 
 #[derive(Debug, Args)]
@@ -56,8 +61,11 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
     match cmd {
         JobCmd::Submit(a) => {
             let id = JobId::new(a.id.as_str())?;
+            let rounding = vclos::placement::Rounding {
+                round_up: a.round_up,
+            };
             if a.dry_run {
-                let f = a.fabric.load()?;
+                let f = a.fabric.load()?.with_rounding(rounding);
                 super::fabric::warn_pending(f.dir(), "this plan")?;
                 let plan = f.plan_submit(&id, a.gpus)?;
                 if a.json {
@@ -70,7 +78,11 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             runtime()?.block_on(async {
                 // Locked before placing: the placement sees every admission
                 // committed before it.
-                let mut f = a.fabric.open("job submit", Some(&id)).await?;
+                let mut f = a
+                    .fabric
+                    .open("job submit", Some(&id))
+                    .await?
+                    .with_rounding(rounding);
                 let plan = f.plan_submit(&id, a.gpus)?;
                 let report = f.apply(&plan, &Bars::new()).await?;
                 f.shutdown().await;

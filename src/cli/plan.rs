@@ -12,7 +12,7 @@ use std::sync::Arc;
 use vclos::decision::Decision;
 use vclos::diff::colorize;
 use vclos::names::JobId;
-use vclos::placement::{Blocked, JobRequest, OcsVclosPlacer, Outcome, Placer, VclosPlacer};
+use vclos::placement::{self, Blocked, JobRequest, Outcome, Policy, Rounding};
 use vclos::plan::{self, Action, Plan};
 use vclos::state::{store, FabricState};
 use vclos::topology;
@@ -40,6 +40,10 @@ pub struct PlanArgs {
     /// Admit a hand-written decision (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     decision: Option<PathBuf>,
+    /// With --submit: when no slice of a job's size is free, take up to
+    /// this many more whole servers if that has one (reserved idle GPUs).
+    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
+    round_up: u32,
     /// Print the plan as JSON.
     #[arg(long)]
     json: bool,
@@ -56,16 +60,22 @@ fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
 }
 
 /// Place `JOB:GPUS` with the fabric's policy on the held state.
-fn place(topo: &Arc<topology::Topology>, held: &[Decision], spec: &str) -> Result<Decision> {
+fn place(
+    topo: &Arc<topology::Topology>,
+    held: &[Decision],
+    spec: &str,
+    round_up: u32,
+) -> Result<Decision> {
     let (id, gpus) = super::apply::parse_submit(spec)?;
     vclos::intent::name::check_job_id(topo, &id)?;
     let job = id.to_string();
     let state = FabricState::from_decisions(Arc::clone(topo), held)?;
-    let mut placer: Box<dyn Placer> = if topo.ocs.is_empty() {
-        Box::new(VclosPlacer::with_state(state))
+    let policy = if topo.ocs.is_empty() {
+        Policy::Vclos
     } else {
-        Box::new(OcsVclosPlacer::with_state(state))
+        Policy::OcsVclos
     };
+    let mut placer = placement::placer_on(policy, state, Rounding { round_up })?;
     match placer.place(&JobRequest { id, gpus })? {
         Outcome::Placed(d) => Ok(d),
         Outcome::Blocked(Blocked::Gpu) => {
@@ -96,7 +106,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     } else if let Some(path) = &args.decision {
         Action::Admit(read_decision(path)?)
     } else if let Some(spec) = args.submit.first() {
-        Action::Admit(place(&topo, &held, spec)?)
+        Action::Admit(place(&topo, &held, spec, args.round_up)?)
     } else {
         bail!("one of --submit, --release, --decision is required")
     };
@@ -122,7 +132,7 @@ fn submit_several(
 ) -> Result<ExitCode> {
     let mut plans = Vec::new();
     for (i, spec) in args.submit.iter().enumerate() {
-        let d = place(topo, &held, spec)?;
+        let d = place(topo, &held, spec, args.round_up)?;
         // Saved running configurations describe the devices before the first job only.
         let none = plan::Running::new();
         let p = plan::plan(
@@ -166,6 +176,14 @@ pub(super) fn text(plan: &Plan, color: bool) -> String {
         if plan.devices.len() == 1 { "" } else { "s" },
         if plan.devices.len() == 1 { "s" } else { "" },
     );
+    let d = &plan.decision;
+    if let (Some(asked), r @ 1..) = (d.requested_gpus, d.reserved_idle_gpus()) {
+        out.push_str(&format!(
+            "note: job {} asked for {asked} GPUs and holds {}: {r} reserved_idle_gpus (whole servers of its slice shape)\n",
+            d.job,
+            d.gpus.len(),
+        ));
+    }
     for d in &plan.devices {
         let diff = &d.diff;
         out.push_str(&format!(

@@ -28,6 +28,11 @@ pub struct ReplayArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// vclos / ocs-vclos: when a job's size has no free slice now, take up
+    /// to this many more whole servers if that has one, holding their GPUs
+    /// idle (reported as `rounded_jobs` / `reserved_idle_gpus`); 0 waits.
+    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
+    round_up: u32,
 }
 
 fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
@@ -37,7 +42,11 @@ fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
 pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;
-    let mut placer = placement::placer(a.policy, Arc::clone(&topo))
+    let rounding = placement::Rounding {
+        round_up: a.round_up,
+    };
+    let state = vclos::state::FabricState::new(Arc::clone(&topo));
+    let mut placer = placement::placer_on(a.policy, state, rounding)
         .with_context(|| format!("cannot replay on {}", a.topology.display()))?;
     let opts = ReplayOptions {
         queue: a.queue,
@@ -90,6 +99,13 @@ fn table(r: &Report) -> String {
             format!("{:.1} / {:.1} s", r.p99_jwt_s, r.max_jwt_s),
         ),
         ("makespan", format!("{:.1} s", r.makespan_s)),
+        (
+            "rounded up",
+            format!(
+                "{} jobs, {} GPUs reserved idle ({:.0} GPU-s)",
+                r.rounded_jobs, r.reserved_idle_gpus, r.reserved_idle_gpu_s
+            ),
+        ),
     ];
     if let Some(u) = r.utilization {
         rows.push(("GPU utilisation", format!("{:.1}%", u * 100.0)));

@@ -270,6 +270,7 @@ mod tests {
 
     fn d(job: &str) -> Decision {
         Decision {
+            requested_gpus: None,
             job: JobId::new(job).unwrap(),
             stage: Stage::Manual,
             gpus: vec![],

@@ -89,8 +89,7 @@ use crate::controller::{
 use crate::decision::Decision;
 use crate::intent::{self, FabricIntent};
 use crate::names::JobId;
-use crate::placement::feasible::{Feasibility, Verdict};
-use crate::placement::{self, Blocked, JobRequest, OcsVclosPlacer, Placer, Policy, VclosPlacer};
+use crate::placement::{self, Blocked, JobRequest, Policy, Rounding};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
 use crate::state::lock::{self, Holder, StateLock};
 use crate::state::{store, FabricState};
@@ -111,6 +110,7 @@ pub struct Fabric {
     /// The session pool behind `factory`, when [`Fabric::load`] made one.
     pool: Option<Arc<SessionPool>>,
     policy: Policy,
+    rounding: Rounding,
     /// How transactions are run.
     pub options: ApplyOptions,
     /// Bound on reading one device (recovery, reconcile, status).
@@ -324,6 +324,7 @@ impl Fabric {
             factory,
             pool: None,
             policy,
+            rounding: Rounding::default(),
             options: ApplyOptions::default(),
             read_timeout: Duration::from_secs(30),
             wait: lock::DEFAULT_WAIT,
@@ -405,6 +406,12 @@ impl Fabric {
         self
     }
 
+    /// Let the engine round jobs up (`--round-up`, [`placement::sizing`]).
+    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
+        self.rounding = rounding;
+        self
+    }
+
     pub fn with_options(mut self, options: ApplyOptions) -> Self {
         self.options = options;
         self
@@ -457,53 +464,27 @@ impl Fabric {
     pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
         // Before placement: an id too long for this fabric's derived names.
         intent::name::check_job_id(&self.topo, job)?;
-        let st = self.state.clone();
-        let mut placer: Box<dyn Placer> = match self.policy {
-            Policy::Vclos => Box::new(VclosPlacer::with_state(st)),
-            Policy::OcsVclos if !self.topo.ocs.is_empty() => {
-                Box::new(OcsVclosPlacer::with_state(st))
-            }
-            policy => return Err(JobsError::Placement(match policy {
-                Policy::OcsVclos => placement::PlacementError::NoOcs {
-                    policy,
-                    topology: self.topo.name.clone(),
-                },
-                _ => placement::PlacementError::Engine {
-                    policy: policy.name(),
-                    reason:
-                        "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
-                            .into(),
-                },
-            })),
-        };
+        if matches!(self.policy, Policy::Best | Policy::Sr) {
+            return Err(JobsError::Placement(placement::PlacementError::Engine {
+                policy: self.policy.name(),
+                reason: "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
+                    .into(),
+            }));
+        }
+        let mut placer = placement::placer_on(self.policy, self.state.clone(), self.rounding)?;
         let req = JobRequest {
             id: job.clone(),
             gpus,
         };
         match placer.place(&req)? {
             placement::Outcome::Placed(d) => self.plan_decision(d),
-            placement::Outcome::Blocked(b) => {
-                let why = |b| match b {
+            placement::Outcome::Blocked(b) => Err(JobsError::Blocked {
+                job: job.clone(),
+                why: match b {
                     Blocked::Gpu => "not enough free GPUs / idle servers",
                     Blocked::Network => "no isolated network slice is free",
-                };
-                // Decided on the empty fabric (memoised per size in replay;
-                // one probe here, only on this refusal path).
-                let mut f = Feasibility::new(self.policy, Arc::clone(&self.topo));
-                Err(match f.check(gpus) {
-                    Verdict::Never(never) => JobsError::NeverPlaceable {
-                        job: job.clone(),
-                        gpus,
-                        topology: self.topo.name.clone(),
-                        policy: self.policy.name(),
-                        why: why(never),
-                    },
-                    _ => JobsError::Blocked {
-                        job: job.clone(),
-                        why: why(b),
-                    },
-                })
-            }
+                },
+            }),
         }
     }
 

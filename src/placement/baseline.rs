@@ -110,10 +110,18 @@ pub struct SrPlacer {
 
 impl SrPlacer {
     pub fn new(topology: Arc<Topology>) -> Self {
-        SrPlacer {
-            state: FabricState::new(topology).ideal_network(),
-            full: HashMap::new(),
-        }
+        Self::with_state(FabricState::new(topology))
+    }
+    /// Continue from `state`, in the baselines' ideal-network model (held
+    /// jobs are released with the decisions the state has for them).
+    pub fn with_state(state: FabricState) -> Self {
+        let state = state.ideal_network();
+        let full = state
+            .decisions()
+            .into_iter()
+            .map(|d| (d.job.clone(), d.clone()))
+            .collect();
+        SrPlacer { state, full }
     }
 }
 
@@ -187,7 +195,8 @@ impl Placer for SrPlacer {
         // Hold the GPUs only; the links are shared by design.
         commit(&mut self.state, "sr", job, &plan)?;
         add_fixed_routes(&self.state, &mut plan);
-        let d = plan.to_decision(self.state.topology(), &job.id);
+        let mut d = plan.to_decision(self.state.topology(), &job.id);
+        d.requested_gpus = Some(job.gpus);
         self.full.insert(job.id.clone(), d.clone());
         Ok(Outcome::Placed(d))
     }

@@ -9,11 +9,11 @@
 mod assign;
 mod baseline;
 mod biclique;
-pub mod feasible;
 mod flow;
 mod local;
 mod ocs;
 mod plan;
+pub mod sizing;
 mod stage3;
 #[cfg(test)]
 mod tests;
@@ -35,6 +35,8 @@ pub use baseline::{BestPlacer, SrPlacer};
 #[doc(hidden)]
 pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
+pub use sizing::Rounding;
+use sizing::{Probe, Sizes};
 pub use vclos::VclosPlacer;
 
 /// A job asking for GPUs.
@@ -64,6 +66,14 @@ pub enum PlacementError {
     TooLarge { job: JobId, gpus: u32, total: u32 },
     #[error("job `{0}` asks for 0 GPUs")]
     Empty(JobId),
+    /// No size from the job's up to the whole fabric has a slice, even on
+    /// the empty fabric ([`sizing`]): waiting will never help.
+    #[error("job `{job}` ({gpus} GPUs) can never be placed with {policy}: no slice of that size or any larger one fits this fabric, even when it is empty")]
+    NoShape {
+        job: JobId,
+        gpus: u32,
+        policy: &'static str,
+    },
     #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]
     NoOcs { policy: Policy, topology: String },
     /// The engine built a decision the fabric state refused: a bug.
@@ -152,19 +162,29 @@ pub fn placer(
     policy: Policy,
     topology: Arc<Topology>,
 ) -> Result<Box<dyn Placer + Send>, PlacementError> {
+    placer_on(policy, FabricState::new(topology), Rounding::default())
+}
+
+/// Build the placer for `policy` continuing from `state`, rounding jobs up
+/// as `rounding` allows ([`sizing`]; the baselines never need to).
+pub fn placer_on(
+    policy: Policy,
+    state: FabricState,
+    rounding: Rounding,
+) -> Result<Box<dyn Placer + Send>, PlacementError> {
     Ok(match policy {
-        Policy::Vclos => Box::new(VclosPlacer::new(topology)),
+        Policy::Vclos => Box::new(VclosPlacer::with_state(state).with_rounding(rounding)),
         Policy::OcsVclos => {
-            if topology.ocs.is_empty() {
+            if state.topology().ocs.is_empty() {
                 return Err(PlacementError::NoOcs {
                     policy,
-                    topology: topology.name.clone(),
+                    topology: state.topology().name.clone(),
                 });
             }
-            Box::new(OcsVclosPlacer::new(topology))
+            Box::new(OcsVclosPlacer::with_state(state).with_rounding(rounding))
         }
-        Policy::Best => Box::new(BestPlacer::new(topology)),
-        Policy::Sr => Box::new(SrPlacer::new(topology)),
+        Policy::Best => Box::new(BestPlacer::with_state(state)),
+        Policy::Sr => Box::new(SrPlacer::with_state(state)),
     })
 }
 
@@ -187,24 +207,87 @@ pub(crate) fn precheck(state: &FabricState, job: &JobRequest) -> Result<(), Plac
     Ok(())
 }
 
-/// The vClos and OCS-vClos placement skeleton: shared checks, stages 0-1,
-/// then `network` (the policy's multi-leaf stages), then admission.
+/// The vClos and OCS-vClos placement skeleton: shared checks, the size to
+/// place at ([`sizing`]), stages 0-1, then `network` (the policy's
+/// multi-leaf stages), then admission. `probe` is `network` on the empty
+/// fabric, saying whether its search was cut off.
 pub(crate) fn place_staged(
     state: &mut FabricState,
     policy: &'static str,
     job: &JobRequest,
-    network: impl FnOnce(&FabricState, u32) -> Option<plan::Plan>,
+    (rounding, sizes): (Rounding, &mut Sizes),
+    network: &mut dyn FnMut(&FabricState, u32) -> Option<plan::Plan>,
+    probe: &mut dyn FnMut(&FabricState, u32) -> Probe,
 ) -> Result<Outcome, PlacementError> {
     precheck(state, job)?;
-    let plan = match place_local(state, job) {
+    let t = u32::from(state.topology().gpus_per_server);
+    let topology = Arc::clone(state.topology());
+    let Sizes { verdicts, empty } = sizes;
+    let mut empty = EmptyProbe {
+        topology: &topology,
+        empty,
+        network: probe,
+    };
+    let own = match local::servers_needed(job.gpus, t) {
+        0 => job.gpus,
+        k => {
+            let most = state.topology().servers.len() as u32;
+            match verdicts.covering(k, most, &mut |c| empty.probe(c * t)) {
+                Some(c) if c == k => job.gpus,
+                Some(c) => c * t,
+                None => {
+                    return Err(PlacementError::NoShape {
+                        job: job.id.clone(),
+                        gpus: job.gpus,
+                        policy,
+                    })
+                }
+            }
+        }
+    };
+    let plan = match place_local(state, own) {
         Err(b) => return Ok(Outcome::Blocked(b)),
         Ok(Some(p)) => p,
-        Ok(None) => match network(state, job.gpus) {
-            Some(p) => p,
-            None => return Ok(Outcome::Blocked(Blocked::Network)),
-        },
+        Ok(None) => {
+            let found = network(state, own).or_else(|| {
+                // `--round-up`: a few more whole servers, if that has a
+                // free slice now (sizing module doc).
+                let servers = own.div_ceil(t);
+                let idle = local::idle_total(state);
+                (servers + 1..=servers + rounding.round_up)
+                    .take_while(|&c| c <= idle)
+                    .filter(|&c| verdicts.has_slice(c, &mut |c| empty.probe(c * t)))
+                    .find_map(|c| network(state, c * t))
+            });
+            match found {
+                Some(p) => p,
+                None => return Ok(Outcome::Blocked(Blocked::Network)),
+            }
+        }
     };
     commit(state, policy, job, &plan)
+}
+
+/// The staged placement on the empty fabric (kept in [`Sizes`], built on
+/// first use), for [`Sizes`]: does a size have a slice at all?
+struct EmptyProbe<'a> {
+    topology: &'a Arc<Topology>,
+    empty: &'a mut Option<FabricState>,
+    network: &'a mut dyn FnMut(&FabricState, u32) -> Probe,
+}
+
+impl EmptyProbe<'_> {
+    fn probe(&mut self, gpus: u32) -> Probe {
+        let topo = self.topology;
+        let empty = self
+            .empty
+            .get_or_insert_with(|| FabricState::new(Arc::clone(topo)));
+        match place_local(empty, gpus) {
+            Ok(Some(_)) => Probe::Yes,
+            Err(_) => Probe::No,
+            Ok(None) => (self.network)(empty, gpus),
+        }
+    }
 }
 
 /// Turn a plan into a decision and admit it; a refusal is an engine bug.
@@ -214,7 +297,8 @@ pub(crate) fn commit(
     job: &JobRequest,
     plan: &plan::Plan,
 ) -> Result<Outcome, PlacementError> {
-    let d = plan.to_decision(state.topology(), &job.id);
+    let mut d = plan.to_decision(state.topology(), &job.id);
+    d.requested_gpus = Some(job.gpus);
     let res = plan.resources(state);
     state
         .admit_typed(&d, res)
@@ -237,18 +321,15 @@ pub(crate) fn release_held(
 
 /// Stages 0 and 1 (shared by vClos and OCS-vClos): `Ok(Some)` when placed
 /// locally, `Ok(None)` when the job needs a network slice, or the block.
-pub(crate) fn place_local(
-    state: &FabricState,
-    job: &JobRequest,
-) -> Result<Option<plan::Plan>, Blocked> {
+pub(crate) fn place_local(state: &FabricState, gpus: u32) -> Result<Option<plan::Plan>, Blocked> {
     use crate::decision::Stage;
     let t = u32::from(state.topology().gpus_per_server);
-    if job.gpus <= t {
-        return local::stage0(state, job.gpus)
+    if gpus <= t {
+        return local::stage0(state, gpus)
             .map(|g| Some(plan::Plan::local(Stage::Server, g)))
             .ok_or(Blocked::Gpu);
     }
-    let k = local::servers_needed(job.gpus, t);
+    let k = local::servers_needed(gpus, t);
     if let Some((_, servers)) = local::stage1(state, k) {
         let gpus = local::whole(&servers, state.topology().gpus_per_server);
         return Ok(Some(plan::Plan::local(Stage::Leaf, gpus)));

@@ -143,6 +143,7 @@ impl Plan {
             })
             .collect();
         Decision {
+            requested_gpus: None,
             job: job.clone(),
             stage: self.stage,
             gpus: self

@@ -684,3 +684,95 @@ fn ocs_vclos_blocks_for_the_network_only_when_brute_force_finds_no_slice() {
     assert!(blocked > 0, "no network-blocked state was visited");
     assert!(multi_leaf > 0, "no multi-leaf slice was placed");
 }
+
+// ---- Sizes: rounding up to a slice shape (issue 13, `sizing`) ----
+
+fn testbed() -> Arc<Topology> {
+    let text = include_str!("../../topologies/testbed.yaml");
+    Arc::new(crate::topology::from_str("testbed.yaml", text).unwrap())
+}
+
+fn idle_gpus(st: &FabricState) -> u32 {
+    (0..st.topology().servers.len() as u32)
+        .map(|s| u32::from(st.free_gpus(ServerId(s))))
+        .sum()
+}
+
+#[test]
+fn a_size_with_no_slice_shape_is_placed_in_the_smallest_larger_one() {
+    // testbed: 2 leaves x 4 servers x 4 GPUs. 20 GPUs = 5 servers: more
+    // than a leaf holds, and 5 does not split evenly over 2 leaves.
+    let mut p = VclosPlacer::new(testbed());
+    let d = placed(p.place(&req("wide", 20)).unwrap());
+    assert_eq!(d.stage, Stage::Vclos);
+    assert_eq!(d.requested_gpus, Some(20));
+    assert_eq!(d.gpus.len(), 24, "6 servers, 3 under each leaf");
+    assert_eq!(d.reserved_idle_gpus(), 4);
+    // The state holds all of them: the slice's ports are the job's.
+    assert_eq!(idle_gpus(p.state()), 32 - 24);
+    // A size with a shape of its own is not rounded.
+    let d = placed(p.place(&req("two", 8)).unwrap());
+    assert_eq!((d.gpus.len(), d.reserved_idle_gpus()), (8, 0));
+}
+
+#[test]
+fn a_size_no_shape_covers_even_on_the_empty_fabric_is_refused_not_blocked() {
+    // 3 leaves x 2 servers x 4 GPUs, 4 spines: a virtual leaf has at most 4
+    // uplinks, so one server each, and at most 3 leaves: 4, 5 and 6 servers
+    // have no slice at all.
+    let topo = crate::topology::generate::narrow_topology();
+    let mut p = VclosPlacer::new(topo);
+    let e = p.place(&req("big", 16)).unwrap_err();
+    assert!(
+        matches!(e, PlacementError::NoShape { gpus: 16, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("can never be placed"), "{e}");
+    // Nothing was held, and 3 servers (one per leaf) still fit.
+    assert_eq!(idle_gpus(p.state()), 24);
+    let d = placed(p.place(&req("three", 12)).unwrap());
+    assert_eq!(d.gpus.len(), 12);
+}
+
+#[test]
+fn round_up_takes_a_larger_free_slice_only_when_allowed() {
+    // Leave 2 idle servers under each leaf: 3 servers fit under no leaf
+    // and split evenly over none, 4 (2 + 2) do.
+    let fill = |p: &mut dyn Placer| {
+        placed(p.place(&req("a", 8)).unwrap());
+        placed(p.place(&req("b", 8)).unwrap());
+        placed(p.place(&req("c", 8)).unwrap());
+        p.release(&JobId::new("b").unwrap()).unwrap();
+    };
+    let mut strict = VclosPlacer::new(testbed());
+    fill(&mut strict);
+    assert_eq!(
+        strict.place(&req("j", 12)).unwrap(),
+        Outcome::Blocked(Blocked::Network)
+    );
+    let mut p = VclosPlacer::new(testbed()).with_rounding(Rounding { round_up: 1 });
+    fill(&mut p);
+    let d = placed(p.place(&req("j", 12)).unwrap());
+    assert_eq!((d.gpus.len(), d.requested_gpus), (16, Some(12)));
+    assert_eq!(d.reserved_idle_gpus(), 4);
+    assert_eq!(idle_gpus(p.state()), 0);
+    // Released, everything it held is free again.
+    p.release(&JobId::new("j").unwrap()).unwrap();
+    assert_eq!(idle_gpus(p.state()), 16);
+}
+
+#[test]
+fn every_policy_records_what_the_job_asked_for() {
+    let topo = {
+        let text = include_str!("../../topologies/testbed-ocs.yaml");
+        Arc::new(crate::topology::from_str("testbed-ocs.yaml", text).unwrap())
+    };
+    for policy in Policy::ALL {
+        let mut p = placer(policy, Arc::clone(&topo)).unwrap();
+        for (i, gpus) in [24, 3, 4].into_iter().enumerate() {
+            let d = placed(p.place(&req(&format!("j{i}"), gpus)).unwrap());
+            assert_eq!(d.requested_gpus, Some(gpus), "{policy}");
+            assert!(d.gpus.len() as u32 >= gpus, "{policy}");
+        }
+    }
+}

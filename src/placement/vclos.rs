@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::biclique::{self, Graph};
 use super::plan::{LinkPick, Plan};
+use super::sizing::{Probe, Rounding, Sizes};
 use super::view::LinkView;
 use super::{
     local, place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer,
@@ -34,6 +35,8 @@ pub const DEFAULT_BUDGET: u64 = 256;
 pub struct VclosPlacer {
     state: FabricState,
     budget: u64,
+    rounding: Rounding,
+    sizes: Sizes,
 }
 
 impl VclosPlacer {
@@ -46,7 +49,15 @@ impl VclosPlacer {
         VclosPlacer {
             state,
             budget: DEFAULT_BUDGET,
+            rounding: Rounding::default(),
+            sizes: Sizes::default(),
         }
+    }
+
+    /// Let the engine round jobs up ([`super::sizing`]).
+    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
+        self.rounding = rounding;
+        self
     }
 
     pub fn state(&self) -> &FabricState {
@@ -61,9 +72,20 @@ impl Placer for VclosPlacer {
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let budget = self.budget;
-        place_staged(&mut self.state, "vclos", job, |st, gpus| {
-            stage2(st, gpus, budget)
-        })
+        // The biclique search is complete for feasibility (biclique module
+        // doc): an empty-fabric "no" is a proof.
+        let mut probe = |st: &FabricState, gpus| match stage2(st, gpus, budget) {
+            Some(_) => Probe::Yes,
+            None => Probe::No,
+        };
+        place_staged(
+            &mut self.state,
+            "vclos",
+            job,
+            (self.rounding, &mut self.sizes),
+            &mut |st, gpus| stage2(st, gpus, budget),
+            &mut probe,
+        )
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {

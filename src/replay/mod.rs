@@ -15,14 +15,14 @@
 //!
 //! A blocked head is retried only after something changed (a release, or a
 //! different job reached the head), since a placer decides on its state
-//! alone. A head whose size the policy proves blocked on the *empty*
-//! fabric ([`Feasibility`], one probe per distinct size) can never start:
-//! it is dropped and counted as `unplaceable` the first time it is blocked,
-//! instead of holding the queue until the whole fabric drains (issue 13: each
-//! such job used to empty the cluster). For placers that cannot be probed
-//! (no fabric state) or sizes whose probe was not a proof, the old rule
-//! stays: a head blocked while nothing runs is dropped as `unplaceable`. A
-//! job larger than the fabric ([`PlacementError::TooLarge`]) is dropped as
+//! alone. A size with no slice on the *empty* fabric is not waited for:
+//! the engine places it in the smallest larger shape that has one
+//! ([`crate::placement::sizing`]; the report counts `rounded_jobs` and the
+//! GPUs they hold idle), and refuses it if none exists
+//! ([`PlacementError::NoShape`]), which drops it as `unplaceable` at once
+//! (issue 13: each such job used to wait until the whole fabric drained). A
+//! head blocked while nothing runs is dropped as `unplaceable` too. A job
+//! larger than the fabric ([`PlacementError::TooLarge`]) is dropped as
 //! `rejected`.
 //!
 //! Each decision also goes through an independent [`Ledger`] that audits
@@ -44,7 +44,6 @@ pub use report::{percentile, Report};
 
 use crate::decision::Decision;
 use crate::names::JobId;
-use crate::placement::feasible::{Feasibility, Verdict};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::trace::Job;
 use queue::{Key, Queue};
@@ -120,9 +119,7 @@ pub fn replay_with_progress(
     if let Some(w) = trace.windows(2).find(|w| w[1].arrival_s < w[0].arrival_s) {
         return Err(ReplayError::Unsorted(w[1].id.clone()));
     }
-    let feasible = Feasibility::for_placer(placer);
     let mut run = Run {
-        feasible,
         placer,
         trace,
         queue: Queue::new(opts.queue),
@@ -178,8 +175,6 @@ pub fn replay_with_progress(
 
 struct Run<'a> {
     placer: &'a mut dyn Placer,
-    /// Whether a size can ever be placed (None: this placer cannot be probed).
-    feasible: Option<Feasibility>,
     trace: &'a [Job],
     queue: Queue,
     ledger: Ledger,
@@ -211,16 +206,17 @@ impl Run<'_> {
                 }
                 Ok(Outcome::Blocked(cause)) => {
                     self.blocked(idx, cause);
-                    let never = self
-                        .feasible
-                        .as_mut()
-                        .is_some_and(|f| matches!(f.check(job.gpus), Verdict::Never(_)));
-                    if !never && self.running_jobs() > 0 {
+                    if self.running_jobs() > 0 {
                         return Ok(Some(idx));
                     }
-                    // No slice of this size exists, or nothing runs and the
-                    // fabric is still too small: it can never start.
+                    // Nothing runs and the fabric is still too small.
                     tracing::warn!(job = %job.id, gpus = job.gpus, ?cause, "job can never be placed; dropped");
+                    self.queue.pop();
+                    self.drop_job(idx);
+                    self.report.unplaceable += 1;
+                }
+                Err(PlacementError::NoShape { .. }) => {
+                    tracing::warn!(job = %job.id, gpus = job.gpus, "no slice of this size or larger exists; dropped");
                     self.queue.pop();
                     self.drop_job(idx);
                     self.report.unplaceable += 1;
@@ -257,6 +253,12 @@ impl Run<'_> {
             });
         }
         self.ledger.start(idx, d);
+        let beyond = beyond_whole_servers(self.placer, job.gpus, d);
+        if beyond > 0 {
+            self.report.rounded_jobs += 1;
+            self.report.reserved_idle_gpus += u64::from(beyond);
+            self.report.reserved_idle_gpu_s += f64::from(beyond) * job.duration_s;
+        }
         *self
             .report
             .stages
@@ -360,6 +362,23 @@ impl Run<'_> {
         r.circuit_mismatches = a.circuit_mismatches;
         r
     }
+}
+
+/// GPUs `d` holds beyond the job's `ceil(N / T)` whole servers (or its `N`
+/// GPUs inside one server): what rounding to a larger shape reserved.
+fn beyond_whole_servers(placer: &dyn Placer, gpus: u32, d: &Decision) -> u32 {
+    let Some(t) = placer
+        .fabric()
+        .map(|f| u32::from(f.topology().gpus_per_server))
+    else {
+        return 0;
+    };
+    let own = if gpus <= t {
+        gpus
+    } else {
+        gpus.div_ceil(t) * t
+    };
+    (d.gpus.len() as u32).saturating_sub(own)
 }
 
 /// Count of decisions per stage, as the report carries it.

@@ -19,9 +19,18 @@ pub struct Report {
     pub completed: usize,
     /// Dropped: larger than the fabric.
     pub rejected: usize,
-    /// Dropped: no slice of its size exists even on the empty fabric
-    /// (found the first time it is blocked), or blocked on an empty fabric.
+    /// Dropped: no slice of its size or any larger one exists even on the
+    /// empty fabric ([`crate::placement::PlacementError::NoShape`]), or
+    /// blocked while nothing runs.
     pub unplaceable: usize,
+    /// Jobs placed in a larger slice than their own size (whole servers
+    /// beyond `ceil(N / T)`: a size with no slice shape, or `--round-up`).
+    pub rounded_jobs: u64,
+    /// Over those jobs, the GPUs held beyond `ceil(N / T)` whole servers.
+    pub reserved_idle_gpus: u64,
+    /// The same GPUs times the jobs' run times: GPU-seconds held idle by
+    /// rounding (not counted as work in `utilization`).
+    pub reserved_idle_gpu_s: f64,
     /// Mean of start - arrival over completed jobs.
     pub avg_jwt_s: f64,
     /// Mean of completion - arrival.
@@ -72,6 +81,9 @@ impl Report {
             completed: 0,
             rejected: 0,
             unplaceable: 0,
+            rounded_jobs: 0,
+            reserved_idle_gpus: 0,
+            reserved_idle_gpu_s: 0.0,
             avg_jwt_s: 0.0,
             avg_jct_s: 0.0,
             avg_jrt_s: 0.0,

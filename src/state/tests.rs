@@ -76,6 +76,7 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
     }
     let gpus = every_gpu(&["srv1", "srv5"]);
     Decision {
+        requested_gpus: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::Manual,
         gpus,
@@ -99,6 +100,7 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
 /// uplink 25 (ocs1:9) rewired to leaf2 uplink 25 (ocs1:25).
 fn two_leaf_job(job: &str) -> Decision {
     Decision {
+        requested_gpus: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::OcsTwoLeaf,
         gpus: vec![
@@ -501,6 +503,7 @@ fn on(d: &mut Decision, leaf: &str, servers: &[&str]) {
 fn one_leaf_job(job: &str) -> Decision {
     let gpus = every_gpu(&["srv1", "srv2"]);
     Decision {
+        requested_gpus: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::Leaf,
         gpus,
@@ -843,4 +846,32 @@ fn only_the_baselines_ideal_network_admits_gpus_without_a_slice() {
     // What the baselines hold is never a valid state of a real fabric.
     let held: Vec<Decision> = ideal.decisions().into_iter().cloned().collect();
     assert!(FabricState::from_decisions(topo, &held).is_err());
+}
+
+/// `requested_gpus` (issue 13): at least 1, at most what the decision
+/// holds; absent in saved state written before it existed, and then every
+/// held GPU counts as asked for.
+#[test]
+fn requested_gpus_is_between_one_and_the_gpus_held() {
+    let st = FabricState::new(testbed(false));
+    let mut d = one_leaf_job("j1");
+    for bad in [0, 9] {
+        d.requested_gpus = Some(bad);
+        let e = shape_err(&mut st.clone(), &d, "requested_gpus");
+        assert!(
+            e.contains(&format!("{bad} GPUs requested")) && e.contains("at most the 8 GPUs"),
+            "{e}"
+        );
+    }
+    d.requested_gpus = Some(6);
+    let mut ok = st.clone();
+    ok.admit(&d).unwrap();
+    assert_eq!(ok.decision(&d.job).unwrap().reserved_idle_gpus(), 2);
+    // The field round-trips, and a decision without it still parses.
+    let json = serde_json::to_string(&d).unwrap();
+    assert!(json.contains("\"requested_gpus\":6"), "{json}");
+    let old = json.replace(",\"requested_gpus\":6", "");
+    assert!(!old.contains("requested_gpus"), "{old}");
+    let back: Decision = serde_json::from_str(&old).unwrap();
+    assert_eq!((back.requested_gpus, back.reserved_idle_gpus()), (None, 0));
 }

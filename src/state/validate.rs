@@ -39,6 +39,10 @@
 //!   The one exception is the baselines' ideal-network model
 //!   ([`FabricState::ideal_network`], Section 9.3), where a `manual`
 //!   decision may hold GPUs only.
+//! * **`requested_gpus`**, when present, is between 1 and the number of
+//!   GPUs held: a job never holds fewer GPUs than it asked for (the paper's
+//!   `ReqSevNum` rounds a request UP to whole servers, Algorithms 1-2 line
+//!   2; issue 13 rounds a size with no slice shape up to one that has).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -534,6 +538,17 @@ fn shape(
     let topo = cx.st.topology();
     if d.gpus.is_empty() {
         return Err(cx.shape("gpus", "a decision holds at least one GPU; none is listed"));
+    }
+    if let Some(r) = d.requested_gpus {
+        if r == 0 || r as usize > d.gpus.len() {
+            return Err(cx.shape(
+                "requested_gpus",
+                format!(
+                    "{r} GPUs requested, but a decision asks for at least 1 and at most the {} GPUs it holds",
+                    d.gpus.len()
+                ),
+            ));
+        }
     }
     let server_names = || listed(servers.iter().map(|&s| topo.server(s).name.as_str()));
     let leaf_names = || listed(leaves.iter().map(|&l| topo.leaf(l).name.as_str()));

@@ -46,9 +46,30 @@ pub(crate) fn uniform_topology(
     gpus_per_server: u32,
     ocs: u32,
 ) -> std::sync::Arc<super::Topology> {
-    let params = Params::uniform("g", leaves, spines, gpus_per_server, ocs);
+    loaded(&Params::uniform("g", leaves, spines, gpus_per_server, ocs))
+}
+
+/// A loaded fabric with fewer uplinks than server ports, for unit tests:
+/// 3 leaves x 2 servers x 4 GPUs, 4 spines. A virtual leaf then has at most
+/// 4 uplinks (one server) and a slice at most 3 leaves, so 4, 5 and 6
+/// servers have no vClos slice at all.
+#[cfg(test)]
+pub(crate) fn narrow_topology() -> std::sync::Arc<super::Topology> {
+    loaded(&Params {
+        name: "narrow".into(),
+        leaves: 3,
+        spines: 4,
+        gpus_per_server: 4,
+        servers_per_leaf: Some(2),
+        ocs: 0,
+        allow_oversubscription: true,
+    })
+}
+
+#[cfg(test)]
+fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
     #[allow(clippy::unwrap_used)]
-    let text = generate(&params).unwrap();
+    let text = generate(params).unwrap();
     #[allow(clippy::unwrap_used)]
     std::sync::Arc::new(super::from_str("g.yaml", &text).unwrap())
 }

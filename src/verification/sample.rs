@@ -111,6 +111,7 @@ pub fn vclos_decision(
         }
     }
     Ok(Decision {
+        requested_gpus: None,
         job,
         stage: Stage::Manual,
         gpus,

@@ -244,6 +244,7 @@ mod tests {
 
     fn decision(job: &str, gpus: &[(&str, u16)]) -> Decision {
         Decision {
+            requested_gpus: None,
             job: JobId::new(job).unwrap(),
             stage: Stage::Server,
             gpus: gpus

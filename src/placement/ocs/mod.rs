@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use super::flow::Flow;
 use super::plan::{LinkPick, Plan};
+use super::sizing::{Probe, Rounding, Sizes};
 use super::view::{ocs_id, OcsView};
 use super::{local, place_staged, release_held, JobRequest, Outcome, PlacementError, Placer};
 use crate::decision::{Decision, Stage};
@@ -66,6 +67,8 @@ pub struct OcsVclosPlacer {
     state: FabricState,
     /// Stage 3 shapes whose exact search ran out of budget.
     cutoffs: u64,
+    rounding: Rounding,
+    sizes: Sizes,
 }
 
 impl OcsVclosPlacer {
@@ -73,7 +76,17 @@ impl OcsVclosPlacer {
         Self::with_state(FabricState::new(topology))
     }
     pub fn with_state(state: FabricState) -> Self {
-        OcsVclosPlacer { state, cutoffs: 0 }
+        OcsVclosPlacer {
+            state,
+            cutoffs: 0,
+            rounding: Rounding::default(),
+            sizes: Sizes::default(),
+        }
+    }
+    /// Let the engine round jobs up ([`super::sizing`]).
+    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
+        self.rounding = rounding;
+        self
     }
     pub fn state(&self) -> &FabricState {
         &self.state
@@ -87,9 +100,23 @@ impl Placer for OcsVclosPlacer {
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let cutoffs = &mut self.cutoffs;
-        place_staged(&mut self.state, "ocs-vclos", job, |st, gpus| {
-            network(st, gpus, cutoffs)
-        })
+        // On the empty fabric: a cut-off search proves nothing.
+        let mut probe = |st: &FabricState, gpus| {
+            let mut cut = 0;
+            match network(st, gpus, &mut cut) {
+                Some(_) => Probe::Yes,
+                None if cut == 0 => Probe::No,
+                None => Probe::Unknown,
+            }
+        };
+        place_staged(
+            &mut self.state,
+            "ocs-vclos",
+            job,
+            (self.rounding, &mut self.sizes),
+            &mut |st, gpus| network(st, gpus, cutoffs),
+            &mut probe,
+        )
     }
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
