@@ -59,6 +59,7 @@ fn decisions(t: &Topology, n: usize) -> Vec<Decision> {
             let round = 2 * k / leaves;
             let pair = [(2 * k) % leaves, (2 * k + 1) % leaves];
             let mut d = Decision {
+                requested_gpus: None,
                 job: JobId::new(format!("job{k}")).expect("valid"),
                 stage: Stage::Manual,
                 gpus: Vec::new(),
