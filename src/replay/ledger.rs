@@ -20,17 +20,23 @@
 //!   actually cross-connected once the decision's rewiring is applied (only
 //!   when the initial patches are known).
 //!
-//! Ports are compared by name, exactly as decisions carry them.
+//! Ports are compared by name, exactly as decisions carry them: each
+//! device, port and server name is interned once to a number (a name is the
+//! same port wherever it appears), so the per-decision work is hashing short
+//! names, not cloning and comparing strings (issue 13: a 5000-job replay
+//! spent most of its time here).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
 use serde::Serialize;
 
 use crate::decision::{CrossConnect, Decision};
 use crate::topology::Topology;
 
-type Port = (String, String);
-type Gpu = (String, u16);
+/// `(device, port)` or `(server, gpu)` as interned ids in one word.
+type Key = u64;
+type Map<K, V> = HashMap<K, V, RandomState>;
 
 /// The four audit counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -41,23 +47,51 @@ pub struct Audit {
     pub circuit_mismatches: u64,
 }
 
+/// One cross-connect, interned: OCS, port `a`, port `b`.
+#[derive(Debug, Clone, Copy)]
+struct Xc {
+    ocs: u32,
+    a: u32,
+    b: u32,
+}
+
 #[derive(Debug)]
 struct Hold {
-    ports: Vec<Port>,
-    gpus: Vec<Gpu>,
-    cross_connects: Vec<CrossConnect>,
+    ports: Vec<Key>,
+    gpus: Vec<Key>,
+    cross_connects: Vec<Xc>,
+}
+
+/// Names to numbers (devices, ports and servers share one table).
+#[derive(Debug, Default)]
+struct Names(Map<String, u32>);
+
+impl Names {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.0.get(name) {
+            return i;
+        }
+        let i = self.0.len() as u32;
+        self.0.insert(name.to_string(), i);
+        i
+    }
+}
+
+fn key(a: u32, b: u32) -> Key {
+    u64::from(a) << 32 | u64::from(b)
 }
 
 /// Ports, GPUs and OCS circuits held by running jobs (keyed by any `usize`).
 #[derive(Debug, Default)]
 pub struct Ledger {
-    holders: HashMap<Port, Vec<usize>>,
-    gpu_holders: HashMap<Gpu, Vec<usize>>,
+    names: Names,
+    holders: Map<Key, Vec<usize>>,
+    gpu_holders: Map<Key, Vec<usize>>,
     /// Live OCS circuits, both directions: (ocs, port) -> partner port.
-    live: HashMap<Port, String>,
-    initial: HashMap<Port, String>,
+    live: Map<Key, u32>,
+    initial: Map<Key, u32>,
     track_circuits: bool,
-    jobs: HashMap<usize, Hold>,
+    jobs: Map<usize, Hold>,
     audit: Audit,
 }
 
@@ -74,9 +108,10 @@ impl Ledger {
             ..Self::default()
         };
         for p in patches {
-            l.patch(&p.ocs, &p.a, &p.b);
-            l.initial.insert((p.ocs.clone(), p.a.clone()), p.b.clone());
-            l.initial.insert((p.ocs.clone(), p.b.clone()), p.a.clone());
+            let x = l.xc(p);
+            l.patch(x);
+            l.initial.insert(key(x.ocs, x.a), x.b);
+            l.initial.insert(key(x.ocs, x.b), x.a);
         }
         l
     }
@@ -95,53 +130,84 @@ impl Ledger {
         self.jobs.len()
     }
 
-    /// Record that `job` starts with decision `d`, counting conflicts.
-    pub fn start(&mut self, job: usize, d: &Decision) {
-        let mut ports: BTreeSet<Port> = BTreeSet::new();
+    fn xc(&mut self, x: &CrossConnect) -> Xc {
+        Xc {
+            ocs: self.names.id(&x.ocs),
+            a: self.names.id(&x.a),
+            b: self.names.id(&x.b),
+        }
+    }
+
+    fn port(&mut self, device: &str, port: &str) -> Key {
+        key(self.names.id(device), self.names.id(port))
+    }
+
+    /// Every `(device, port)` `d` holds, each once.
+    fn ports_of(&mut self, d: &Decision) -> Vec<Key> {
+        let mut ports = Vec::new();
         for l in &d.vclos.links {
-            ports.insert((l.leaf.clone(), l.uplink.clone()));
-            ports.insert((l.peer.clone(), l.peer_port.clone()));
+            ports.push(self.port(&l.leaf, &l.uplink));
+            ports.push(self.port(&l.peer, &l.peer_port));
             if let Some(h) = &l.via {
-                ports.insert((h.ocs.clone(), h.leaf_side.clone()));
-                ports.insert((h.ocs.clone(), h.far_side.clone()));
+                ports.push(self.port(&h.ocs, &h.leaf_side));
+                ports.push(self.port(&h.ocs, &h.far_side));
             }
         }
         for x in &d.vclos.cross_connects {
-            ports.insert((x.ocs.clone(), x.a.clone()));
-            ports.insert((x.ocs.clone(), x.b.clone()));
+            ports.push(self.port(&x.ocs, &x.a));
+            ports.push(self.port(&x.ocs, &x.b));
         }
         for r in &d.source_routes {
-            ports.insert((r.leaf.clone(), r.uplink.clone()));
+            ports.push(self.port(&r.leaf, &r.uplink));
         }
         for v in &d.vclos.leaves {
             for p in &v.server_ports {
-                ports.insert((v.leaf.clone(), p.clone()));
+                ports.push(self.port(&v.leaf, p));
             }
         }
-        let gpus: BTreeSet<Gpu> = d.gpus.iter().map(|g| (g.server.clone(), g.gpu)).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
+    /// Record that `job` starts with decision `d`, counting conflicts.
+    pub fn start(&mut self, job: usize, d: &Decision) {
+        let ports = self.ports_of(d);
+        let mut gpus: Vec<Key> = d
+            .gpus
+            .iter()
+            .map(|g| key(self.names.id(&g.server), u32::from(g.gpu)))
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        let xcs: Vec<Xc> = d.vclos.cross_connects.iter().map(|x| self.xc(x)).collect();
 
         // Rewires are judged against what others hold before this job starts.
-        for x in &d.vclos.cross_connects {
+        for &x in &xcs {
             self.audit.busy_rewires += self.rewire_conflicts(x, job);
-            self.patch(&x.ocs, &x.a, &x.b);
+            self.patch(x);
         }
         if self.track_circuits {
             for h in d.vclos.links.iter().filter_map(|l| l.via.as_ref()) {
-                let key = (h.ocs.clone(), h.leaf_side.clone());
-                if self.live.get(&key) != Some(&h.far_side) {
+                let (o, a, b) = (
+                    self.names.id(&h.ocs),
+                    self.names.id(&h.leaf_side),
+                    self.names.id(&h.far_side),
+                );
+                if self.live.get(&key(o, a)) != Some(&b) {
                     self.audit.circuit_mismatches += 1;
                 }
             }
         }
-        for p in &ports {
-            let holders = self.holders.entry(p.clone()).or_default();
+        for &p in &ports {
+            let holders = self.holders.entry(p).or_default();
             if holders.iter().any(|h| *h != job) {
                 self.audit.isolation_violations += 1;
             }
             holders.push(job);
         }
-        for g in &gpus {
-            let holders = self.gpu_holders.entry(g.clone()).or_default();
+        for &g in &gpus {
+            let holders = self.gpu_holders.entry(g).or_default();
             if holders.iter().any(|h| *h != job) {
                 self.audit.gpu_conflicts += 1;
             }
@@ -150,9 +216,9 @@ impl Ledger {
         self.jobs.insert(
             job,
             Hold {
-                ports: ports.into_iter().collect(),
-                gpus: gpus.into_iter().collect(),
-                cross_connects: d.vclos.cross_connects.clone(),
+                ports,
+                gpus,
+                cross_connects: xcs,
             },
         );
     }
@@ -168,35 +234,34 @@ impl Ledger {
         for g in &hold.gpus {
             drop_holder(&mut self.gpu_holders, g, job);
         }
-        for x in &hold.cross_connects {
-            let a = (x.ocs.clone(), x.a.clone());
-            if self.live.get(&a) == Some(&x.b) {
-                self.live.remove(&a);
-                self.live.remove(&(x.ocs.clone(), x.b.clone()));
+        for &x in &hold.cross_connects {
+            if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
+                self.live.remove(&key(x.ocs, x.a));
+                self.live.remove(&key(x.ocs, x.b));
             }
-            for end in [&x.a, &x.b] {
-                self.restore(&x.ocs, end);
+            for end in [x.a, x.b] {
+                self.restore(x.ocs, end);
             }
         }
     }
 
     /// Conflicts caused by making cross-connect `x` for `job`.
-    fn rewire_conflicts(&self, x: &CrossConnect, job: usize) -> u64 {
-        let held_by_other = |port: &str| {
+    fn rewire_conflicts(&self, x: Xc, job: usize) -> u64 {
+        let held_by_other = |port: u32| {
             self.holders
-                .get(&(x.ocs.clone(), port.to_string()))
+                .get(&key(x.ocs, port))
                 .is_some_and(|h| h.iter().any(|j| *j != job))
         };
-        if self.live.get(&(x.ocs.clone(), x.a.clone())) == Some(&x.b) {
+        if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
             return 0; // already connected: nothing moves
         }
         let mut n = 0;
-        for (end, other) in [(&x.a, &x.b), (&x.b, &x.a)] {
+        for (end, other) in [(x.a, x.b), (x.b, x.a)] {
             if held_by_other(end) {
                 n += 1;
             }
             // The end's old partner goes dark.
-            if let Some(old) = self.live.get(&(x.ocs.clone(), end.clone())) {
+            if let Some(&old) = self.live.get(&key(x.ocs, end)) {
                 if old != other && held_by_other(old) {
                     n += 1;
                 }
@@ -205,33 +270,32 @@ impl Ledger {
         n
     }
 
-    fn patch(&mut self, ocs: &str, a: &str, b: &str) {
-        for end in [a, b] {
-            if let Some(old) = self.live.remove(&(ocs.to_string(), end.to_string())) {
-                self.live.remove(&(ocs.to_string(), old));
+    fn patch(&mut self, x: Xc) {
+        for end in [x.a, x.b] {
+            if let Some(old) = self.live.remove(&key(x.ocs, end)) {
+                self.live.remove(&key(x.ocs, old));
             }
         }
-        self.live
-            .insert((ocs.to_string(), a.to_string()), b.to_string());
-        self.live
-            .insert((ocs.to_string(), b.to_string()), a.to_string());
+        self.live.insert(key(x.ocs, x.a), x.b);
+        self.live.insert(key(x.ocs, x.b), x.a);
     }
 
     /// Put back `port`'s initial patch if both of its ends are dark.
-    fn restore(&mut self, ocs: &str, port: &str) {
-        let key = (ocs.to_string(), port.to_string());
-        let Some(partner) = self.initial.get(&key).cloned() else {
+    fn restore(&mut self, ocs: u32, port: u32) {
+        let Some(&partner) = self.initial.get(&key(ocs, port)) else {
             return;
         };
-        if !self.live.contains_key(&key)
-            && !self.live.contains_key(&(ocs.to_string(), partner.clone()))
-        {
-            self.patch(ocs, port, &partner);
+        if !self.live.contains_key(&key(ocs, port)) && !self.live.contains_key(&key(ocs, partner)) {
+            self.patch(Xc {
+                ocs,
+                a: port,
+                b: partner,
+            });
         }
     }
 }
 
-fn drop_holder<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<usize>>, key: &K, job: usize) {
+fn drop_holder(map: &mut Map<Key, Vec<usize>>, key: &Key, job: usize) {
     if let Some(v) = map.get_mut(key) {
         v.retain(|h| *h != job);
         if v.is_empty() {
