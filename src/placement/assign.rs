@@ -119,7 +119,12 @@ pub struct Budget(pub u64);
 
 impl Budget {
     pub fn tick(&mut self) -> Result<(), Cutoff> {
-        self.0 = self.0.checked_sub(1).ok_or(Cutoff)?;
+        self.take(1)
+    }
+
+    /// Spend `n` units at once (e.g. one per max-flow a step runs).
+    pub fn take(&mut self, n: u64) -> Result<(), Cutoff> {
+        self.0 = self.0.checked_sub(n).ok_or(Cutoff)?;
         Ok(())
     }
 }

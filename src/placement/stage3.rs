@@ -223,7 +223,12 @@ impl Search<'_> {
         // can send it `a_n * t` links at once through its OCS ports.
         let mut tmax = vec![0; p.spine_cap.len()];
         for (m, most) in tmax.iter_mut().enumerate() {
-            while *most < self.spine_max[m].min(self.s) && self.spine_takes(m, *most + 1) {
+            while *most < self.spine_max[m].min(self.s) {
+                // One max-flow per step: charged to the budget like a node.
+                self.budget.tick()?;
+                if !self.spine_takes(m, *most + 1) {
+                    break;
+                }
                 *most += 1;
             }
         }
@@ -303,7 +308,10 @@ impl Search<'_> {
         tmax: &[u32],
         room: &[u32],
     ) -> Result<Option<Solution>, Cutoff> {
-        self.budget.tick()?;
+        // A node here runs one flow for the relaxation and one per chosen
+        // leaf: all are charged, so the budget bounds the work.
+        let chosen = self.a.iter().filter(|&&an| an > 0).count() as u64;
+        self.budget.take(2 + chosen)?;
         let nl = self.a.len();
         if room[j] < left
             || !self.links_fit((nl, 0), (j, left), Some(tmax))
