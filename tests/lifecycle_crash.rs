@@ -127,6 +127,7 @@ async fn a_forged_plan_moving_a_busy_link_is_refused_before_sending() {
         server: free.name.clone(),
         gpu: 0,
     }];
+    forged.decision.requested_gpus = Some(1);
     forged.decision.vclos = Default::default();
     forged.decision.source_routes.clear();
     forged.devices.retain(|p| p.diff.device == "ocs1");
