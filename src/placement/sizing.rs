@@ -88,6 +88,7 @@ impl Verdicts {
     }
 
     /// Sizes probed so far (for tests: one probe per size).
+    #[cfg(test)]
     pub fn probed(&self) -> usize {
         self.has_slice.len()
     }

@@ -159,9 +159,10 @@ fn several_spines_with(
                 return Some(plan);
             }
         }
-        let mut shape = Budget(SEARCH_BUDGET.min(call.0));
+        let grant = SEARCH_BUDGET.min(call.0);
+        let mut shape = Budget(grant);
         let found = exact(st, view, &links, &cand, (l, s), per_vleaf, &mut shape);
-        call.0 -= SEARCH_BUDGET.min(call.0) - shape.0;
+        call.0 -= grant - shape.0;
         match found {
             Ok(Some(plan)) => return Some(plan),
             Ok(None) => {}
