@@ -254,7 +254,7 @@ pub(crate) fn place_staged(
                 // free slice now (sizing module doc).
                 let servers = own.div_ceil(t);
                 let idle = local::idle_total(state);
-                (servers + 1..=servers + rounding.round_up)
+                (servers + 1..=servers.saturating_add(rounding.round_up))
                     .take_while(|&c| c <= idle)
                     .filter(|&c| verdicts.has_slice(c, &mut |c| empty.probe(c * t)))
                     .find_map(|c| network(state, c * t))
