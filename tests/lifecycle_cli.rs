@@ -473,4 +473,23 @@ fn a_size_without_a_slice_shape_is_rounded_up_and_says_so() {
         "{}",
         text(&o)
     );
+    // `job list` says which held GPUs were never asked for.
+    let rounded = d.replacen(
+        r#""stage":"leaf","#,
+        r#""stage":"leaf","requested_gpus":14,"#,
+        1,
+    );
+    std::fs::write(
+        state.join("state.json"),
+        format!(r#"{{"version":1,"topology":"testbed","decisions":[{rounded}]}}"#),
+    )
+    .unwrap();
+    let o = vclos(topo, &state, &["job", "list"]);
+    assert!(
+        o.status.success()
+            && text(&o).contains("16 GPUs")
+            && text(&o).contains("(2 reserved_idle_gpus)"),
+        "{}",
+        text(&o)
+    );
 }

@@ -13,6 +13,23 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// `vclos replay` of `trace` on cluster512 with vclos and `extra`; stdout.
+fn replay_vclos_512(trace: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--policy",
+        "vclos",
+    ];
+    args.extend_from_slice(extra);
+    let o = vclos(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+}
+
 #[test]
 fn generate_is_deterministic_and_parseable() {
     let args = [
@@ -122,17 +139,7 @@ fn replay_table_is_human_readable() {
         "t.csv",
         "job_id,arrival_s,gpus,duration_s\na,0,8,100\nb,10,24,50\n",
     );
-    let o = vclos(&[
-        "replay",
-        "--topology",
-        "topologies/cluster512.yaml",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--policy",
-        "vclos",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+    let text = replay_vclos_512(&trace, &[]);
     assert!(text.contains("avg JWT"), "{text}");
     assert!(text.contains("2 completed"), "{text}");
     assert!(text.contains("isolation violations"), "{text}");
@@ -232,4 +239,34 @@ fn trace_stats_summarises() {
     let text = stdout(&o);
     assert!(text.contains("jobs 2"), "{text}");
     assert!(text.contains("24 GPU-hours"), "{text}");
+}
+
+/// Issue 13: `--round-up N` reaches the engine. On a hard trace (sizes
+/// every multiple of 8 up to a quarter of the fabric, load 0.9) some blocked
+/// jobs take a larger free slice, the replay reports the GPUs they hold
+/// idle, and isolation still holds.
+#[test]
+fn round_up_lets_blocked_jobs_take_larger_slices_and_reports_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = vclos(&[
+        "trace", "generate", "--jobs", "300", "--gpus", "512", "--sizes", "uniform", "--seed", "2",
+    ]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    let trace = write(dir.path(), "u.csv", &stdout(&gen));
+    let run = |round_up: &str| {
+        let out = replay_vclos_512(&trace, &["--round-up", round_up, "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let (exact, rounded) = (run("0"), run("2"));
+    for v in [&exact, &rounded] {
+        assert_eq!(v["completed"], 300);
+        assert_eq!(v["isolation_violations"], 0);
+    }
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    assert!(
+        n(&rounded, "rounded_jobs") > n(&exact, "rounded_jobs"),
+        "{rounded}"
+    );
+    assert!(n(&rounded, "reserved_idle_gpus") > n(&exact, "reserved_idle_gpus"));
+    assert!(rounded["reserved_idle_gpu_s"].as_f64().unwrap() > 0.0);
 }

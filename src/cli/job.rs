@@ -105,8 +105,12 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&jobs)?);
             } else {
                 for d in &jobs {
+                    let reserved = match d.reserved_idle_gpus() {
+                        0 => String::new(),
+                        r => format!("  ({r} reserved_idle_gpus)"),
+                    };
                     println!(
-                        "{:<20} {:>5} GPUs  {:?}  leaves {}  spines {}  cross-connects {}",
+                        "{:<20} {:>5} GPUs  {:?}  leaves {}  spines {}  cross-connects {}{reserved}",
                         d.job.to_string(),
                         d.gpus.len(),
                         d.stage,

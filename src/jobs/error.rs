@@ -38,16 +38,6 @@ pub enum JobsError {
     Name(#[from] crate::names::NameError),
     #[error("job `{job}` cannot be placed now: {why}")]
     Blocked { job: JobId, why: &'static str },
-    /// Proven on the empty fabric: waiting will never help.
-    #[error("job `{job}` ({gpus} GPUs) can never be placed on `{topology}` with {policy}: \
-             no slice of that size exists even on the empty fabric ({why}); ask for a size that has one")]
-    NeverPlaceable {
-        job: JobId,
-        gpus: u32,
-        topology: String,
-        policy: &'static str,
-        why: &'static str,
-    },
     #[error("change set refused: {0}")]
     ChangeSet(#[from] ChangeSetError),
     /// The defence-in-depth check: an OCS command would move a link the

@@ -390,7 +390,6 @@ fn classify_lib(r: Result<Applied, JobsError>) -> Outcome {
         Ok(a) => Outcome::Unknown(format!("{:?}", a.report.outcome)),
         Err(
             e @ (JobsError::Blocked { .. }
-            | JobsError::NeverPlaceable { .. }
             | JobsError::Plan(_)
             | JobsError::State(_)
             | JobsError::Placement(_)
