@@ -232,13 +232,18 @@ fn trace_stats_summarises() {
     let t = write(
         dir.path(),
         "t.csv",
-        "job_id,arrival_s,gpus,duration_s\na,0,8,3600\nb,100,16,3600\n",
+        "job_id,arrival_s,gpus,duration_s,collective,comm_fraction\na,0,8,3600,,\nb,100,16,3600,alltoall,0.5\n",
     );
     let o = vclos(&["trace", "stats", t.to_str().unwrap(), "--gpus", "512"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("jobs 2"), "{text}");
     assert!(text.contains("24 GPU-hours"), "{text}");
+    // Job a takes the defaults (ring, 0.3).
+    assert!(
+        text.contains("collective: ring 1, hd 0, alltoall 1; mean comm_fraction 0.400"),
+        "{text}"
+    );
 }
 
 /// Issue 13: `--round-up N` reaches the engine. On a hard trace (sizes

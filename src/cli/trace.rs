@@ -108,6 +108,7 @@ fn stats(jobs: &[trace::Job], gpus: Option<u32>) -> Option<String> {
         "sizes: {single} jobs of <= 8 GPUs ({:.1}%), largest {max}\n",
         100.0 * single as f64 / n
     );
+    s += &workload_mix(jobs);
     s += &format!(
         "mean duration {:.1}s, {:.0} GPU-hours\n",
         jobs.iter().map(|j| j.duration_s).sum::<f64>() / n,
@@ -123,4 +124,19 @@ fn stats(jobs: &[trace::Job], gpus: Option<u32>) -> Option<String> {
         }
     }
     Some(s)
+}
+
+/// `collective: ring N, hd N, alltoall N; mean comm_fraction X`.
+fn workload_mix(jobs: &[trace::Job]) -> String {
+    let count = |c| jobs.iter().filter(|j| j.workload.collective == c).count();
+    let mix: Vec<String> = trace::Collective::ALL
+        .iter()
+        .map(|&c| format!("{c} {}", count(c)))
+        .collect();
+    let alpha =
+        jobs.iter().map(|j| j.workload.comm_fraction).sum::<f64>() / jobs.len().max(1) as f64;
+    format!(
+        "collective: {}; mean comm_fraction {alpha:.3}\n",
+        mix.join(", ")
+    )
 }

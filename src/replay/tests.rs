@@ -16,6 +16,7 @@ fn job(name: &str, arrival: f64, gpus: u32, duration: f64, deadline: Option<f64>
         gpus,
         duration_s: duration,
         deadline_s: deadline,
+        workload: crate::trace::Workload::default(),
     }
 }
 

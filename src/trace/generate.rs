@@ -15,9 +15,13 @@
 //! * run times log-normal (heavy tail), median growing slowly with size;
 //! * Poisson arrivals whose rate makes the offered load
 //!   `sum(gpus * duration) / (G * arrival window)` equal to `load`;
-//! * deadlines `arrival + k * duration`, `k ~ U[1.5, 5]`, for EDF.
+//! * deadlines `arrival + k * duration`, `k ~ U[1.5, 5]`, for EDF;
+//! * what each job does on the network (model, collective, comm_fraction)
+//!   from the mix of [`super::workload::MIX`] (its module doc says where the
+//!   numbers come from), from a second PCG stream so that the columns above
+//!   are the same as before the workload columns existed.
 //!
-//! Everything comes from one PCG stream seeded explicitly, so a (params,
+//! Everything comes from PCG streams seeded explicitly, so a (params,
 //! seed) pair always yields the same trace on every platform. Normal and
 //! exponential draws are done here from uniforms (Box-Muller, inverse CDF)
 //! rather than through a distributions crate, so the numbers cannot change
@@ -27,7 +31,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use thiserror::Error;
 
-use super::Job;
+use super::{workload, Job};
 use crate::names::JobId;
 
 /// Job-size table: (GPUs, relative weight). Sums to 1.0 over all rows.
@@ -60,6 +64,9 @@ pub const MIN_S: f64 = 1.0;
 pub const MAX_S: f64 = 2.0 * 24.0 * 3600.0;
 /// Deadline slack factor range.
 pub const SLACK: (f64, f64) = (1.5, 5.0);
+/// Mixed into the seed of the workload stream (any fixed constant: the
+/// golden ratio's 64-bit fraction, a common choice for such offsets).
+const WORKLOAD_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Generator inputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +187,7 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
     let width = p.jobs.to_string().len();
     let mut t = 0.0;
     let mut jobs = Vec::with_capacity(sized.len());
+    let mut wrng = Pcg64Mcg::seed_from_u64(p.seed ^ WORKLOAD_STREAM);
     for (i, (gpus, duration_s)) in sized.into_iter().enumerate() {
         t += -(unit_open(&mut rng)).ln() * mean_gap;
         let arrival_s = round_ms(t);
@@ -191,6 +199,7 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
             gpus,
             duration_s,
             deadline_s: Some(round_ms(arrival_s + slack * duration_s)),
+            workload: workload::draw(unit(&mut wrng), unit(&mut wrng), unit(&mut wrng)),
         });
     }
     let last = jobs.last().map_or(0.0, |j| j.arrival_s);

@@ -1,11 +1,16 @@
 //! Job traces: the CSV file format a replay reads, and its parser.
 //!
-//! A trace is a list of [`Job`]s (id, arrival time, GPU count, run time and
-//! an optional deadline). The file is a plain CSV with a fixed header
+//! A trace is a list of [`Job`]s (id, arrival time, GPU count, run time, an
+//! optional deadline and what the job does on the network). The file is a
+//! plain CSV whose header starts with four fixed columns and may go on with
+//! optional ones, each at most once, in any order:
 //!
 //! ```text
-//! job_id,arrival_s,gpus,duration_s[,deadline_s]
+//! job_id,arrival_s,gpus,duration_s[,deadline_s][,comm_fraction][,collective][,model]
 //! ```
+//!
+//! An empty optional field takes the column's default ([`workload`] for the
+//! network columns).
 //!
 //! so that traces can be produced by any tool (a spreadsheet, a script over
 //! a real scheduler log) and checked by eye. Lines starting with `#` and
@@ -50,6 +55,7 @@
 //! Messages" form, which editors jump to).
 
 pub mod generate;
+pub mod workload;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -60,11 +66,14 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::names::JobId;
+pub use workload::{Collective, Workload};
 
 /// The mandatory header columns, in order.
 pub const HEADER: [&str; 4] = ["job_id", "arrival_s", "gpus", "duration_s"];
-/// The optional fifth column.
+/// The optional deadline column.
 pub const DEADLINE: &str = "deadline_s";
+/// The optional columns, in the order [`write_csv`] writes them.
+pub const OPTIONAL: [&str; 4] = [DEADLINE, "comm_fraction", "collective", "model"];
 
 /// Largest `arrival_s` and `duration_s`: 10 years of 365 days, in seconds.
 pub const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
@@ -90,6 +99,9 @@ pub struct Job {
     pub duration_s: f64,
     /// Absolute deadline, used by the EDF queue.
     pub deadline_s: Option<f64>,
+    /// What the job does on the network ([`workload`]; defaults when the
+    /// trace has no such columns).
+    pub workload: Workload,
 }
 
 /// One bad row (or header) of a trace file.
@@ -233,7 +245,7 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Vec<Job>, TraceError> {
 
 fn parse_within(file: &str, bytes: &[u8], limits: Limits) -> Result<Vec<Job>, TraceError> {
     let mut found = Found::default();
-    let mut columns: Option<usize> = None;
+    let mut columns: Option<Vec<Column>> = None;
     let mut jobs: Vec<Job> = Vec::new();
     // id -> line of first occurrence, to name both lines of a duplicate.
     let mut seen: HashMap<JobId, usize> = HashMap::new();
@@ -272,7 +284,7 @@ fn parse_within(file: &str, bytes: &[u8], limits: Limits) -> Result<Vec<Job>, Tr
             continue;
         }
         let fields = split_fields(text);
-        let Some(ncols) = columns else {
+        let Some(cols) = &columns else {
             let names: Vec<&str> = fields.iter().map(|f| f.text).collect();
             match header(&names) {
                 Ok(n) => columns = Some(n),
@@ -296,7 +308,7 @@ fn parse_within(file: &str, bytes: &[u8], limits: Limits) -> Result<Vec<Job>, Tr
             );
             break;
         }
-        match row(&fields, ncols) {
+        match row(&fields, cols) {
             Ok(job) => match seen.get(&job.id) {
                 Some(first) => found.push(
                     line,
@@ -357,19 +369,56 @@ fn split_fields(line: &str) -> Vec<Field<'_>> {
     out
 }
 
-/// Check the header; return its column count (4 or 5).
-fn header(fields: &[&str]) -> Result<usize, String> {
-    let ok4 = fields == HEADER;
-    let ok5 = fields.len() == 5 && fields[..4] == HEADER && fields[4] == DEADLINE;
-    if ok4 || ok5 {
-        Ok(fields.len())
-    } else {
-        Err(format!(
-            "expected header `{}` (optionally `,{DEADLINE}`), found `{}`",
-            HEADER.join(","),
-            shorten(&fields.join(","))
-        ))
+/// An optional column of the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Deadline,
+    CommFraction,
+    Collective,
+    Model,
+}
+
+impl Column {
+    const ALL: [Column; 4] = [
+        Column::Deadline,
+        Column::CommFraction,
+        Column::Collective,
+        Column::Model,
+    ];
+
+    fn name(self) -> &'static str {
+        OPTIONAL[self as usize]
     }
+}
+
+/// Check the header; return its optional columns, in file order.
+fn header(fields: &[&str]) -> Result<Vec<Column>, String> {
+    let expected = || {
+        format!(
+            "expected header `{}` followed by any of `{}` (each at most once), found `{}`",
+            HEADER.join(","),
+            OPTIONAL.join("`, `"),
+            shorten(&fields.join(","))
+        )
+    };
+    if fields.len() < HEADER.len() || fields[..HEADER.len()] != HEADER {
+        return Err(expected());
+    }
+    let mut cols = Vec::new();
+    for name in &fields[HEADER.len()..] {
+        let Some(c) = Column::ALL.into_iter().find(|c| c.name() == *name) else {
+            return Err(format!(
+                "unknown column `{}`: {}",
+                shorten(name),
+                expected()
+            ));
+        };
+        if cols.contains(&c) {
+            return Err(format!("column `{name}` appears twice"));
+        }
+        cols.push(c);
+    }
+    Ok(cols)
 }
 
 /// What is wrong with a row, and where.
@@ -387,7 +436,8 @@ impl BadRow {
     }
 }
 
-fn row(fields: &[Field<'_>], ncols: usize) -> Result<Job, BadRow> {
+fn row(fields: &[Field<'_>], cols: &[Column]) -> Result<Job, BadRow> {
+    let ncols = HEADER.len() + cols.len();
     if fields.len() != ncols {
         return Err(BadRow {
             column: None,
@@ -411,27 +461,65 @@ fn row(fields: &[Field<'_>], ncols: usize) -> Result<Job, BadRow> {
         }
     };
     let duration_s = seconds(HEADER[3], fields[3], Range::above_zero(MAX_SECONDS))?;
-    let deadline_s = match fields.get(4) {
-        None => None,
-        Some(f) if f.text.is_empty() => None,
-        Some(f) => {
-            let d = seconds(DEADLINE, *f, Range::from_zero(MAX_DEADLINE_S))?;
-            if d < arrival_s {
-                return Err(BadRow::at(
-                    *f,
-                    format!("deadline_s {d} is before arrival_s {arrival_s}"),
-                ));
-            }
-            Some(d)
-        }
-    };
-    Ok(Job {
+    let mut job = Job {
         id,
         arrival_s,
         gpus,
         duration_s,
-        deadline_s,
-    })
+        deadline_s: None,
+        workload: Workload::default(),
+    };
+    for (&c, &f) in cols.iter().zip(&fields[HEADER.len()..]) {
+        if !f.text.is_empty() {
+            optional(&mut job, c, f)?;
+        }
+    }
+    Ok(job)
+}
+
+/// Read optional column `c` of `job` from the non-empty field `f`.
+fn optional(job: &mut Job, c: Column, f: Field<'_>) -> Result<(), BadRow> {
+    match c {
+        Column::Deadline => {
+            let d = seconds(DEADLINE, f, Range::from_zero(MAX_DEADLINE_S))?;
+            if d < job.arrival_s {
+                let a = job.arrival_s;
+                return Err(BadRow::at(
+                    f,
+                    format!("deadline_s {d} is before arrival_s {a}"),
+                ));
+            }
+            job.deadline_s = Some(d);
+        }
+        Column::CommFraction => match f.text.parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => job.workload.comm_fraction = v,
+            _ => {
+                return Err(BadRow::at(
+                    f,
+                    format!(
+                        "comm_fraction `{}` is not a number from 0 to 1",
+                        shorten(f.text)
+                    ),
+                ))
+            }
+        },
+        Column::Collective => {
+            job.workload.collective = Collective::parse(f.text).ok_or_else(|| {
+                BadRow::at(
+                    f,
+                    format!(
+                        "collective `{}` is not one of ring, hd, alltoall",
+                        shorten(f.text)
+                    ),
+                )
+            })?;
+        }
+        Column::Model => {
+            workload::check_model(f.text).map_err(|m| BadRow::at(f, m))?;
+            job.workload.model = Some(f.text.to_string());
+        }
+    }
+    Ok(())
 }
 
 /// The allowed values of a time column: `[0, max]` or `(0, max]`.
@@ -497,13 +585,25 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// Write `jobs` as trace CSV (with the deadline column when any job has one).
-/// Times are written with millisecond precision.
+/// Write `jobs` as trace CSV, with each optional column that some job
+/// needs (a deadline, a workload other than the default). Times and
+/// `comm_fraction` are written with three decimals (milliseconds).
 pub fn write_csv(out: &mut dyn Write, jobs: &[Job]) -> std::io::Result<()> {
-    let with_deadline = jobs.iter().any(|j| j.deadline_s.is_some());
+    let d = Workload::default();
+    let cols: Vec<Column> = Column::ALL
+        .into_iter()
+        .filter(|c| {
+            jobs.iter().any(|j| match c {
+                Column::Deadline => j.deadline_s.is_some(),
+                Column::CommFraction => j.workload.comm_fraction != d.comm_fraction,
+                Column::Collective => j.workload.collective != d.collective,
+                Column::Model => j.workload.model.is_some(),
+            })
+        })
+        .collect();
     write!(out, "{}", HEADER.join(","))?;
-    if with_deadline {
-        write!(out, ",{DEADLINE}")?;
+    for c in &cols {
+        write!(out, ",{}", c.name())?;
     }
     writeln!(out)?;
     for j in jobs {
@@ -512,10 +612,15 @@ pub fn write_csv(out: &mut dyn Write, jobs: &[Job]) -> std::io::Result<()> {
             "{},{:.3},{},{:.3}",
             j.id, j.arrival_s, j.gpus, j.duration_s
         )?;
-        if with_deadline {
-            match j.deadline_s {
-                Some(d) => write!(out, ",{d:.3}")?,
-                None => write!(out, ",")?,
+        for c in &cols {
+            match c {
+                Column::Deadline => match j.deadline_s {
+                    Some(d) => write!(out, ",{d:.3}")?,
+                    None => write!(out, ",")?,
+                },
+                Column::CommFraction => write!(out, ",{:.3}", j.workload.comm_fraction)?,
+                Column::Collective => write!(out, ",{}", j.workload.collective)?,
+                Column::Model => write!(out, ",{}", j.workload.model.as_deref().unwrap_or(""))?,
             }
         }
         writeln!(out)?;

@@ -302,6 +302,11 @@ fn write_then_parse_round_trips() {
             gpus: 24,
             duration_s: 100.25,
             deadline_s: Some(400.0),
+            workload: Workload {
+                comm_fraction: 0.55,
+                collective: Collective::Alltoall,
+                model: Some("dlrm large".into()),
+            },
         },
         Job {
             id: JobId::new("b").unwrap(),
@@ -309,6 +314,7 @@ fn write_then_parse_round_trips() {
             gpus: 1,
             duration_s: 3.0,
             deadline_s: None,
+            workload: Workload::default(),
         },
     ];
     let mut out = Vec::new();
@@ -340,4 +346,83 @@ proptest! {
             prop_assert!(jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
         }
     }
+}
+
+#[test]
+fn workload_columns_in_any_order_with_defaults_for_empty_fields() {
+    let text = "job_id,arrival_s,gpus,duration_s,model,collective,comm_fraction\n\
+                a,0,16,10,vgg16,hd,0.35\n\
+                b,1,8,10,,,\n\
+                c,2,64,10,dlrm,alltoall,1\n";
+    let jobs = parse("t.csv", text.as_bytes()).unwrap();
+    assert_eq!(jobs[0].workload.model.as_deref(), Some("vgg16"));
+    assert_eq!(jobs[0].workload.collective, Collective::Hd);
+    assert_eq!(jobs[0].workload.comm_fraction, 0.35);
+    assert_eq!(jobs[1].workload, Workload::default());
+    assert_eq!(jobs[1].deadline_s, None);
+    assert_eq!(jobs[2].workload.comm_fraction, 1.0);
+    assert_eq!(jobs[2].workload.collective, Collective::Alltoall);
+}
+
+#[test]
+fn bad_workload_fields_name_line_and_column() {
+    let text = "job_id,arrival_s,gpus,duration_s,comm_fraction,collective,model\n\
+                a,0,16,10,1.5,ring,x\n\
+                b,0,16,10,NaN,ring,x\n\
+                c,0,16,10,0.2,tree,x\n\
+                d,0,16,10,0.2,ring,x\u{7}y\n";
+    let p = problems(text);
+    assert_eq!(p.len(), 4, "{p:?}");
+    assert_eq!((p[0].line, p[0].column), (2, Some(11)));
+    assert!(p[0].message.contains("comm_fraction `1.5`"), "{p:?}");
+    assert!(p[1].message.contains("comm_fraction `NaN`"), "{p:?}");
+    assert_eq!((p[2].line, p[2].column), (4, Some(15)));
+    assert!(p[2].message.contains("ring, hd, alltoall"), "{p:?}");
+    assert!(p[3].message.contains("control character"), "{p:?}");
+    let long = format!(
+        "job_id,arrival_s,gpus,duration_s,model\na,0,1,1,{}\n",
+        "m".repeat(workload::MAX_MODEL_CHARS + 1)
+    );
+    assert!(problems(&long)[0].message.contains("longer than"));
+}
+
+#[test]
+fn unknown_or_repeated_columns_are_refused_by_name() {
+    let p = problems("job_id,arrival_s,gpus,duration_s,priority\na,0,1,1,3\n");
+    assert!(p[0].message.contains("unknown column `priority`"), "{p:?}");
+    let p = problems("job_id,arrival_s,gpus,duration_s,model,model\na,0,1,1,x,y\n");
+    assert!(p[0].message.contains("`model` appears twice"), "{p:?}");
+    let p = problems("job_id,gpus,arrival_s,duration_s\na,1,0,1\n");
+    assert!(p[0].message.contains("expected header"), "{p:?}");
+}
+
+#[test]
+fn generated_traces_carry_the_model_mix() {
+    let g = generate::generate(&generate::Params {
+        jobs: 4000,
+        gpus: 512,
+        load: 0.9,
+        seed: 5,
+        sizes: generate::Sizes::Helios,
+    })
+    .unwrap();
+    for m in workload::MIX {
+        let n = g
+            .jobs
+            .iter()
+            .filter(|j| j.workload.model.as_deref() == Some(m.model))
+            .count() as f64;
+        let share = n / 4000.0;
+        assert!((share - m.weight).abs() < 0.03, "{}: {share}", m.model);
+    }
+    let mut out = Vec::new();
+    write_csv(&mut out, &g.jobs).unwrap();
+    let head = String::from_utf8_lossy(&out[..120]).to_string();
+    assert!(
+        head.starts_with(
+            "job_id,arrival_s,gpus,duration_s,deadline_s,comm_fraction,collective,model\n"
+        ),
+        "{head}"
+    );
+    assert_eq!(parse("g.csv", &out).unwrap(), g.jobs);
 }
