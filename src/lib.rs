@@ -16,6 +16,7 @@ pub mod emulator;
 pub mod intent;
 pub mod jobs;
 pub mod names;
+pub mod network;
 pub mod placement;
 pub mod plan;
 pub mod replay;

@@ -1,0 +1,251 @@
+//! The flows of a job's collective between its GPUs on different servers.
+//!
+//! A job's GPUs are given in its decision's order, each with its server;
+//! servers are ordered by first appearance (for vClos slices that is leaf by
+//! leaf, the order Lemma 5.1's leaf-wise permutation needs). Each GPU has
+//! its own NIC (paper Section 4.1, "we bound each GPU to a single NIC"), so
+//! a job's traffic between two servers runs on **rails**: the `r`-th GPU of
+//! one server talks to the `r`-th GPU of another, as NCCL's multi-channel
+//! rings and trees do on rail-aligned clusters. Traffic inside a server uses
+//! NVLink and is not a flow here.
+//!
+//! A flow's `weight` is the share of its source NIC's line rate it gets on
+//! the job's own full-bandwidth network; steps of a collective are merged
+//! into one set of flows weighted by each step's share of the communication
+//! time (module doc of [`super`]), so the weights leaving one GPU add up to
+//! at most 1.
+//!
+//! * **ring** (Ring AllReduce; Patarasuk and Yuan, "Bandwidth optimal
+//!   all-reduce algorithms for clusters of workstations", JPDC 2009): every
+//!   step sends a `1/n` chunk to the next member, so all `2(n-1)` steps have
+//!   the same pattern: per rail, server `i` to server `i+1` (cyclic),
+//!   weight 1.
+//! * **hd** (recursive halving then doubling; Thakur, Rabenseifner and
+//!   Gropp, "Optimization of Collective Communication Operations in MPICH",
+//!   IJHPCA 2005, Section 4.4): with `p` the largest power of two at most
+//!   the server count `m`, reduce-scatter exchanges half the data with the
+//!   partner at distance `p/2`, a quarter at `p/4`, ..., `1/p` at distance
+//!   1, and all-gather mirrors it; the `m - p` extra servers first send
+//!   their whole vector to a partner among the first `p` and get the result
+//!   back at the end. In units of the vector size `S`, the communication
+//!   lasts `T = 2(1 - 1/p) + 2 [m > p]`; the flow at distance `d` carries
+//!   `2 d / p` of it both ways (`d/p` in each half), the pre and post steps
+//!   `1` each way; weights are those amounts over `T`.
+//! * **alltoall**: every GPU sends an equal share to every GPU of the job
+//!   on another server, at once (NCCL's all-to-all posts all sends
+//!   together): weight `1 / (n - k)` for `n` GPUs and `k` the fewest GPUs
+//!   the job has on one server (the GPU with the most peers elsewhere sets
+//!   the pace; on whole servers every NIC is exactly full).
+
+use crate::topology::ServerId;
+
+use super::super::trace::Collective;
+
+/// One flow: GPU indices into the job's GPU list, and its weight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flow {
+    pub src: u32,
+    pub dst: u32,
+    pub weight: f64,
+}
+
+/// The job's servers in first-appearance order, each with the indices of
+/// its GPUs (in the job's GPU list) in order: the rails.
+fn servers(gpus: &[ServerId]) -> Vec<Vec<u32>> {
+    let mut order: Vec<ServerId> = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    for (i, s) in gpus.iter().enumerate() {
+        let k = match order.iter().position(|o| o == s) {
+            Some(k) => k,
+            None => {
+                order.push(*s);
+                members.push(Vec::new());
+                order.len() - 1
+            }
+        };
+        members[k].push(i as u32);
+    }
+    members
+}
+
+/// The inter-server flows of `collective` over GPUs on `gpus` (the server
+/// of each GPU, in the job's order).
+pub fn flows(collective: Collective, gpus: &[ServerId]) -> Vec<Flow> {
+    let servers = servers(gpus);
+    if servers.len() < 2 {
+        return Vec::new();
+    }
+    match collective {
+        Collective::Ring => ring(&servers),
+        Collective::Hd => hd(&servers),
+        Collective::Alltoall => alltoall(&servers),
+    }
+}
+
+/// Per rail, `a`'s GPU to `b`'s GPU with `weight` (where both have it).
+fn rails(servers: &[Vec<u32>], a: usize, b: usize, weight: f64, out: &mut Vec<Flow>) {
+    for (&src, &dst) in servers[a].iter().zip(&servers[b]) {
+        out.push(Flow { src, dst, weight });
+    }
+}
+
+fn ring(servers: &[Vec<u32>]) -> Vec<Flow> {
+    let m = servers.len();
+    let mut out = Vec::new();
+    // Per rail, a ring over the servers that have that rail.
+    let rails_n = servers.iter().map(Vec::len).max().unwrap_or(0);
+    for r in 0..rails_n {
+        let members: Vec<u32> = (0..m).filter_map(|s| servers[s].get(r).copied()).collect();
+        if members.len() < 2 {
+            continue;
+        }
+        for (i, &src) in members.iter().enumerate() {
+            let dst = members[(i + 1) % members.len()];
+            out.push(Flow {
+                src,
+                dst,
+                weight: 1.0,
+            });
+        }
+    }
+    out
+}
+
+fn hd(servers: &[Vec<u32>]) -> Vec<Flow> {
+    let m = servers.len();
+    let p = 1usize << (usize::BITS - 1 - m.leading_zeros());
+    let extra = m > p;
+    let total = 2.0 * (1.0 - 1.0 / p as f64) + if extra { 2.0 } else { 0.0 };
+    let mut out = Vec::new();
+    let mut d = p / 2;
+    while d >= 1 {
+        let w = (2.0 * d as f64 / p as f64) / total;
+        for i in 0..p {
+            rails(servers, i, i ^ d, w, &mut out);
+        }
+        d /= 2;
+    }
+    for e in p..m {
+        let partner = e - p;
+        rails(servers, e, partner, 1.0 / total, &mut out);
+        rails(servers, partner, e, 1.0 / total, &mut out);
+    }
+    out
+}
+
+fn alltoall(servers: &[Vec<u32>]) -> Vec<Flow> {
+    let n: usize = servers.iter().map(Vec::len).sum();
+    // A GPU on a server of `k` GPUs sends to and receives from `n - k`
+    // others; the busiest NIC (the smallest server) sets the common share.
+    let fewest = servers.iter().map(Vec::len).min().unwrap_or(0);
+    let weight = 1.0 / (n - fewest) as f64;
+    let mut out = Vec::new();
+    for (a, from) in servers.iter().enumerate() {
+        for (b, to) in servers.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            for &src in from {
+                for &dst in to {
+                    out.push(Flow { src, dst, weight });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// `m` servers of `t` GPUs, GPUs listed server by server.
+    fn job(m: u32, t: u32) -> Vec<ServerId> {
+        (0..m)
+            .flat_map(|s| std::iter::repeat_n(ServerId(s), t as usize))
+            .collect()
+    }
+
+    /// Sum of outgoing and incoming weights per GPU.
+    fn nic_load(flows: &[Flow]) -> (HashMap<u32, f64>, HashMap<u32, f64>) {
+        let (mut out, mut inn) = (HashMap::new(), HashMap::new());
+        for f in flows {
+            *out.entry(f.src).or_insert(0.0) += f.weight;
+            *inn.entry(f.dst).or_insert(0.0) += f.weight;
+        }
+        (out, inn)
+    }
+
+    #[test]
+    fn one_server_sends_nothing_on_the_fabric() {
+        for c in Collective::ALL {
+            assert!(flows(c, &job(1, 8)).is_empty(), "{c}");
+        }
+    }
+
+    #[test]
+    fn ring_runs_on_rails_between_consecutive_servers() {
+        let g = job(3, 2); // servers 0,1,2 with GPUs (0,1), (2,3), (4,5)
+        let f = flows(Collective::Ring, &g);
+        let pairs: Vec<(u32, u32)> = f.iter().map(|f| (f.src, f.dst)).collect();
+        assert_eq!(pairs, [(0, 2), (2, 4), (4, 0), (1, 3), (3, 5), (5, 1)]);
+        assert!(f.iter().all(|f| f.weight == 1.0));
+    }
+
+    #[test]
+    fn hd_on_a_power_of_two_pairs_by_distance_with_halving_weights() {
+        let f = flows(Collective::Hd, &job(4, 1));
+        // T = 2 (1 - 1/4) = 1.5; distance 2 carries 2*2/4 = 1, distance 1 carries 0.5.
+        let w = |a, b| {
+            f.iter()
+                .find(|x| x.src == a && x.dst == b)
+                .map(|x| x.weight)
+        };
+        assert_eq!(w(0, 2), Some(1.0 / 1.5));
+        assert_eq!(w(0, 1), Some(0.5 / 1.5));
+        assert_eq!(w(0, 3), None);
+        let (out, inn) = nic_load(&f);
+        for g in 0..4 {
+            assert!((out[&g] - 1.0).abs() < 1e-12 && (inn[&g] - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn hd_folds_extra_servers_onto_partners() {
+        let f = flows(Collective::Hd, &job(5, 2));
+        // Server 4 (GPUs 8, 9) talks to server 0 (GPUs 0, 1) only, per rail.
+        let of4: Vec<(u32, u32)> = f
+            .iter()
+            .filter(|x| x.src >= 8 || x.dst >= 8)
+            .map(|x| (x.src, x.dst))
+            .collect();
+        assert_eq!(of4, [(8, 0), (9, 1), (0, 8), (1, 9)]);
+        let (out, _) = nic_load(&f);
+        assert!(out.values().all(|&w| w <= 1.0 + 1e-12), "{out:?}");
+    }
+
+    #[test]
+    fn alltoall_spreads_each_nic_over_the_other_servers_gpus() {
+        let f = flows(Collective::Alltoall, &job(3, 4));
+        assert_eq!(f.len(), 12 * 8);
+        let (out, inn) = nic_load(&f);
+        for g in 0..12 {
+            assert!((out[&g] - 1.0).abs() < 1e-12 && (inn[&g] - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn uneven_servers_keep_every_nic_within_line_rate() {
+        // A partly used server (2 GPUs) among full ones (4 GPUs).
+        let mut g = job(3, 4);
+        g.extend([ServerId(9), ServerId(9)]);
+        for c in Collective::ALL {
+            let (out, inn) = nic_load(&flows(c, &g));
+            for w in out.values().chain(inn.values()) {
+                assert!(*w <= 1.0 + 1e-12, "{c}: {w}");
+            }
+        }
+    }
+}
