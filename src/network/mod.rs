@@ -23,4 +23,5 @@
 //! rate; intra-server traffic (NVLink) never reaches the fabric.
 
 pub mod fairshare;
+pub mod routes;
 pub mod traffic;

@@ -1,0 +1,624 @@
+//! Which fabric links each flow of a job crosses, per routing policy.
+//!
+//! Links are directed: every fabric link has at least one leaf end (leaf to
+//! spine, or leaf to leaf through an OCS circuit), so link `g` (the `g`-th
+//! uplink of the fabric, leaves in order) is two directed links, `2g` away
+//! from that leaf and `2g + 1` into it; a leaf-to-leaf link is named from
+//! its lower uplink. A flow between GPUs under different leaves crosses one
+//! link up and one down (or one leaf-to-leaf link); a flow inside a leaf
+//! crosses none: the leaf switches it locally (the source routes match only
+//! traffic to the job's other leaves, paper Section 5.2).
+//!
+//! * [`Routing::Decision`] (`vclos`, `ocs-vclos`, `sr`): up through the
+//!   uplink the decision source-routes the GPU's server port to (paper
+//!   Section 5.2), to the far end the decision's reserved link names; down
+//!   from that spine through the decision's reserved link to the
+//!   destination leaf (the spine VRF's static route to the leaf's GPU
+//!   prefix, Section 6), or, for a spine the decision reserves no link on,
+//!   the fabric's own link (the default routing table). Several candidates
+//!   (parallel links) are chosen among by the flow hash, as the spine's ECMP
+//!   would.
+//! * [`Routing::Ecmp`]: each flow hashed onto one of the source leaf's
+//!   uplinks that reach the destination leaf, then onto one of that spine's
+//!   links down to it (paper Section 3.1: the switches hash the 5-tuple; the
+//!   hash here is SplitMix64 of the seed, the job and the GPU pair, standing
+//!   for the 5-tuple with its ephemeral source port, so runs with the same
+//!   `--seed` are identical).
+//! * [`Routing::Balanced`]: each flow, in the job's flow order, on the
+//!   equal-cost path whose busier link carries the least weight at that
+//!   moment (paper Section 9.3, "Balanced ECMP"), ties to the lowest uplink.
+//! * [`Routing::None`] (`best`): the ideal non-blocking fabric; no link is
+//!   ever shared, so flows cross no modelled link.
+//!
+//! Paths are the fabric as initially cabled and patched
+//! ([`Topology::initial_fabric_links`]) except where a decision's reserved
+//! links say otherwise (OCS-vClos rewires).
+
+use std::collections::HashMap;
+
+use super::fairshare::Class;
+use super::traffic;
+use crate::decision::Decision;
+use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+use crate::trace::Collective;
+
+/// A directed fabric link.
+pub type LinkId = u32;
+
+/// How flows are routed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// The decision's source routes and reserved links.
+    Decision,
+    /// Per-flow hashing, seeded.
+    Ecmp { seed: u64 },
+    /// Least-loaded equal-cost path at the flow's start.
+    Balanced,
+    /// Non-blocking: no shared link.
+    None,
+}
+
+/// Where an uplink leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Far {
+    Spine(SpineId),
+    Leaf(LeafId, u16),
+}
+
+/// The fabric's names and links, indexed once per replay.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    /// Server name -> (id, leaf, the leaf port of each GPU).
+    servers: HashMap<String, (ServerId, LeafId, Vec<u16>)>,
+    leaves: HashMap<String, LeafId>,
+    spines: HashMap<String, SpineId>,
+    uplink: Vec<HashMap<String, u16>>,
+    server_port: Vec<HashMap<String, u16>>,
+    /// Global number of leaf `l`'s first uplink.
+    offset: Vec<u32>,
+    /// Far end of each uplink (global numbering) as initially patched.
+    far: Vec<Option<Far>>,
+    /// `(spine, leaf)` -> the leaf's uplinks reaching that spine.
+    down: HashMap<(SpineId, LeafId), Vec<u16>>,
+    /// Directed links in all.
+    links: usize,
+}
+
+impl Fabric {
+    pub fn new(topo: &Topology) -> Self {
+        let mut offset = Vec::with_capacity(topo.leaves.len());
+        let mut n = 0u32;
+        for l in &topo.leaves {
+            offset.push(n);
+            n += l.uplinks.len() as u32;
+        }
+        let mut far = vec![None; n as usize];
+        let mut down: HashMap<(SpineId, LeafId), Vec<u16>> = HashMap::new();
+        for (here, there) in topo.initial_fabric_links() {
+            let PortRef::Leaf(l, u) = here else { continue };
+            let g = (offset[l.index()] + u32::from(u)) as usize;
+            match there {
+                PortRef::Spine(s, _) => {
+                    far[g] = Some(Far::Spine(s));
+                    down.entry((s, l)).or_default().push(u);
+                }
+                PortRef::Leaf(l2, u2) => {
+                    far[g] = Some(Far::Leaf(l2, u2));
+                    let g2 = (offset[l2.index()] + u32::from(u2)) as usize;
+                    far[g2] = Some(Far::Leaf(l, u));
+                }
+                PortRef::Ocs(..) => {}
+            }
+        }
+        let index = |names: &[String]| -> HashMap<String, u16> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as u16))
+                .collect()
+        };
+        Fabric {
+            servers: topo
+                .servers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        s.name.clone(),
+                        (ServerId(i as u32), s.leaf, s.ports.clone()),
+                    )
+                })
+                .collect(),
+            leaves: topo
+                .leaves
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.name.clone(), LeafId(i as u32)))
+                .collect(),
+            spines: topo
+                .spines
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.name.clone(), SpineId(i as u32)))
+                .collect(),
+            uplink: topo.leaves.iter().map(|l| index(&l.uplinks)).collect(),
+            server_port: topo.leaves.iter().map(|l| index(&l.server_ports)).collect(),
+            offset,
+            far,
+            down,
+            links: 2 * n as usize,
+        }
+    }
+
+    /// Directed links in the fabric (link ids are below this).
+    pub fn links(&self) -> usize {
+        self.links
+    }
+
+    fn global(&self, l: LeafId, u: u16) -> u32 {
+        self.offset[l.index()] + u32::from(u)
+    }
+
+    /// The directed link out of leaf `l` through its uplink `u`.
+    fn out_of(&self, l: LeafId, u: u16) -> LinkId {
+        match self.far[self.global(l, u) as usize] {
+            Some(Far::Leaf(l2, u2)) if self.global(l2, u2) < self.global(l, u) => {
+                2 * self.global(l2, u2) + 1
+            }
+            _ => 2 * self.global(l, u),
+        }
+    }
+
+    /// The directed link into leaf `l` through its uplink `u`.
+    fn into(&self, l: LeafId, u: u16) -> LinkId {
+        match self.far[self.global(l, u) as usize] {
+            Some(Far::Leaf(l2, u2)) if self.global(l2, u2) < self.global(l, u) => {
+                2 * self.global(l2, u2)
+            }
+            _ => 2 * self.global(l, u) + 1,
+        }
+    }
+}
+
+/// Why a decision could not be routed: a name it uses that the topology
+/// does not have (decisions are validated before they are held, so this is
+/// a hand-made decision or a placer bug).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job `{job}`: {what} `{name}` is not in the topology")]
+pub struct Unknown {
+    pub job: String,
+    pub what: &'static str,
+    pub name: String,
+}
+
+/// A decision's own routing, resolved to indices.
+#[derive(Debug, Default)]
+struct Own {
+    /// (leaf, server port) -> uplink.
+    route: HashMap<(LeafId, u16), u16>,
+    /// (leaf, uplink) -> far end, for the decision's reserved links.
+    far: HashMap<(LeafId, u16), Far>,
+    /// (spine, leaf) -> the leaf's reserved uplinks on that spine.
+    down: HashMap<(SpineId, LeafId), Vec<u16>>,
+}
+
+/// Routes jobs' flows and keeps the weight every directed link carries.
+#[derive(Debug, Clone)]
+pub struct Router {
+    fabric: Fabric,
+    routing: Routing,
+    load: Vec<f64>,
+}
+
+/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014): a fixed, well-mixed hash of 64 bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Router {
+    pub fn new(topo: &Topology, routing: Routing) -> Self {
+        let fabric = Fabric::new(topo);
+        let load = vec![0.0; fabric.links];
+        Router {
+            fabric,
+            routing,
+            load,
+        }
+    }
+
+    /// Directed links (capacities are indexed by [`LinkId`]).
+    pub fn links(&self) -> usize {
+        self.fabric.links
+    }
+
+    /// The flow classes of a job's `collective` under decision `d` (flows
+    /// with the same links merged, in link order), counted in the link
+    /// loads until [`Router::unroute`]. `key` tells jobs apart in the ECMP
+    /// hash.
+    pub fn route(
+        &mut self,
+        key: u64,
+        d: &Decision,
+        collective: Collective,
+    ) -> Result<Vec<Class>, Unknown> {
+        let placed = self.resolve(d)?;
+        let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
+        let own = match self.routing {
+            Routing::Decision => self.own(d),
+            _ => Own::default(),
+        };
+        let mut classes: HashMap<([LinkId; 2], u8), f64> = HashMap::new();
+        for f in traffic::flows(collective, &servers) {
+            let (src, dst) = (placed[f.src as usize], placed[f.dst as usize]);
+            if src.1 == dst.1 {
+                continue; // switched inside the leaf
+            }
+            let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
+            if let Some(path) = self.path(&own, (src.1, src.2), dst.1, h, f.weight) {
+                *classes.entry(path).or_insert(0.0) += f.weight;
+            }
+        }
+        let mut out: Vec<Class> = classes
+            .into_iter()
+            .map(|((links, n), weight)| Class {
+                weight,
+                links: links[..usize::from(n)]
+                    .iter()
+                    .map(|&l| l as usize)
+                    .collect(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.links.cmp(&b.links));
+        if self.routing != Routing::Balanced {
+            self.add(&out, 1.0);
+        }
+        Ok(out)
+    }
+
+    /// Forget a routed job's load.
+    pub fn unroute(&mut self, classes: &[Class]) {
+        self.add(classes, -1.0);
+    }
+
+    fn add(&mut self, classes: &[Class], sign: f64) {
+        for c in classes {
+            for &l in &c.links {
+                self.load[l] += sign * c.weight;
+            }
+        }
+    }
+
+    /// The weight directed link `l` carries now.
+    pub fn load(&self, l: LinkId) -> f64 {
+        self.load.get(l as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Each GPU's (server, leaf, server port).
+    fn resolve(&self, d: &Decision) -> Result<Vec<(ServerId, LeafId, u16)>, Unknown> {
+        let unknown = |what, name: &str| Unknown {
+            job: d.job.to_string(),
+            what,
+            name: name.to_string(),
+        };
+        d.gpus
+            .iter()
+            .map(|g| {
+                let (id, leaf, ports) = self
+                    .fabric
+                    .servers
+                    .get(&g.server)
+                    .ok_or_else(|| unknown("server", &g.server))?;
+                let port = ports
+                    .get(usize::from(g.gpu))
+                    .ok_or_else(|| unknown("GPU of server", &g.server))?;
+                Ok((*id, *leaf, *port))
+            })
+            .collect()
+    }
+
+    fn own(&self, d: &Decision) -> Own {
+        let f = &self.fabric;
+        let mut own = Own::default();
+        for r in &d.source_routes {
+            let Some(&l) = f.leaves.get(&r.leaf) else {
+                continue;
+            };
+            if let (Some(&p), Some(&u)) = (
+                f.server_port[l.index()].get(&r.server_port),
+                f.uplink[l.index()].get(&r.uplink),
+            ) {
+                own.route.insert((l, p), u);
+            }
+        }
+        for k in &d.vclos.links {
+            let Some(&l) = f.leaves.get(&k.leaf) else {
+                continue;
+            };
+            let Some(&u) = f.uplink[l.index()].get(&k.uplink) else {
+                continue;
+            };
+            let far = if let Some(&s) = f.spines.get(&k.peer) {
+                own.down.entry((s, l)).or_default().push(u);
+                Far::Spine(s)
+            } else if let Some(u2) = f
+                .leaves
+                .get(&k.peer)
+                .and_then(|&l2| Some((l2, *f.uplink[l2.index()].get(&k.peer_port)?)))
+            {
+                Far::Leaf(u2.0, u2.1)
+            } else {
+                continue;
+            };
+            own.far.insert((l, u), far);
+        }
+        own
+    }
+
+    /// The links from `(leaf, server port)` to leaf `to`, if it is reached.
+    fn path(
+        &mut self,
+        own: &Own,
+        (from, port): (LeafId, u16),
+        to: LeafId,
+        h: u64,
+        weight: f64,
+    ) -> Option<([LinkId; 2], u8)> {
+        let f = &self.fabric;
+        match self.routing {
+            Routing::None => None,
+            Routing::Decision => match own.route.get(&(from, port)) {
+                Some(&u) => {
+                    let far = own
+                        .far
+                        .get(&(from, u))
+                        .copied()
+                        .or(f.far[f.global(from, u) as usize])?;
+                    self.via(own, from, u, far, to, h)
+                }
+                // A port the decision does not steer follows the default
+                // routing table: ECMP.
+                None => self.ecmp(from, to, h),
+            },
+            Routing::Ecmp { seed } => self.ecmp(from, to, mix(seed ^ h)),
+            Routing::Balanced => self.balanced(from, to, weight),
+        }
+    }
+
+    /// Up `from`'s uplink `u` (leading to `far`), then down to `to`.
+    fn via(
+        &self,
+        own: &Own,
+        from: LeafId,
+        u: u16,
+        far: Far,
+        to: LeafId,
+        h: u64,
+    ) -> Option<([LinkId; 2], u8)> {
+        let f = &self.fabric;
+        let up = f.out_of(from, u);
+        match far {
+            Far::Leaf(l2, _) if l2 == to => Some(([up, 0], 1)),
+            Far::Leaf(..) => None,
+            Far::Spine(s) => {
+                let downs = own
+                    .down
+                    .get(&(s, to))
+                    .filter(|d| !d.is_empty())
+                    .or_else(|| f.down.get(&(s, to)))?;
+                let d = downs[(h % downs.len() as u64) as usize];
+                Some(([up, f.into(to, d)], 2))
+            }
+        }
+    }
+
+    /// The uplinks of `from` that reach `to` (as cabled and patched).
+    fn candidates(&self, from: LeafId, to: LeafId) -> Vec<(u16, Far)> {
+        let f = &self.fabric;
+        let n = f.uplink[from.index()].len() as u16;
+        (0..n)
+            .filter_map(|u| {
+                let far = f.far[f.global(from, u) as usize]?;
+                let reaches = match far {
+                    Far::Spine(s) => f.down.contains_key(&(s, to)),
+                    Far::Leaf(l2, _) => l2 == to,
+                };
+                reaches.then_some((u, far))
+            })
+            .collect()
+    }
+
+    fn ecmp(&self, from: LeafId, to: LeafId, h: u64) -> Option<([LinkId; 2], u8)> {
+        let c = self.candidates(from, to);
+        if c.is_empty() {
+            return None;
+        }
+        let (u, far) = c[(h % c.len() as u64) as usize];
+        // The spine hashes again, with its own seed (a different mix).
+        self.via(&Own::default(), from, u, far, to, mix(h))
+    }
+
+    fn balanced(&mut self, from: LeafId, to: LeafId, weight: f64) -> Option<([LinkId; 2], u8)> {
+        let f = &self.fabric;
+        let mut best: Option<(f64, ([LinkId; 2], u8))> = None;
+        for (u, far) in self.candidates(from, to) {
+            let up = f.out_of(from, u);
+            let paths: Vec<([LinkId; 2], u8)> = match far {
+                Far::Leaf(..) => vec![([up, 0], 1)],
+                Far::Spine(s) => f.down.get(&(s, to)).map_or(Vec::new(), |ds| {
+                    ds.iter().map(|&d| ([up, f.into(to, d)], 2)).collect()
+                }),
+            };
+            for p in paths {
+                let busiest = p.0[..usize::from(p.1)]
+                    .iter()
+                    .map(|&l| self.load[l as usize])
+                    .fold(0.0, f64::max);
+                if best.is_none_or(|(b, _)| busiest < b) {
+                    best = Some((busiest, p));
+                }
+            }
+        }
+        let (_, p) = best?;
+        for &l in &p.0[..usize::from(p.1)] {
+            self.load[l as usize] += weight;
+        }
+        Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::names::JobId;
+    use crate::network::fairshare;
+    use crate::placement::{placer, JobRequest, Outcome, Policy};
+    use crate::topology::generate::uniform_topology;
+
+    /// Place `sizes` (GPUs) in order with `policy`; the decisions.
+    fn placed(policy: Policy, topo: &std::sync::Arc<Topology>, sizes: &[u32]) -> Vec<Decision> {
+        let mut p = placer(policy, topo.clone()).unwrap();
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &gpus)| {
+                let id = JobId::new(format!("j{i}")).unwrap();
+                match p.place(&JobRequest { id, gpus }).unwrap() {
+                    Outcome::Placed(d) => d,
+                    Outcome::Blocked(b) => panic!("job {i} ({gpus} GPUs) blocked: {b:?}"),
+                }
+            })
+            .collect()
+    }
+
+    /// Route every decision with `collective`; per link, the jobs on it.
+    fn route_all(
+        r: &mut Router,
+        ds: &[Decision],
+        collective: Collective,
+    ) -> (Vec<Vec<Class>>, HashMap<usize, Vec<usize>>) {
+        let mut on: HashMap<usize, Vec<usize>> = HashMap::new();
+        let all: Vec<Vec<Class>> = ds
+            .iter()
+            .enumerate()
+            .map(|(j, d)| {
+                let cs = r.route(j as u64, d, collective).unwrap();
+                for c in &cs {
+                    for &l in &c.links {
+                        let jobs = on.entry(l).or_default();
+                        if !jobs.contains(&j) {
+                            jobs.push(j);
+                        }
+                    }
+                }
+                cs
+            })
+            .collect();
+        (all, on)
+    }
+
+    fn lambdas(r: &Router, all: &[Vec<Class>]) -> Vec<f64> {
+        let flat: Vec<Class> = all.iter().flatten().cloned().collect();
+        fairshare::solve(&vec![1.0; r.links()], &flat)
+    }
+
+    #[test]
+    fn vclos_slices_share_no_link_and_run_at_full_rate() {
+        // 8 leaves x 4 servers x 2 GPUs, 8 spines: jobs over several leaves.
+        let topo = uniform_topology(8, 8, 2, 0);
+        let ds = placed(Policy::Vclos, &topo, &[12, 20, 8, 16]);
+        for c in Collective::ALL {
+            let mut r = Router::new(&topo, Routing::Decision);
+            let (all, on) = route_all(&mut r, &ds, c);
+            assert!(all.iter().filter(|cs| !cs.is_empty()).count() >= 3, "{c}");
+            assert!(on.values().all(|jobs| jobs.len() == 1), "{c}: {on:?}");
+            for l in 0..r.links() {
+                assert!(r.load(l as LinkId) <= 1.0 + 1e-9, "{c}: link {l}");
+            }
+            assert!(lambdas(&r, &all).iter().all(|&x| x == 1.0), "{c}");
+        }
+    }
+
+    #[test]
+    fn source_routing_without_isolation_shares_links_and_slows_jobs() {
+        let topo = uniform_topology(8, 8, 2, 0);
+        let ds = placed(Policy::Sr, &topo, &[12, 20, 8, 16]);
+        let mut r = Router::new(&topo, Routing::Decision);
+        let (all, on) = route_all(&mut r, &ds, Collective::Ring);
+        assert!(on.values().any(|jobs| jobs.len() > 1), "{on:?}");
+        // Two rings meet on a link: both run at half rate there.
+        assert_eq!(lambdas(&r, &all).iter().copied().fold(1.0, f64::min), 0.5);
+        // Sharing slows a job exactly when a link carries more than its capacity.
+        for c in Collective::ALL {
+            let mut r = Router::new(&topo, Routing::Decision);
+            let (all, _) = route_all(&mut r, &ds, c);
+            let busiest = (0..r.links())
+                .map(|l| r.load(l as LinkId))
+                .fold(0.0, f64::max);
+            let slowed = lambdas(&r, &all).iter().any(|&x| x < 1.0);
+            assert_eq!(slowed, busiest > 1.0 + 1e-9, "{c}: busiest {busiest}");
+        }
+        // Every flow leaves by the uplink its port is source-routed to.
+        let own = r.own(&ds[1]);
+        let resolved = r.resolve(&ds[1]).unwrap();
+        let up_links: Vec<LinkId> = resolved
+            .iter()
+            .filter_map(|&(_, l, p)| own.route.get(&(l, p)).map(|&u| r.fabric.out_of(l, u)))
+            .collect();
+        for c in &all[1] {
+            assert!(up_links.contains(&(c.links[0] as LinkId)), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn ecmp_is_the_same_for_the_same_seed_only() {
+        let topo = uniform_topology(8, 8, 2, 0);
+        let ds = placed(Policy::Best, &topo, &[24, 16]);
+        let run = |seed| {
+            let mut r = Router::new(&topo, Routing::Ecmp { seed });
+            route_all(&mut r, &ds, Collective::Ring).0
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+        // Nothing is routed on the ideal fabric.
+        let mut r = Router::new(&topo, Routing::None);
+        assert!(route_all(&mut r, &ds, Collective::Ring)
+            .0
+            .iter()
+            .all(Vec::is_empty));
+    }
+
+    #[test]
+    fn balanced_ecmp_spreads_where_hashing_collides() {
+        let topo = uniform_topology(8, 8, 2, 0);
+        let ds = placed(Policy::Best, &topo, &[24, 16, 20]);
+        let mut b = Router::new(&topo, Routing::Balanced);
+        let (_, _) = route_all(&mut b, &ds, Collective::Ring);
+        let busiest = |r: &Router| {
+            (0..r.links())
+                .map(|l| r.load(l as LinkId))
+                .fold(0.0, f64::max)
+        };
+        // A ring sends one unit per GPU: balanced, no link needs more.
+        assert!(busiest(&b) <= 1.0 + 1e-9, "{}", busiest(&b));
+        let collided = (1..20).any(|seed| {
+            let mut e = Router::new(&topo, Routing::Ecmp { seed });
+            route_all(&mut e, &ds, Collective::Ring);
+            busiest(&e) > 1.0 + 1e-9
+        });
+        assert!(collided, "hashing never collided");
+        // Unrouting gives every link back.
+        let (all, _) = route_all(&mut b, &ds, Collective::Ring);
+        for cs in &all {
+            b.unroute(cs);
+        }
+        assert!(busiest(&b) <= 1.0 + 1e-9);
+    }
+}
