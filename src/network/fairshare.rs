@@ -1,22 +1,24 @@
 //! Weighted max-min fair sharing of link capacity ("water-filling").
 //!
-//! The fluid model of issue 14: every flow class `i` (a set of flows of
-//! one job with the same links, weight `w_i` = how much of a NIC's line
-//! rate the job would give it on its own, full-bandwidth network) gets rate
-//! `w_i * lambda_i`, where `lambda_i` in `(0, 1]` is the share of its
-//! isolated rate it gets when it shares links. The allocation is max-min
-//! fair in `lambda` (Bertsekas and Gallager, *Data Networks*, 2nd ed.,
-//! Section 6.5.2, "progressive filling", with weights as in weighted fair
-//! queueing): all `lambda` rise together from 0; when a link fills, the
-//! classes crossing it are frozen at that level; the rest go on rising;
-//! no class goes above 1 (its isolated rate: the NIC limit, which the model
-//! does not represent as a link because a NIC carries one job's traffic
-//! only, see [`super`]).
+//! The fluid model of issue 14. A class is one job's communication: on
+//! each link `l` it crosses it puts `w_l` (the sum of its flows' weights
+//! there, in NIC line rates, as on the job's own full-bandwidth network).
+//! A collective advances in lock-step, as fast as its slowest flow, so all
+//! of a job's flows run at the same fraction `lambda` in `(0, 1]` of their
+//! isolated rates: the class gets `w_l * lambda` on every link. The
+//! allocation is max-min fair in `lambda` (Bertsekas and Gallager, *Data
+//! Networks*, 2nd ed., Section 6.5.2, "progressive filling", with the
+//! per-link weights of weighted fair queueing): all `lambda` rise together
+//! from 0; when a link fills, the classes crossing it are frozen at that
+//! level; the rest go on rising; no class goes above 1 (its isolated rate:
+//! the NIC limit, which the model does not represent as a link because a
+//! NIC carries one job's traffic only, see [`super`]).
 //!
 //! This is the sharing rule of the paper's simulator (RapidNetSim: each flow
-//! gets a link's bandwidth divided by the flows on it), made max-min fair
-//! so that capacity a flow bottlenecked elsewhere cannot use goes to the
-//! others, as TCP-like and RoCE DCQCN congestion control tend to.
+//! gets a link's bandwidth divided by the flows on it, a step lasts as long
+//! as its slowest flow), made max-min fair so that capacity a job
+//! bottlenecked elsewhere cannot use goes to the others, as TCP-like and
+//! RoCE DCQCN congestion control tend to.
 //!
 //! The result satisfies, and the tests check on random instances:
 //! * feasibility: on every link the rates add up to at most its capacity;
@@ -29,12 +31,12 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// A flow class: its weight and the links it crosses (indices into the
-/// capacities). A class on no link is never limited (`lambda = 1`).
+/// A class: the links it crosses (indices into the capacities, each at
+/// most once) with its weight on each. A class on no link is never limited
+/// (`lambda = 1`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Class {
-    pub weight: f64,
-    pub links: Vec<usize>,
+    pub links: Vec<(usize, f64)>,
 }
 
 /// Relative tolerance: a link counts as full within it.
@@ -42,9 +44,9 @@ const EPS: f64 = 1e-12;
 
 /// `lambda` of every class (same order), each in `(0, 1]`.
 ///
-/// Weights must be positive and capacities positive and finite; a class
-/// listing a link index beyond `capacity` is a caller bug, and is treated as
-/// not crossing that link.
+/// Weights must be positive (at least about `1e-9`) and capacities
+/// positive and finite; a class listing a link index beyond `capacity` is a
+/// caller bug, and is treated as not crossing that link.
 pub fn solve(capacity: &[f64], classes: &[Class]) -> Vec<f64> {
     let mut links: Vec<LinkLoad> = capacity
         .iter()
@@ -57,8 +59,8 @@ pub fn solve(capacity: &[f64], classes: &[Class]) -> Vec<f64> {
         .collect();
     let mut on_link: Vec<Vec<usize>> = vec![Vec::new(); capacity.len()];
     for (i, c) in classes.iter().enumerate() {
-        for &l in c.links.iter().filter(|&&l| l < capacity.len()) {
-            links[l].active += c.weight;
+        for &(l, w) in c.links.iter().filter(|(l, _)| *l < capacity.len()) {
+            links[l].active += w;
             on_link[l].push(i);
         }
     }
@@ -92,10 +94,14 @@ pub fn solve(capacity: &[f64], classes: &[Class]) -> Vec<f64> {
             }
             lambda[i] = level;
             let c = &classes[i];
-            for &l in c.links.iter().filter(|&&l| l < capacity.len() && l != link) {
+            for &(l, w) in c
+                .links
+                .iter()
+                .filter(|(l, _)| *l < capacity.len() && *l != link)
+            {
                 let load = &mut links[l];
-                load.active -= c.weight;
-                load.frozen += c.weight * level;
+                load.active -= w;
+                load.frozen += w * level;
                 load.version += 1;
                 if let Some(level) = load.fill_level() {
                     heap.push(Fill {
@@ -173,8 +179,7 @@ mod tests {
 
     fn class(weight: f64, links: &[usize]) -> Class {
         Class {
-            weight,
-            links: links.to_vec(),
+            links: links.iter().map(|&l| (l, weight)).collect(),
         }
     }
 
@@ -223,6 +228,18 @@ mod tests {
     }
 
     #[test]
+    fn a_job_runs_as_fast_as_its_slowest_link() {
+        // Job a crosses links 0 and 1, job b only link 1 (weight 2 there):
+        // link 1 fills at 1/3 for both; link 0 keeps spare capacity.
+        let a = Class {
+            links: vec![(0, 1.0), (1, 1.0)],
+        };
+        let b = class(2.0, &[1]);
+        let l = solve(&[1.0, 1.0], &[a, b]);
+        assert!((l[0] - 1.0 / 3.0).abs() < 1e-12 && (l[1] - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
     fn weights_share_in_proportion() {
         // Weights 3 and 1 on a link of 2: lambda 0.5 each, rates 1.5 and 0.5.
         assert_eq!(
@@ -236,8 +253,8 @@ mod tests {
         let mut top = vec![0.0f64; capacity.len()];
         for (c, &l) in classes.iter().zip(lambda) {
             prop_assert!(l > 0.0 && l <= 1.0, "lambda {l}");
-            for &k in &c.links {
-                load[k] += c.weight * l;
+            for &(k, w) in &c.links {
+                load[k] += w * l;
                 top[k] = top[k].max(l);
             }
         }
@@ -253,7 +270,7 @@ mod tests {
             let bottleneck = c
                 .links
                 .iter()
-                .any(|&k| full(k) && top[k] <= l * (1.0 + 1e-9));
+                .any(|&(k, _)| full(k) && top[k] <= l * (1.0 + 1e-9));
             prop_assert!(l == 1.0 || bottleneck, "class {i} at {l} has no bottleneck");
         }
         Ok(())
@@ -264,15 +281,15 @@ mod tests {
         fn feasible_and_max_min_fair_on_random_instances(
             capacity in proptest::collection::vec(0.1f64..4.0, 1..12),
             raw in proptest::collection::vec(
-                (0.05f64..2.0, proptest::collection::vec(0usize..12, 0..5)), 0..30),
+                proptest::collection::vec((0usize..12, 0.05f64..2.0), 0..5), 0..30),
         ) {
             let classes: Vec<Class> = raw
                 .into_iter()
-                .map(|(w, mut links)| {
-                    links.retain(|&k| k < capacity.len());
-                    links.sort_unstable();
-                    links.dedup();
-                    class(w, &links)
+                .map(|mut links| {
+                    links.retain(|&(k, _)| k < capacity.len());
+                    links.sort_by_key(|&(k, _)| k);
+                    links.dedup_by_key(|&mut (k, _)| k);
+                    Class { links }
                 })
                 .collect();
             let lambda = solve(&capacity, &classes);

@@ -235,60 +235,53 @@ impl Router {
         self.fabric.links
     }
 
-    /// The flow classes of a job's `collective` under decision `d` (flows
-    /// with the same links merged, in link order), counted in the link
-    /// loads until [`Router::unroute`]. `key` tells jobs apart in the ECMP
-    /// hash.
+    /// The load a job's `collective` under decision `d` puts on each link
+    /// (its flows' weights added up per link, in link order), counted in
+    /// the link loads until [`Router::unroute`]. `key` tells jobs apart in
+    /// the ECMP hash.
     pub fn route(
         &mut self,
         key: u64,
         d: &Decision,
         collective: Collective,
-    ) -> Result<Vec<Class>, Unknown> {
+    ) -> Result<Class, Unknown> {
         let placed = self.resolve(d)?;
         let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
         let own = match self.routing {
             Routing::Decision => self.own(d),
             _ => Own::default(),
         };
-        let mut classes: HashMap<([LinkId; 2], u8), f64> = HashMap::new();
+        let mut per_link: HashMap<LinkId, f64> = HashMap::new();
         for f in traffic::flows(collective, &servers) {
             let (src, dst) = (placed[f.src as usize], placed[f.dst as usize]);
             if src.1 == dst.1 {
                 continue; // switched inside the leaf
             }
             let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
-            if let Some(path) = self.path(&own, (src.1, src.2), dst.1, h, f.weight) {
-                *classes.entry(path).or_insert(0.0) += f.weight;
+            if let Some((links, n)) = self.path(&own, (src.1, src.2), dst.1, h, f.weight) {
+                for &l in &links[..usize::from(n)] {
+                    *per_link.entry(l).or_insert(0.0) += f.weight;
+                }
             }
         }
-        let mut out: Vec<Class> = classes
-            .into_iter()
-            .map(|((links, n), weight)| Class {
-                weight,
-                links: links[..usize::from(n)]
-                    .iter()
-                    .map(|&l| l as usize)
-                    .collect(),
-            })
-            .collect();
-        out.sort_by(|a, b| a.links.cmp(&b.links));
+        let mut links: Vec<(usize, f64)> =
+            per_link.into_iter().map(|(l, w)| (l as usize, w)).collect();
+        links.sort_by_key(|&(l, _)| l);
+        let class = Class { links };
         if self.routing != Routing::Balanced {
-            self.add(&out, 1.0);
+            self.add(&class, 1.0);
         }
-        Ok(out)
+        Ok(class)
     }
 
     /// Forget a routed job's load.
-    pub fn unroute(&mut self, classes: &[Class]) {
-        self.add(classes, -1.0);
+    pub fn unroute(&mut self, class: &Class) {
+        self.add(class, -1.0);
     }
 
-    fn add(&mut self, classes: &[Class], sign: f64) {
-        for c in classes {
-            for &l in &c.links {
-                self.load[l] += sign * c.weight;
-            }
+    fn add(&mut self, class: &Class, sign: f64) {
+        for &(l, w) in &class.links {
+            self.load[l] += sign * w;
         }
     }
 
@@ -503,30 +496,24 @@ mod tests {
         r: &mut Router,
         ds: &[Decision],
         collective: Collective,
-    ) -> (Vec<Vec<Class>>, HashMap<usize, Vec<usize>>) {
+    ) -> (Vec<Class>, HashMap<usize, Vec<usize>>) {
         let mut on: HashMap<usize, Vec<usize>> = HashMap::new();
-        let all: Vec<Vec<Class>> = ds
+        let all: Vec<Class> = ds
             .iter()
             .enumerate()
             .map(|(j, d)| {
-                let cs = r.route(j as u64, d, collective).unwrap();
-                for c in &cs {
-                    for &l in &c.links {
-                        let jobs = on.entry(l).or_default();
-                        if !jobs.contains(&j) {
-                            jobs.push(j);
-                        }
-                    }
+                let c = r.route(j as u64, d, collective).unwrap();
+                for &(l, _) in &c.links {
+                    on.entry(l).or_default().push(j);
                 }
-                cs
+                c
             })
             .collect();
         (all, on)
     }
 
-    fn lambdas(r: &Router, all: &[Vec<Class>]) -> Vec<f64> {
-        let flat: Vec<Class> = all.iter().flatten().cloned().collect();
-        fairshare::solve(&vec![1.0; r.links()], &flat)
+    fn lambdas(r: &Router, all: &[Class]) -> Vec<f64> {
+        fairshare::solve(&vec![1.0; r.links()], all)
     }
 
     #[test]
@@ -537,7 +524,10 @@ mod tests {
         for c in Collective::ALL {
             let mut r = Router::new(&topo, Routing::Decision);
             let (all, on) = route_all(&mut r, &ds, c);
-            assert!(all.iter().filter(|cs| !cs.is_empty()).count() >= 3, "{c}");
+            assert!(
+                all.iter().filter(|j| !j.links.is_empty()).count() >= 3,
+                "{c}"
+            );
             assert!(on.values().all(|jobs| jobs.len() == 1), "{c}: {on:?}");
             for l in 0..r.links() {
                 assert!(r.load(l as LinkId) <= 1.0 + 1e-9, "{c}: link {l}");
@@ -572,8 +562,9 @@ mod tests {
             .iter()
             .filter_map(|&(_, l, p)| own.route.get(&(l, p)).map(|&u| r.fabric.out_of(l, u)))
             .collect();
-        for c in &all[1] {
-            assert!(up_links.contains(&(c.links[0] as LinkId)), "{c:?}");
+        // Even-numbered links leave a leaf: each is a source-routed uplink.
+        for &(l, _) in all[1].links.iter().filter(|(l, _)| l % 2 == 0) {
+            assert!(up_links.contains(&(l as LinkId)), "{l}");
         }
     }
 
@@ -592,7 +583,7 @@ mod tests {
         assert!(route_all(&mut r, &ds, Collective::Ring)
             .0
             .iter()
-            .all(Vec::is_empty));
+            .all(|j| j.links.is_empty()));
     }
 
     #[test]
@@ -615,10 +606,15 @@ mod tests {
         });
         assert!(collided, "hashing never collided");
         // Unrouting gives every link back.
-        let (all, _) = route_all(&mut b, &ds, Collective::Ring);
-        for cs in &all {
-            b.unroute(cs);
+        let before: Vec<f64> = (0..b.links()).map(|l| b.load(l as LinkId)).collect();
+        let (all, _) = route_all(&mut b, &ds, Collective::Alltoall);
+        let total = |r: &Router| (0..r.links()).map(|l| r.load(l as LinkId)).sum::<f64>();
+        assert!(total(&b) > before.iter().sum::<f64>() + 1.0);
+        for j in &all {
+            b.unroute(j);
         }
-        assert!(busiest(&b) <= 1.0 + 1e-9);
+        for (l, w) in before.iter().enumerate() {
+            assert!((b.load(l as LinkId) - w).abs() < 1e-9, "link {l}");
+        }
     }
 }
