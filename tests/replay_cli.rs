@@ -13,8 +13,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// `vclos replay` of `trace` on cluster512 with vclos and `extra`; stdout.
-fn replay_vclos_512(trace: &Path, extra: &[&str]) -> String {
+/// `vclos replay` of `trace` on cluster512 with `policy` and `extra`; stdout.
+fn replay_512(trace: &Path, policy: &str, extra: &[&str]) -> String {
     let mut args = vec![
         "replay",
         "--topology",
@@ -22,12 +22,19 @@ fn replay_vclos_512(trace: &Path, extra: &[&str]) -> String {
         "--trace",
         trace.to_str().unwrap(),
         "--policy",
-        "vclos",
+        policy,
     ];
     args.extend_from_slice(extra);
     let o = vclos(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.status.success(), "{policy}: {}", stderr(&o));
     stdout(&o)
+}
+
+/// [`replay_512`] with `--json`, parsed.
+fn replay_512_json(trace: &Path, policy: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&replay_512(trace, policy, &args)).unwrap()
 }
 
 #[test]
@@ -139,7 +146,7 @@ fn replay_table_is_human_readable() {
         "t.csv",
         "job_id,arrival_s,gpus,duration_s\na,0,8,100\nb,10,24,50\n",
     );
-    let text = replay_vclos_512(&trace, &[]);
+    let text = replay_512(&trace, "vclos", &[]);
     assert!(text.contains("avg JWT"), "{text}");
     assert!(text.contains("2 completed"), "{text}");
     assert!(text.contains("isolation violations"), "{text}");
@@ -209,9 +216,10 @@ fn bad_inputs_fail_with_clear_errors() {
         "--trace",
         good,
         "--policy",
-        "ecmp",
+        "wcmp",
     ]);
     assert!(!o.status.success());
+    assert!(stderr(&o).contains("balanced-ecmp"), "{}", stderr(&o));
     // Missing files name the file.
     let o = vclos(&[
         "replay",
@@ -258,10 +266,7 @@ fn round_up_lets_blocked_jobs_take_larger_slices_and_reports_them() {
     ]);
     assert!(gen.status.success(), "{}", stderr(&gen));
     let trace = write(dir.path(), "u.csv", &stdout(&gen));
-    let run = |round_up: &str| {
-        let out = replay_vclos_512(&trace, &["--round-up", round_up, "--json"]);
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()
-    };
+    let run = |round_up: &str| replay_512_json(&trace, "vclos", &["--round-up", round_up]);
     let (exact, rounded) = (run("0"), run("2"));
     for v in [&exact, &rounded] {
         assert_eq!(v["completed"], 300);
@@ -274,4 +279,40 @@ fn round_up_lets_blocked_jobs_take_larger_slices_and_reports_them() {
     );
     assert!(n(&rounded, "reserved_idle_gpus") > n(&exact, "reserved_idle_gpus"));
     assert!(rounded["reserved_idle_gpu_s"].as_f64().unwrap() > 0.0);
+}
+
+/// Issue 14: the fair-share network model. Isolated slices run at full
+/// rate (slowdown exactly 1, no link shared); source routing and ECMP
+/// share links and slow jobs down; `--network ideal` is the old replay;
+/// ECMP is the same for the same `--seed` and differs for another.
+#[test]
+fn fair_share_slows_shared_links_and_never_isolated_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = vclos(&[
+        "trace", "generate", "--jobs", "400", "--gpus", "512", "--load", "0.8", "--seed", "3",
+    ]);
+    let trace = write(dir.path(), "t.csv", &stdout(&gen));
+    let run = |policy: &str, extra: &[&str]| replay_512_json(&trace, policy, extra);
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let vclos_r = run("vclos", &[]);
+    assert_eq!(vclos_r["network"], "fair-share");
+    assert_eq!(
+        (f(&vclos_r, "avg_slowdown"), f(&vclos_r, "p99_slowdown")),
+        (1.0, 1.0)
+    );
+    assert_eq!(vclos_r["contended_jobs"], 0);
+    assert!(f(&vclos_r, "link_utilization") > 0.0);
+    for policy in ["sr", "ecmp"] {
+        let shared = run(policy, &[]);
+        assert!(f(&shared, "avg_slowdown") > 1.0, "{policy}: {shared}");
+        assert!(shared["contended_jobs"].as_u64().unwrap() > 0, "{policy}");
+        let ideal = run(policy, &["--network", "ideal"]);
+        assert_eq!(ideal["network"], "ideal");
+        assert_eq!(f(&ideal, "avg_slowdown"), 1.0, "{policy}");
+        assert!(f(&shared, "avg_jrt_s") > f(&ideal, "avg_jrt_s"), "{policy}");
+    }
+    let jct = |v: &serde_json::Value| (f(v, "avg_jct_s"), f(v, "p99_slowdown"));
+    let seed = |s: &str| jct(&run("ecmp", &["--seed", s]));
+    assert_eq!(seed("7"), seed("7"));
+    assert_ne!(seed("7"), seed("8"));
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use vclos::network::routes::{Router, Routing};
 use vclos::placement::{self, Policy};
 use vclos::replay::{self, Ledger, QueuePolicy, ReplayOptions, Report};
 use vclos::{topology, trace};
@@ -17,7 +18,8 @@ pub struct ReplayArgs {
     /// Topology file (YAML).
     #[arg(long)]
     topology: PathBuf,
-    /// Trace file (CSV: job_id,arrival_s,gpus,duration_s[,deadline_s]).
+    /// Trace file (CSV: job_id,arrival_s,gpus,duration_s and optional
+    /// columns, docs/traces.md).
     #[arg(long)]
     trace: PathBuf,
     #[arg(long, value_enum)]
@@ -33,6 +35,21 @@ pub struct ReplayArgs {
     /// idle (reported as `rounded_jobs` / `reserved_idle_gpus`); 0 waits.
     #[arg(long, value_name = "SERVERS", default_value_t = 0)]
     round_up: u32,
+    /// Network model: `fair-share` (jobs sharing links slow each other's
+    /// communication, max-min fair; docs/performance.md) or `ideal` (every
+    /// job runs for exactly its duration_s).
+    #[arg(long, value_enum, default_value_t = NetworkModel::FairShare)]
+    network: NetworkModel,
+    /// Seed of the `ecmp` flow hash: the same seed gives the same routes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// `--network`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum NetworkModel {
+    FairShare,
+    Ideal,
 }
 
 fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
@@ -53,6 +70,8 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         topology: topo.name.clone(),
         total_gpus: u32::try_from(topo.gpu_count()).ok(),
         ledger: Ledger::from_topology(&topo),
+        network: (a.network == NetworkModel::FairShare)
+            .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
     };
     let bar = progress_bar(jobs.len());
     let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {
@@ -100,6 +119,13 @@ fn table(r: &Report) -> String {
         ),
         ("makespan", format!("{:.1} s", r.makespan_s)),
         (
+            "network",
+            format!(
+                "{}: slowdown avg {:.4}, p99 {:.4}; {} jobs shared a link",
+                r.network, r.avg_slowdown, r.p99_slowdown, r.contended_jobs
+            ),
+        ),
+        (
             "rounded up",
             format!(
                 "{} jobs, {} GPUs reserved idle ({:.0} GPU-s)",
@@ -109,6 +135,9 @@ fn table(r: &Report) -> String {
     ];
     if let Some(u) = r.utilization {
         rows.push(("GPU utilisation", format!("{:.1}%", u * 100.0)));
+    }
+    if let Some(u) = r.link_utilization {
+        rows.push(("link utilisation", format!("{:.1}%", u * 100.0)));
     }
     rows.extend([
         (

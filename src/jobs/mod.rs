@@ -464,7 +464,7 @@ impl Fabric {
     pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
         // Before placement: an id too long for this fabric's derived names.
         intent::name::check_job_id(&self.topo, job)?;
-        if matches!(self.policy, Policy::Best | Policy::Sr) {
+        if self.policy.is_baseline() {
             return Err(JobsError::Placement(placement::PlacementError::Engine {
                 policy: self.policy.name(),
                 reason: "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"

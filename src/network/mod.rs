@@ -23,5 +23,6 @@
 //! rate; intra-server traffic (NVLink) never reaches the fabric.
 
 pub mod fairshare;
+pub mod model;
 pub mod routes;
 pub mod traffic;

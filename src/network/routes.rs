@@ -3,11 +3,13 @@
 //! Links are directed: every fabric link has at least one leaf end (leaf to
 //! spine, or leaf to leaf through an OCS circuit), so link `g` (the `g`-th
 //! uplink of the fabric, leaves in order) is two directed links, `2g` away
-//! from that leaf and `2g + 1` into it; a leaf-to-leaf link is named from
-//! its lower uplink. A flow between GPUs under different leaves crosses one
-//! link up and one down (or one leaf-to-leaf link); a flow inside a leaf
-//! crosses none: the leaf switches it locally (the source routes match only
-//! traffic to the job's other leaves, paper Section 5.2).
+//! from that leaf and `2g + 1` into it; traffic on a leaf-to-leaf circuit
+//! is counted on the sending leaf's `2g` (the receiving port belongs to the
+//! same circuit, which nobody else can use). A flow between GPUs under
+//! different leaves crosses one link up and one down (or one leaf-to-leaf
+//! link); a flow inside a leaf crosses none: the leaf switches it locally
+//! (the source routes match only traffic to the job's other leaves, paper
+//! Section 5.2).
 //!
 //! * [`Routing::Decision`] (`vclos`, `ocs-vclos`, `sr`): up through the
 //!   uplink the decision source-routes the GPU's server port to (paper
@@ -56,6 +58,19 @@ pub enum Routing {
     Balanced,
     /// Non-blocking: no shared link.
     None,
+}
+
+impl Routing {
+    /// How `policy`'s flows are routed (module doc); `seed` seeds ECMP.
+    pub fn for_policy(policy: crate::placement::Policy, seed: u64) -> Routing {
+        use crate::placement::Policy;
+        match policy {
+            Policy::Vclos | Policy::OcsVclos | Policy::Sr => Routing::Decision,
+            Policy::Best => Routing::None,
+            Policy::Ecmp => Routing::Ecmp { seed },
+            Policy::BalancedEcmp => Routing::Balanced,
+        }
+    }
 }
 
 /// Where an uplink leads.
@@ -161,22 +176,12 @@ impl Fabric {
 
     /// The directed link out of leaf `l` through its uplink `u`.
     fn out_of(&self, l: LeafId, u: u16) -> LinkId {
-        match self.far[self.global(l, u) as usize] {
-            Some(Far::Leaf(l2, u2)) if self.global(l2, u2) < self.global(l, u) => {
-                2 * self.global(l2, u2) + 1
-            }
-            _ => 2 * self.global(l, u),
-        }
+        2 * self.global(l, u)
     }
 
     /// The directed link into leaf `l` through its uplink `u`.
     fn into(&self, l: LeafId, u: u16) -> LinkId {
-        match self.far[self.global(l, u) as usize] {
-            Some(Far::Leaf(l2, u2)) if self.global(l2, u2) < self.global(l, u) => {
-                2 * self.global(l2, u2)
-            }
-            _ => 2 * self.global(l, u) + 1,
-        }
+        2 * self.global(l, u) + 1
     }
 }
 
@@ -337,12 +342,14 @@ impl Router {
             let far = if let Some(&s) = f.spines.get(&k.peer) {
                 own.down.entry((s, l)).or_default().push(u);
                 Far::Spine(s)
-            } else if let Some(u2) = f
+            } else if let Some((l2, u2)) = f
                 .leaves
                 .get(&k.peer)
                 .and_then(|&l2| Some((l2, *f.uplink[l2.index()].get(&k.peer_port)?)))
             {
-                Far::Leaf(u2.0, u2.1)
+                // A circuit between two leaves serves both directions.
+                own.far.insert((l2, u2), Far::Leaf(l, u));
+                Far::Leaf(l2, u2)
             } else {
                 continue;
             };

@@ -10,6 +10,10 @@
 //!   whatever other jobs use it, so jobs share links and spines. Its
 //!   decisions list the links used so the replay can count sharing; the
 //!   placer's [`FabricState`] holds only the GPUs (links are not exclusive).
+//! * `ecmp`, `balanced-ecmp` (issue 14): `best`'s GPUs under another name;
+//!   they differ from `best` only in how the replay's network model routes
+//!   their flows ([`crate::network::routes`]), since a fabric routing by
+//!   ECMP needs no per-job configuration.
 //!
 //! Both keep their state in the ideal-network model
 //! ([`FabricState::ideal_network`]): a multi-leaf `manual` decision holding
@@ -67,6 +71,8 @@ fn gpus_only(st: &FabricState, gpus: u32) -> Result<Plan, Blocked> {
 #[derive(Debug, Clone)]
 pub struct BestPlacer {
     state: FabricState,
+    /// `best`, or the ECMP policy placing GPUs the same way.
+    name: &'static str,
 }
 
 impl BestPlacer {
@@ -77,18 +83,26 @@ impl BestPlacer {
     pub fn with_state(state: FabricState) -> Self {
         BestPlacer {
             state: state.ideal_network(),
+            name: "best",
         }
+    }
+
+    /// The same placement under another policy's name (`ecmp` and
+    /// `balanced-ecmp` place GPUs as `best` and differ in routing only).
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
     }
 }
 
 impl Placer for BestPlacer {
     fn name(&self) -> &'static str {
-        "best"
+        self.name
     }
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         precheck(&self.state, job)?;
         match gpus_only(&self.state, job.gpus) {
-            Ok(plan) => commit(&mut self.state, "best", job, &plan),
+            Ok(plan) => commit(&mut self.state, self.name, job, &plan),
             Err(b) => Ok(Outcome::Blocked(b)),
         }
     }

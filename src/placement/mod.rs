@@ -121,10 +121,23 @@ pub enum Policy {
     Best,
     /// Source routing without isolation: jobs share links.
     Sr,
+    /// `best`'s GPUs on a fabric that hashes every flow onto an equal-cost
+    /// path (paper Sections 3.1 and 9.3; routes: [`crate::network`]).
+    Ecmp,
+    /// `best`'s GPUs, every flow on the least-loaded equal-cost path when
+    /// it starts (paper Section 9.3, "Balanced ECMP").
+    BalancedEcmp,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 4] = [Policy::Vclos, Policy::OcsVclos, Policy::Best, Policy::Sr];
+    pub const ALL: [Policy; 6] = [
+        Policy::Vclos,
+        Policy::OcsVclos,
+        Policy::Best,
+        Policy::Sr,
+        Policy::Ecmp,
+        Policy::BalancedEcmp,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -132,7 +145,15 @@ impl Policy {
             Policy::OcsVclos => "ocs-vclos",
             Policy::Best => "best",
             Policy::Sr => "sr",
+            Policy::Ecmp => "ecmp",
+            Policy::BalancedEcmp => "balanced-ecmp",
         }
+    }
+
+    /// A comparison baseline of the simulation: it configures no isolation
+    /// on a real fabric.
+    pub fn is_baseline(self) -> bool {
+        !matches!(self, Policy::Vclos | Policy::OcsVclos)
     }
 }
 
@@ -144,7 +165,9 @@ impl fmt::Display for Policy {
 
 /// An unknown policy name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown placement policy `{0}` (expected vclos, ocs-vclos, best or sr)")]
+#[error(
+    "unknown placement policy `{0}` (expected vclos, ocs-vclos, best, sr, ecmp or balanced-ecmp)"
+)]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for Policy {
@@ -184,6 +207,8 @@ pub fn placer_on(
             Box::new(OcsVclosPlacer::with_state(state).with_rounding(rounding))
         }
         Policy::Best => Box::new(BestPlacer::with_state(state)),
+        Policy::Ecmp => Box::new(BestPlacer::with_state(state).named("ecmp")),
+        Policy::BalancedEcmp => Box::new(BestPlacer::with_state(state).named("balanced-ecmp")),
         Policy::Sr => Box::new(SrPlacer::with_state(state)),
     })
 }

@@ -590,11 +590,11 @@ fn constructor_and_errors() {
     for p in Policy::ALL {
         assert_eq!(p.to_string().parse::<Policy>().unwrap(), p);
     }
-    assert!("ecmp"
+    assert!("wcmp"
         .parse::<Policy>()
         .unwrap_err()
         .to_string()
-        .contains("ecmp"));
+        .contains("wcmp"));
     let plain = topo(2, 4, 2, 0);
     let e = placer(Policy::OcsVclos, plain.clone()).err().unwrap();
     assert!(matches!(e, PlacementError::NoOcs { .. }));

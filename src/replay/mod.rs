@@ -1,10 +1,11 @@
 //! Trace replay: a discrete-event run of a job trace through a [`Placer`].
 //!
-//! Only two kinds of event exist — a job arrives, a job completes — because
-//! the question asked here is *where and when* jobs run, not how packets
-//! flow: a job runs for exactly its trace duration once started (no
-//! contention slowdown is modelled, for any policy). At each event time the
-//! replay
+//! Only two kinds of event exist — a job arrives, a job completes. How long
+//! a job runs depends on the network model ([`ReplayOptions::network`]):
+//! `ideal`, exactly its trace duration; `fair-share`
+//! ([`crate::network::model`]), its duration stretched by the links it
+//! shares with other jobs, recomputed at every start and completion. At
+//! each event time the replay
 //!
 //! 1. releases every job completing at that time (so freed resources are
 //!    visible to jobs starting at the same instant),
@@ -44,6 +45,8 @@ pub use report::{percentile, Report};
 
 use crate::decision::Decision;
 use crate::names::JobId;
+use crate::network::model::Contention;
+use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::trace::Job;
 use queue::{Key, Queue};
@@ -59,6 +62,10 @@ pub struct ReplayOptions {
     /// The isolation ledger to audit with (use [`Ledger::from_topology`] so
     /// OCS circuits are checked too).
     pub ledger: Ledger,
+    /// The network model: `None` is `ideal`; a router (built for the
+    /// policy, [`crate::network::routes::Routing::for_policy`]) runs the
+    /// `fair-share` model.
+    pub network: Option<Router>,
 }
 
 /// Failures that end a replay (bugs in a placer, not blocked jobs).
@@ -79,6 +86,8 @@ pub enum ReplayError {
     },
     #[error("trace is not sorted by arrival at job `{0}` (use trace::parse, which sorts)")]
     Unsorted(JobId),
+    #[error("network model: {0}")]
+    Route(#[from] Unknown),
 }
 
 /// Replay progress, reported after each event time.
@@ -119,6 +128,7 @@ pub fn replay_with_progress(
     if let Some(w) = trace.windows(2).find(|w| w[1].arrival_s < w[0].arrival_s) {
         return Err(ReplayError::Unsorted(w[1].id.clone()));
     }
+    let fair_share = opts.network.is_some();
     let mut run = Run {
         placer,
         trace,
@@ -126,25 +136,29 @@ pub fn replay_with_progress(
         ledger: opts.ledger,
         state: vec![JobState::default(); trace.len()],
         completions: BinaryHeap::new(),
+        network: opts.network.map(|r| Contention::new(r, trace.len())),
         decision_ns: Vec::with_capacity(trace.len() * 2),
         report: Report::new(opts.queue, &opts.topology, trace.len()),
         done: 0,
     };
     run.report.policy = run.placer.name().to_string();
+    if fair_share {
+        run.report.network = "fair-share".to_string();
+    }
 
     let mut next = 0;
     // The head that was last found blocked, while nothing has been released.
     let mut stuck_head: Option<usize> = None;
     loop {
         let arrival = trace.get(next).map(|j| j.arrival_s);
-        let completion = run.completions.peek().map(|Reverse(k)| k.0);
+        let completion = run.next_completion().map(|c| c.0);
         let now = match (arrival, completion) {
             (None, None) => break,
             (Some(a), None) => a,
             (None, Some(c)) => c,
             (Some(a), Some(c)) => a.min(c),
         };
-        while let Some(Reverse(Key(end, idx))) = run.completions.peek().copied() {
+        while let Some((end, idx)) = run.next_completion() {
             if end > now {
                 break;
             }
@@ -179,7 +193,10 @@ struct Run<'a> {
     queue: Queue,
     ledger: Ledger,
     state: Vec<JobState>,
+    /// Completion times under the `ideal` model.
     completions: BinaryHeap<Reverse<Key>>,
+    /// The `fair-share` model, when it runs (then `completions` stays empty).
+    network: Option<Contention>,
     decision_ns: Vec<u64>,
     report: Report,
     done: usize,
@@ -240,7 +257,18 @@ impl Run<'_> {
     }
 
     fn running_jobs(&self) -> usize {
-        self.completions.len()
+        match &self.network {
+            Some(n) => n.running(),
+            None => self.completions.len(),
+        }
+    }
+
+    /// The earliest completion to come: (time, trace job).
+    fn next_completion(&mut self) -> Option<(f64, usize)> {
+        match &mut self.network {
+            Some(n) => n.next_completion(),
+            None => self.completions.peek().map(|Reverse(k)| (k.0, k.1)),
+        }
     }
 
     fn start(&mut self, idx: usize, now: f64, d: &Decision) -> Result<(), ReplayError> {
@@ -265,8 +293,12 @@ impl Run<'_> {
             .entry(d.stage.name().to_string())
             .or_insert(0) += 1;
         self.state[idx].start = Some(now);
-        self.completions
-            .push(Reverse(Key(now + job.duration_s, idx)));
+        match &mut self.network {
+            Some(n) => n.start(idx, now, job.duration_s, &job.workload, d)?,
+            None => self
+                .completions
+                .push(Reverse(Key(now + job.duration_s, idx))),
+        }
         Ok(())
     }
 
@@ -280,6 +312,9 @@ impl Run<'_> {
                 source,
             })?;
         self.ledger.finish(idx);
+        if let Some(n) = &mut self.network {
+            n.finish(idx, end);
+        }
         self.state[idx].end = Some(end);
         self.done += 1;
         Ok(())
@@ -313,6 +348,7 @@ impl Run<'_> {
     fn into_report(self, total_gpus: Option<u32>) -> Report {
         let mut r = self.report;
         let mut jwt = Vec::new();
+        let mut slowdown = Vec::new();
         let mut sum_jct = 0.0;
         let mut sum_jrt = 0.0;
         let mut work = 0.0;
@@ -325,6 +361,7 @@ impl Run<'_> {
             };
             r.completed += 1;
             jwt.push(start - job.arrival_s);
+            slowdown.push(slowdown_of(end - start, job.duration_s));
             sum_jct += end - job.arrival_s;
             sum_jrt += end - start;
             work += f64::from(job.gpus) * (end - start);
@@ -342,6 +379,15 @@ impl Run<'_> {
             r.p99_jwt_s = percentile(&jwt, 0.99);
             r.max_jwt_s = jwt.last().copied().unwrap_or(0.0);
             r.makespan_s = last_end - first_arrival;
+            r.avg_slowdown = slowdown.iter().sum::<f64>() / n;
+            slowdown.sort_by(f64::total_cmp);
+            r.p99_slowdown = percentile(&slowdown, 0.99);
+        }
+        if let Some(net) = &self.network {
+            r.contended_jobs = (0..self.trace.len())
+                .filter(|&i| net.seen(i).contended)
+                .count() as u64;
+            r.link_utilization = Some(net.link_utilization(r.makespan_s));
         }
         if let Some(g) = total_gpus.filter(|g| *g > 0) {
             if r.makespan_s > 0.0 {
@@ -386,3 +432,14 @@ pub type StageCounts = BTreeMap<String, u64>;
 
 #[cfg(test)]
 mod tests;
+
+/// JRT / duration; within a relative 1e-9 of 1 it is 1 (the rounding of
+/// `start + duration - start`, far below the trace's millisecond precision).
+fn slowdown_of(jrt: f64, duration: f64) -> f64 {
+    let s = jrt / duration;
+    if (s - 1.0).abs() <= 1e-9 {
+        1.0
+    } else {
+        s
+    }
+}

@@ -41,6 +41,21 @@ pub struct Report {
     pub max_jwt_s: f64,
     /// Last completion - first arrival.
     pub makespan_s: f64,
+    /// The network model: `ideal` (a job runs for exactly its
+    /// `duration_s`) or `fair-share` ([`crate::network`]).
+    pub network: String,
+    /// Mean and 99th percentile of JRT / `duration_s` over completed jobs
+    /// (exactly 1 when no job was slowed by sharing).
+    pub avg_slowdown: f64,
+    pub p99_slowdown: f64,
+    /// Jobs that shared a fabric link with another job at some time
+    /// (`fair-share` only; decisions of `ecmp` hold no links, so sharing
+    /// shows here and not in `isolation_violations`).
+    pub contended_jobs: u64,
+    /// Time-average load of the fabric's directed links over the makespan,
+    /// in line rates (`fair-share` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_utilization: Option<f64>,
     /// GPU-seconds run / (GPUs * makespan), when the GPU count is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub utilization: Option<f64>,
@@ -90,6 +105,11 @@ impl Report {
             p99_jwt_s: 0.0,
             max_jwt_s: 0.0,
             makespan_s: 0.0,
+            network: "ideal".to_string(),
+            avg_slowdown: 0.0,
+            p99_slowdown: 0.0,
+            contended_jobs: 0,
+            link_utilization: None,
             utilization: None,
             blocked_gpu: 0,
             blocked_network: 0,

@@ -66,8 +66,9 @@ pub(crate) fn narrow_topology() -> std::sync::Arc<super::Topology> {
     })
 }
 
+/// A loaded fabric from `params`, for the library's unit tests.
 #[cfg(test)]
-fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
+pub(crate) fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
     #[allow(clippy::unwrap_used)]
     let text = generate(params).unwrap();
     #[allow(clippy::unwrap_used)]

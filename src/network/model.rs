@@ -1,0 +1,366 @@
+//! Jobs running under the fluid network model: how fast each progresses,
+//! and when it completes (issue 14, item 3).
+//!
+//! A job's `duration_s` is its standalone run time; a share `alpha`
+//! (`comm_fraction`) of it is communication its computation does not hide.
+//! Sharing links slows the communication only: at `lambda` of its isolated
+//! rate ([`super::fairshare`]) one standalone second takes
+//! `(1 - alpha) + alpha / lambda` seconds, so the job advances at speed
+//! `v = 1 / ((1 - alpha) + alpha / lambda)` standalone seconds per second.
+//! Progress is tracked as standalone seconds left; speeds change only at
+//! events (a job starts or finishes), when every job's progress is brought
+//! up to date, `lambda` is solved again and each job whose speed changed
+//! gets a new completion time (older ones stay in the heap and are skipped
+//! by their version).
+//!
+//! Every running job's flows are present all the time (its computation
+//! phases do not free the links): the conservative reading of the issue's
+//! model, and the one in which interleaving jobs (Cassini, seed 001) has
+//! something to win later.
+//!
+//! Solving is skipped while no link carries more than its capacity: then
+//! every `lambda` is 1, which is the common case for isolated policies.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::fairshare::{self, Class};
+use super::routes::{Router, Unknown};
+use crate::decision::Decision;
+use crate::trace::Workload;
+
+/// Slack under which a link counts as not over capacity.
+const OVER: f64 = 1e-9;
+
+#[derive(Debug, Clone)]
+struct Running {
+    idx: usize,
+    class: Class,
+    alpha: f64,
+    /// Standalone seconds still to run.
+    left: f64,
+    lambda: f64,
+    speed: f64,
+    version: u64,
+}
+
+/// A completion time in the heap: (time, job, version), earliest first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Due(f64, usize, u64);
+
+impl Eq for Due {}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then(self.1.cmp(&other.1))
+            .then(self.2.cmp(&other.2))
+    }
+}
+
+/// What the model saw of one job.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Seen {
+    /// Shared a link with another job at some time.
+    pub contended: bool,
+    /// The lowest `lambda` it ran at.
+    pub min_lambda: f64,
+}
+
+/// Running jobs under the fluid model.
+#[derive(Debug)]
+pub struct Contention {
+    router: Router,
+    capacity: Vec<f64>,
+    running: Vec<Running>,
+    /// Position in `running` of each trace job that runs.
+    pos: Vec<Option<usize>>,
+    /// Jobs on each directed link (trace indices).
+    on_link: Vec<Vec<usize>>,
+    /// Links whose load is over capacity.
+    over: usize,
+    seen: Vec<Seen>,
+    due: BinaryHeap<Reverse<Due>>,
+    now: f64,
+    /// Integral over time of the load carried on all links.
+    carried: f64,
+}
+
+impl Contention {
+    /// A model for a trace of `jobs` jobs, every link of capacity 1 (one
+    /// NIC's line rate: the uniform fabrics of the paper).
+    pub fn new(router: Router, jobs: usize) -> Self {
+        let links = router.links();
+        Contention {
+            router,
+            capacity: vec![1.0; links],
+            running: Vec::new(),
+            pos: vec![None; jobs],
+            on_link: vec![Vec::new(); links],
+            over: 0,
+            seen: vec![
+                Seen {
+                    contended: false,
+                    min_lambda: 1.0,
+                };
+                jobs
+            ],
+            due: BinaryHeap::new(),
+            now: 0.0,
+            carried: 0.0,
+        }
+    }
+
+    /// Start trace job `idx` at `now` under decision `d`.
+    pub fn start(
+        &mut self,
+        idx: usize,
+        now: f64,
+        duration_s: f64,
+        workload: &Workload,
+        d: &Decision,
+    ) -> Result<(), Unknown> {
+        self.advance(now);
+        let class = self.router.route(idx as u64, d, workload.collective)?;
+        for &(l, _) in &class.links {
+            if !self.on_link[l].is_empty() {
+                self.seen[idx].contended = true;
+                for &other in &self.on_link[l] {
+                    self.seen[other].contended = true;
+                }
+            }
+            self.on_link[l].push(idx);
+        }
+        self.recount(&class, 1.0);
+        self.pos[idx] = Some(self.running.len());
+        self.running.push(Running {
+            idx,
+            class,
+            alpha: workload.comm_fraction,
+            left: duration_s,
+            lambda: 1.0,
+            speed: 0.0,
+            version: 0,
+        });
+        self.resolve();
+        Ok(())
+    }
+
+    /// Job `idx` completed (or is taken away) at `now`.
+    pub fn finish(&mut self, idx: usize, now: f64) {
+        self.advance(now);
+        let Some(p) = self.pos[idx].take() else {
+            return;
+        };
+        let job = self.running.swap_remove(p);
+        if let Some(moved) = self.running.get(p) {
+            self.pos[moved.idx] = Some(p);
+        }
+        self.router.unroute(&job.class);
+        for &(l, _) in &job.class.links {
+            self.on_link[l].retain(|&j| j != idx);
+        }
+        self.recount(&job.class, -1.0);
+        if !job.class.links.is_empty() {
+            self.resolve();
+        }
+    }
+
+    /// The earliest completion: (time, trace job).
+    pub fn next_completion(&mut self) -> Option<(f64, usize)> {
+        while let Some(&Reverse(Due(t, idx, v))) = self.due.peek() {
+            let current = self.pos[idx].is_some_and(|p| self.running[p].version == v);
+            if current {
+                return Some((t, idx));
+            }
+            self.due.pop();
+        }
+        None
+    }
+
+    /// Jobs running now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// What the model saw of trace job `idx`.
+    pub fn seen(&self, idx: usize) -> Seen {
+        self.seen[idx]
+    }
+
+    /// Time-average load of the fabric's directed links up to the last
+    /// event, over `span` seconds (0 when there are no links).
+    pub fn link_utilization(&self, span: f64) -> f64 {
+        if self.capacity.is_empty() || span <= 0.0 {
+            return 0.0;
+        }
+        self.carried / (span * self.capacity.len() as f64)
+    }
+
+    /// Bring every running job's progress (and the carried-load integral)
+    /// up to `now`.
+    fn advance(&mut self, now: f64) {
+        let dt = now - self.now;
+        if dt > 0.0 {
+            for r in &mut self.running {
+                r.left = (r.left - r.speed * dt).max(0.0);
+                let weight: f64 = r.class.links.iter().map(|&(_, w)| w).sum();
+                self.carried += dt * r.lambda * weight;
+            }
+        }
+        self.now = self.now.max(now);
+    }
+
+    /// Update the count of over-capacity links after `class` was added
+    /// (`sign` 1) to or taken from (`sign` -1) the router's loads.
+    fn recount(&mut self, class: &Class, sign: f64) {
+        for &(l, w) in &class.links {
+            let (now, cap) = (self.router.load(l as u32), self.capacity[l]);
+            let before = now - sign * w;
+            match (before > cap + OVER, now > cap + OVER) {
+                (false, true) => self.over += 1,
+                (true, false) => self.over = self.over.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// Solve `lambda` for every running job and reschedule the ones whose
+    /// speed changed.
+    fn resolve(&mut self) {
+        let lambdas: Vec<f64> = if self.over == 0 {
+            vec![1.0; self.running.len()]
+        } else {
+            let classes: Vec<Class> = self.running.iter().map(|r| r.class.clone()).collect();
+            fairshare::solve(&self.capacity, &classes)
+        };
+        for (r, lambda) in self.running.iter_mut().zip(lambdas) {
+            r.lambda = lambda;
+            // Exactly 1 at full rate (no rounding of (1 - a) + a).
+            let speed = if lambda >= 1.0 {
+                1.0
+            } else {
+                1.0 / ((1.0 - r.alpha) + r.alpha / lambda)
+            };
+            let seen = &mut self.seen[r.idx];
+            seen.min_lambda = seen.min_lambda.min(lambda);
+            if speed != r.speed {
+                r.speed = speed;
+                r.version += 1;
+                self.due
+                    .push(Reverse(Due(self.now + r.left / speed, r.idx, r.version)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::decision::{GpuRef, Stage};
+    use crate::names::JobId;
+    use crate::network::routes::Routing;
+    use crate::topology::generate::{loaded, Params};
+    use crate::trace::Collective;
+
+    /// 2 leaves x 2 servers x 1 GPU under ONE spine: every flow between the
+    /// leaves crosses the same two links.
+    fn narrow() -> std::sync::Arc<crate::topology::Topology> {
+        loaded(&Params {
+            name: "one-spine".into(),
+            leaves: 2,
+            spines: 1,
+            gpus_per_server: 1,
+            servers_per_leaf: Some(2),
+            ocs: 0,
+            allow_oversubscription: true,
+        })
+    }
+
+    /// A job on the `k`-th server of each leaf.
+    fn job(topo: &crate::topology::Topology, name: &str, k: usize) -> Decision {
+        let gpus = topo
+            .leaves
+            .iter()
+            .map(|l| GpuRef {
+                server: topo.server(l.servers[k]).name.clone(),
+                gpu: 0,
+            })
+            .collect();
+        Decision {
+            job: JobId::new(name).unwrap(),
+            stage: Stage::Manual,
+            gpus,
+            vclos: Default::default(),
+            source_routes: vec![],
+            requested_gpus: None,
+        }
+    }
+
+    fn work(alpha: f64) -> Workload {
+        Workload {
+            comm_fraction: alpha,
+            collective: Collective::Ring,
+            model: None,
+        }
+    }
+
+    #[test]
+    fn two_rings_on_one_link_halve_their_communication_then_recover() {
+        let topo = narrow();
+        let mut m = Contention::new(Router::new(&topo, Routing::Ecmp { seed: 1 }), 2);
+        m.start(0, 0.0, 100.0, &work(0.5), &job(&topo, "a", 0))
+            .unwrap();
+        // Alone: full speed, done at 100.
+        assert_eq!(m.next_completion(), Some((100.0, 0)));
+        m.start(1, 0.0, 50.0, &work(0.5), &job(&topo, "b", 1))
+            .unwrap();
+        // Both at lambda 1/2: speed 1 / (0.5 + 0.5 / 0.5) = 2/3; b needs 75 s.
+        let (t, idx) = m.next_completion().unwrap();
+        assert_eq!(idx, 1);
+        assert!((t - 75.0).abs() < 1e-9, "{t}");
+        m.finish(1, t);
+        // a ran 50 standalone seconds; the other 50 at full speed.
+        let (t, idx) = m.next_completion().unwrap();
+        assert_eq!(idx, 0);
+        assert!((t - 125.0).abs() < 1e-9, "{t}");
+        assert!(m.seen(0).contended && m.seen(1).contended);
+        assert_eq!(m.seen(0).min_lambda, 0.5);
+        m.finish(0, t);
+        assert_eq!((m.next_completion(), m.running()), (None, 0));
+        // Each ring crosses all 4 directed links (up and down, both ways):
+        // full together at half rate for 75 s, full with a alone for 50 s.
+        let u = m.link_utilization(125.0);
+        assert!((u - 1.0).abs() < 1e-9, "{u}");
+        assert!((m.link_utilization(250.0) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn computation_is_not_slowed_and_isolated_jobs_keep_their_duration() {
+        let topo = narrow();
+        let mut m = Contention::new(Router::new(&topo, Routing::Ecmp { seed: 1 }), 2);
+        // No communication: sharing links costs nothing.
+        m.start(0, 0.0, 100.0, &work(0.0), &job(&topo, "a", 0))
+            .unwrap();
+        m.start(1, 10.0, 100.0, &work(0.0), &job(&topo, "b", 1))
+            .unwrap();
+        assert_eq!(m.next_completion(), Some((100.0, 0)));
+        m.finish(0, 100.0);
+        assert_eq!(m.next_completion(), Some((110.0, 1)));
+        // On the ideal fabric nothing is shared whatever alpha is.
+        let mut m = Contention::new(Router::new(&topo, Routing::None), 2);
+        m.start(0, 0.0, 100.0, &work(1.0), &job(&topo, "a", 0))
+            .unwrap();
+        m.start(1, 0.0, 100.0, &work(1.0), &job(&topo, "b", 1))
+            .unwrap();
+        assert_eq!(m.next_completion(), Some((100.0, 0)));
+        assert!(!m.seen(1).contended);
+    }
+}
