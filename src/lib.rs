@@ -22,6 +22,7 @@ pub mod plan;
 pub mod replay;
 pub mod schema;
 pub mod state;
+pub mod sweep;
 pub mod topology;
 pub mod trace;
 pub mod verification;

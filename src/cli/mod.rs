@@ -31,6 +31,7 @@ mod job;
 mod plan;
 mod replay;
 mod status;
+mod sweep;
 mod topology;
 mod trace;
 mod verify;
@@ -68,6 +69,8 @@ enum Command {
     Trace(trace::TraceCmd),
     /// Replay a job trace through a placement policy and report JWT/JCT/blocking.
     Replay(replay::ReplayArgs),
+    /// Replay a grid (policies x loads x queues x seeds) in parallel; CSV and SVG charts.
+    Sweep(sweep::SweepArgs),
     /// Dry run: what admitting or releasing a job changes on each device.
     Plan(plan::PlanArgs),
     /// Plan and apply a job change on the devices as one transaction.
@@ -97,6 +100,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Replay(args) => replay::run(args),
+        Command::Sweep(args) => sweep::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Apply(args) => apply::run(args),
         Command::Job(cmd) => job::run(cmd),

@@ -47,7 +47,7 @@ pub struct ReplayArgs {
 
 /// `--network`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum NetworkModel {
+pub(super) enum NetworkModel {
     FairShare,
     Ideal,
 }
@@ -73,7 +73,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         network: (a.network == NetworkModel::FairShare)
             .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
     };
-    let bar = progress_bar(jobs.len());
+    let bar = progress_bar(jobs.len(), "jobs");
     let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {
         bar.set_position(p.done as u64)
     })?;
@@ -86,13 +86,16 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A bar on stderr, only when both stdout and stderr are terminals.
-fn progress_bar(total: usize) -> ProgressBar {
+/// A bar on stderr counting `what`, only when both stdout and stderr are
+/// terminals.
+pub(super) fn progress_bar(total: usize, what: &str) -> ProgressBar {
     if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} jobs {elapsed}") {
+    if let Ok(style) =
+        ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {what} {{elapsed}}"))
+    {
         bar.set_style(style);
     }
     bar

@@ -51,7 +51,7 @@ const MAX_JOBS: i64 = trace::MAX_JOBS as i64;
 
 /// A finite number greater than 0 (`--load`): `NaN`, `inf`, 0 and negatives
 /// are refused by clap before anything runs.
-fn positive_finite(s: &str) -> Result<f64, String> {
+pub(super) fn positive_finite(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         Ok(_) => Err(format!("`{s}` is not a finite number greater than 0")),

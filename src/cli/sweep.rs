@@ -1,0 +1,124 @@
+//! `vclos sweep`: a grid of replays in parallel; CSV and SVG charts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use vclos::placement::Policy;
+use vclos::replay::QueuePolicy;
+use vclos::sweep::{self, chart, Grid};
+use vclos::topology;
+use vclos::trace::generate::Sizes;
+
+use super::replay::{progress_bar, NetworkModel};
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Topology file (YAML); traces are generated for its GPU count.
+    #[arg(long)]
+    topology: PathBuf,
+    /// Directory for sweep.csv, jct_vs_load.svg and times.svg (created).
+    #[arg(long)]
+    out: PathBuf,
+    /// Jobs per generated trace.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    jobs: u32,
+    /// Policies, comma-separated (default: every policy the fabric has;
+    /// ocs-vclos only with OCS devices).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    policies: Vec<Policy>,
+    /// Offered loads, comma-separated (each finite, > 0).
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.7,0.9", value_parser = super::trace::positive_finite)]
+    loads: Vec<f64>,
+    /// Queues, comma-separated (fifo, sf, edf).
+    #[arg(long, value_delimiter = ',', default_value = "fifo", value_parser = parse_queue)]
+    queues: Vec<QueuePolicy>,
+    /// Trace seeds, comma-separated (each also seeds ECMP).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    seeds: Vec<u64>,
+    /// Size model of the traces: `helios` or `uniform` (every multiple of 8
+    /// GPUs up to a quarter of the fabric; docs/traces.md).
+    #[arg(long, default_value = "helios", value_parser = ["helios", "uniform"])]
+    sizes: String,
+    /// Network model (as `vclos replay --network`).
+    #[arg(long, value_enum, default_value_t = NetworkModel::FairShare)]
+    network: NetworkModel,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
+    s.parse()
+}
+
+pub fn run(a: SweepArgs) -> Result<ExitCode> {
+    let topo = Arc::new(topology::load(&a.topology)?);
+    let policies = if a.policies.is_empty() {
+        Policy::ALL
+            .into_iter()
+            .filter(|p| *p != Policy::OcsVclos || !topo.ocs.is_empty())
+            .collect()
+    } else {
+        a.policies
+    };
+    let gpus = u32::try_from(topo.gpu_count()).unwrap_or(u32::MAX);
+    let grid = Grid {
+        policies,
+        loads: a.loads,
+        queues: a.queues,
+        seeds: a.seeds,
+        jobs: a.jobs,
+        sizes: match a.sizes.as_str() {
+            "uniform" => Sizes::Uniform {
+                step: u32::from(topo.gpus_per_server),
+                max: gpus / 4,
+            },
+            _ => Sizes::Helios,
+        },
+        fair_share: a.network == NetworkModel::FairShare,
+    };
+    let bar = progress_bar(grid.runs(), "replays");
+    let rows = sweep::run(&topo, &grid, a.threads, &|| bar.inc(1))?;
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let write = |name: &str, text: &str| {
+        let path = a.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("sweep.csv", &sweep::csv(&rows))?;
+    write("jct_vs_load.svg", &chart::jct_vs_load(&rows, &grid)?)?;
+    write("times.svg", &chart::times(&rows, &grid)?)?;
+    print!("{}", summary(&rows, &grid));
+    println!(
+        "{} replays; wrote {}/sweep.csv, jct_vs_load.svg, times.svg",
+        rows.len(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Avg JCT per policy and load (mean over seeds), first queue.
+fn summary(rows: &[sweep::Row], grid: &Grid) -> String {
+    let queue = grid.queues.first().copied().unwrap_or_default();
+    let mut out = format!(
+        "avg JCT (s), {queue}, mean over {} seed(s)\n",
+        grid.seeds.len()
+    );
+    out += &format!("{:<14}", "policy");
+    for l in &grid.loads {
+        out += &format!("{:>14}", format!("load {l}"));
+    }
+    out.push('\n');
+    for (p, points) in sweep::means(rows, grid, queue, |r| r.avg_jct_s) {
+        out += &format!("{:<14}", p.name());
+        for (_, v) in points {
+            out += &format!("{v:>14.1}");
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,280 @@
+//! `vclos sweep` (issue 14, item 5): a grid of replays (policies x loads x
+//! queues x seeds) run in parallel, one CSV row per replay, and the charts
+//! of the paper's Table 5/6 and Fig. 13 shapes ([`chart`]).
+//!
+//! Each (load, seed) pair gets one generated trace ([`crate::trace::generate`],
+//! the same generator and model as `vclos trace generate`), shared by every
+//! policy and queue of that pair, so policies are compared on the same jobs.
+//! Replays are independent and run on a rayon pool (a data-parallel map:
+//! rayon's work stealing keeps both cores busy whatever each replay costs);
+//! rows come back in grid order, and hold no wall-clock figure, so the same
+//! grid gives the same bytes on any machine and any number of threads.
+
+pub mod chart;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::network::routes::{Router, Routing};
+use crate::placement::{self, PlacementError, Policy};
+use crate::replay::{self, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
+use crate::topology::Topology;
+use crate::trace::generate::{self, GenError, Params, Sizes};
+use crate::trace::Job;
+
+/// What to sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grid {
+    pub policies: Vec<Policy>,
+    pub loads: Vec<f64>,
+    pub queues: Vec<QueuePolicy>,
+    pub seeds: Vec<u64>,
+    /// Jobs per trace.
+    pub jobs: u32,
+    pub sizes: Sizes,
+    /// The `fair-share` network model (else `ideal`).
+    pub fair_share: bool,
+}
+
+/// One replay of the grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub policy: Policy,
+    pub load: f64,
+    pub queue: QueuePolicy,
+    pub seed: u64,
+    pub report: Report,
+}
+
+#[derive(Debug, Error)]
+pub enum SweepError {
+    #[error("the grid is empty: give at least one policy, load, queue and seed")]
+    Empty,
+    #[error("the grid has {0} replays; at most {MAX_RUNS} in one sweep")]
+    TooLarge(usize),
+    #[error("load {load}, seed {seed}: {source}")]
+    Trace {
+        load: f64,
+        seed: u64,
+        #[source]
+        source: GenError,
+    },
+    #[error("policy {policy}: {source}")]
+    Placer {
+        policy: Policy,
+        #[source]
+        source: PlacementError,
+    },
+    #[error("{policy}, load {load}, queue {queue}, seed {seed}: {source}")]
+    Replay {
+        policy: Policy,
+        load: f64,
+        queue: QueuePolicy,
+        seed: u64,
+        #[source]
+        source: ReplayError,
+    },
+    #[error("cannot start {threads} threads: {reason}")]
+    Threads { threads: usize, reason: String },
+}
+
+/// Most replays in one sweep (a bound on what one command may start).
+pub const MAX_RUNS: usize = 10_000;
+
+impl Grid {
+    /// Replays in the grid.
+    pub fn runs(&self) -> usize {
+        self.policies.len() * self.loads.len() * self.queues.len() * self.seeds.len()
+    }
+}
+
+/// Run `grid` on `topo` with `threads` worker threads (0: one per core),
+/// calling `done` after each replay; rows in grid order (load, seed, queue,
+/// policy).
+pub fn run(
+    topo: &Arc<Topology>,
+    grid: &Grid,
+    threads: usize,
+    done: &(dyn Fn() + Sync),
+) -> Result<Vec<Row>, SweepError> {
+    let n = grid.runs();
+    if n == 0 {
+        return Err(SweepError::Empty);
+    }
+    if n > MAX_RUNS {
+        return Err(SweepError::TooLarge(n));
+    }
+    let gpus = u32::try_from(topo.gpu_count()).unwrap_or(u32::MAX);
+    let mut traces: Vec<(f64, u64, Vec<Job>)> = Vec::new();
+    for &load in &grid.loads {
+        for &seed in &grid.seeds {
+            let params = Params {
+                jobs: grid.jobs,
+                gpus,
+                load,
+                seed,
+                sizes: grid.sizes,
+            };
+            let g = generate::generate(&params).map_err(|source| SweepError::Trace {
+                load,
+                seed,
+                source,
+            })?;
+            traces.push((load, seed, g.jobs));
+        }
+    }
+    let mut cells = Vec::with_capacity(n);
+    for (t, _) in traces.iter().enumerate() {
+        for &queue in &grid.queues {
+            for &policy in &grid.policies {
+                cells.push((t, queue, policy));
+            }
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| SweepError::Threads {
+            threads,
+            reason: e.to_string(),
+        })?;
+    pool.install(|| {
+        cells
+            .par_iter()
+            .map(|&(t, queue, policy)| {
+                let (load, seed, jobs) = &traces[t];
+                let row = one(topo, grid, (*load, *seed, jobs), queue, policy);
+                done();
+                row
+            })
+            .collect()
+    })
+}
+
+/// One replay of the grid.
+fn one(
+    topo: &Arc<Topology>,
+    grid: &Grid,
+    (load, seed, jobs): (f64, u64, &[Job]),
+    queue: QueuePolicy,
+    policy: Policy,
+) -> Result<Row, SweepError> {
+    let mut placer = placement::placer(policy, Arc::clone(topo))
+        .map_err(|source| SweepError::Placer { policy, source })?;
+    let opts = ReplayOptions {
+        queue,
+        topology: topo.name.clone(),
+        total_gpus: u32::try_from(topo.gpu_count()).ok(),
+        ledger: Ledger::from_topology(topo),
+        network: grid
+            .fair_share
+            .then(|| Router::new(topo, Routing::for_policy(policy, seed))),
+    };
+    let report =
+        replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {
+            policy,
+            load,
+            queue,
+            seed,
+            source,
+        })?;
+    Ok(Row {
+        policy,
+        load,
+        queue,
+        seed,
+        report,
+    })
+}
+
+/// The CSV columns, in order.
+pub const COLUMNS: &[&str] = &[
+    "policy",
+    "load",
+    "queue",
+    "seed",
+    "network",
+    "jobs",
+    "completed",
+    "unplaceable",
+    "avg_jwt_s",
+    "avg_jrt_s",
+    "avg_jct_s",
+    "p99_jwt_s",
+    "avg_slowdown",
+    "p99_slowdown",
+    "contended_jobs",
+    "blocked_gpu",
+    "blocked_network",
+    "isolation_violations",
+    "busy_rewires",
+    "utilization",
+];
+
+/// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
+pub fn csv(rows: &[Row]) -> String {
+    let mut out = COLUMNS.join(",");
+    out.push('\n');
+    for row in rows {
+        let r = &row.report;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6}",
+            row.policy,
+            row.load,
+            row.queue,
+            row.seed,
+            r.network,
+            r.jobs,
+            r.completed,
+            r.unplaceable,
+            r.avg_jwt_s,
+            r.avg_jrt_s,
+            r.avg_jct_s,
+            r.p99_jwt_s,
+            r.avg_slowdown,
+            r.p99_slowdown,
+            r.contended_jobs,
+            r.blocked_gpu,
+            r.blocked_network,
+            r.isolation_violations,
+            r.busy_rewires,
+            r.utilization.unwrap_or(0.0),
+        );
+    }
+    out
+}
+
+/// The mean over seeds of `f` for each (policy, load) at `queue`, in the
+/// grid's policy and load order.
+pub fn means(
+    rows: &[Row],
+    grid: &Grid,
+    queue: QueuePolicy,
+    f: impl Fn(&Report) -> f64,
+) -> Vec<(Policy, Vec<(f64, f64)>)> {
+    grid.policies
+        .iter()
+        .map(|&p| {
+            let points = grid
+                .loads
+                .iter()
+                .map(|&load| {
+                    let v: Vec<f64> = rows
+                        .iter()
+                        .filter(|r| r.policy == p && r.load == load && r.queue == queue)
+                        .map(|r| f(&r.report))
+                        .collect();
+                    (load, v.iter().sum::<f64>() / v.len().max(1) as f64)
+                })
+                .collect();
+            (p, points)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+
+fn cluster512() -> Arc<Topology> {
+    let text = include_str!("../../topologies/cluster512-ocs.yaml");
+    Arc::new(crate::topology::from_str("cluster512-ocs.yaml", text).unwrap())
+}
+
+fn grid() -> Grid {
+    Grid {
+        policies: vec![Policy::Vclos, Policy::Best, Policy::Ecmp],
+        loads: vec![0.6, 0.9],
+        queues: vec![QueuePolicy::Fifo],
+        seeds: vec![1, 2],
+        jobs: 150,
+        sizes: Sizes::Helios,
+        fair_share: true,
+    }
+}
+
+#[test]
+fn every_cell_runs_once_in_grid_order_and_threads_do_not_change_a_byte() {
+    let topo = cluster512();
+    let g = grid();
+    let calls = AtomicUsize::new(0);
+    let two = run(&topo, &g, 2, &|| {
+        calls.fetch_add(1, Ordering::Relaxed);
+    })
+    .unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 12);
+    assert_eq!(two.len(), 12);
+    let order: Vec<(f64, u64, Policy)> = two.iter().map(|r| (r.load, r.seed, r.policy)).collect();
+    assert_eq!(order[0], (0.6, 1, Policy::Vclos));
+    assert_eq!(order[2], (0.6, 1, Policy::Ecmp));
+    assert_eq!(order[3], (0.6, 2, Policy::Vclos));
+    assert_eq!(order[11], (0.9, 2, Policy::Ecmp));
+    let one = run(&topo, &g, 1, &|| {}).unwrap();
+    assert_eq!(csv(&one), csv(&two));
+    // The same trace for every policy of a cell: the same jobs complete.
+    for cell in two.chunks(3) {
+        assert!(cell.iter().all(|r| r.report.jobs == 150));
+        let best = &cell[1].report;
+        assert_eq!(best.avg_slowdown, 1.0);
+        assert!(cell[0].report.avg_jct_s >= best.avg_jct_s - 1e-6);
+    }
+}
+
+#[test]
+fn csv_has_a_row_per_replay_and_the_documented_columns() {
+    let topo = cluster512();
+    let mut g = grid();
+    g.policies = vec![Policy::Sr];
+    g.loads = vec![0.8];
+    g.seeds = vec![3];
+    let rows = run(&topo, &g, 1, &|| {}).unwrap();
+    let text = csv(&rows);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0], COLUMNS.join(","));
+    let cells: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(cells.len(), COLUMNS.len());
+    assert_eq!(&cells[..5], ["sr", "0.8", "fifo", "3", "fair-share"]);
+    assert_eq!(cells[6], rows[0].report.completed.to_string());
+}
+
+#[test]
+fn charts_draw_every_policy_and_are_deterministic() {
+    let topo = cluster512();
+    let g = grid();
+    let rows = run(&topo, &g, 2, &|| {}).unwrap();
+    let a = chart::jct_vs_load(&rows, &g).unwrap();
+    assert!(a.starts_with("<svg"));
+    for p in &g.policies {
+        assert!(a.contains(p.name()), "{}", p.name());
+    }
+    assert_eq!(a, chart::jct_vs_load(&rows, &g).unwrap());
+    let b = chart::times(&rows, &g).unwrap();
+    for label in ["avg JWT", "avg JRT", "avg JCT", "load 0.9"] {
+        assert!(b.contains(label), "{label}");
+    }
+    // One bar per (policy, time): 9 filled rectangles beyond the legend's.
+    assert!(b.matches("<rect").count() >= 9);
+}
+
+#[test]
+fn empty_and_oversized_grids_are_refused() {
+    let topo = cluster512();
+    let mut g = grid();
+    g.seeds.clear();
+    assert!(matches!(run(&topo, &g, 1, &|| {}), Err(SweepError::Empty)));
+    let mut g = grid();
+    g.seeds = (0..2000).collect();
+    assert!(matches!(
+        run(&topo, &g, 1, &|| {}),
+        Err(SweepError::TooLarge(12000))
+    ));
+    // A trace the generator refuses names its load and seed.
+    let mut g = grid();
+    g.loads = vec![-1.0];
+    let e = run(&topo, &g, 1, &|| {}).unwrap_err().to_string();
+    assert!(e.contains("load -1") && e.contains("seed 1"), "{e}");
+}
