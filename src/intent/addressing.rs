@@ -59,6 +59,15 @@ pub fn leaf_of_gpu_prefix(p: Ipv4Net) -> Option<LeafId> {
     (p.len == 24 && off % 256 == 0 && off / 256 < MAX_LEAVES as u32).then_some(LeafId(off / 256))
 }
 
+/// The (leaf, server-facing port) whose GPU NIC is exactly the host route
+/// `p` (a /32 of [`gpu_address`]); the caller checks the port exists.
+pub fn gpu_of_host_route(p: Ipv4Net) -> Option<(LeafId, usize)> {
+    let off = u32::from(p.addr).checked_sub(GPU_BASE)?;
+    let (leaf, host) = (off / 256, off % 256);
+    (p.len == 32 && host % 2 == 1 && leaf < MAX_LEAVES as u32)
+        .then_some((LeafId(leaf), (host / 2) as usize))
+}
+
 /// The leaf's address on server-facing port `i` (the GPU's gateway), /31.
 pub fn server_port_gateway(leaf: LeafId, i: usize) -> Ipv4Net {
     Ipv4Net::new(Ipv4Addr::from(GPU_BASE + 256 * leaf.0 + 2 * i as u32), 31)

@@ -281,6 +281,9 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
 
     let mut hops = Vec::new();
     let mut reserved: BTreeSet<(LeafId, usize)> = BTreeSet::new();
+    // (spine device, VRF, leaf) -> the leaf's reserved uplinks on that
+    // logical spine: the VRF's routes to the leaf, made once all are known.
+    let mut downs: BTreeMap<(DeviceId, VrfName, LeafId), Vec<usize>> = BTreeMap::new();
     for link in &d.vclos.links {
         let l = leaf_of(&link.leaf)?;
         let u = uplink_of(l, &link.uplink)?;
@@ -351,11 +354,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                     vrf: Some(vrf.clone()),
                     net: addr::uplink_peer_address(l, u),
                 });
-                set.insert(Item::Route {
-                    vrf,
-                    prefix: addr::leaf_gpu_prefix(l),
-                    nexthop: addr::uplink_address(l, u).addr,
-                });
+                downs.entry((spine.device, vrf, l)).or_default().push(u);
             }
             PortRef::Leaf(l2, i) => {
                 // The lower end of a leaf-leaf link owns its /31.
@@ -378,6 +377,8 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         }
     }
 
+    // (leaf, server port) -> its source-routed uplink.
+    let mut own: HashMap<(LeafId, usize), usize> = HashMap::new();
     for sr in &d.source_routes {
         let l = leaf_of(&sr.leaf)?;
         let leaf = topo.leaf(l);
@@ -392,6 +393,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                 ))
             })?;
         let u = uplink_of(l, &sr.uplink)?;
+        own.insert((l, index), u);
         if !reserved.contains(&(l, u)) {
             return Err(bad(format!(
                 "source route {}:{} -> {} uses an uplink the job does not reserve",
@@ -428,6 +430,26 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                 destinations,
             });
     }
+    let gpu_ports = |l: LeafId| -> Vec<usize> {
+        d.vclos
+            .leaves
+            .iter()
+            .filter(|vl| topo.leaf_id(&vl.leaf) == Some(l))
+            .flat_map(|vl| &vl.server_ports)
+            .filter_map(|p| topo.leaf(l).server_ports.iter().position(|q| q == p))
+            .collect()
+    };
+    for ((dev, vrf, l), mut ups) in downs {
+        ups.sort_unstable();
+        let set = items.entry(dev).or_default();
+        for (prefix, u) in spine_routes(l, &ups, &gpu_ports(l), &own) {
+            set.insert(Item::Route {
+                vrf: vrf.clone(),
+                prefix,
+                nexthop: addr::uplink_address(l, u).addr,
+            });
+        }
+    }
     for (o, a, b) in &cross {
         let ocs = topo.ocs_dev(*o);
         items.entry(ocs.device).or_default().insert(Item::patch(
@@ -437,6 +459,49 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
     }
     debug!(job = %job, devices = items.len(), "resolved decision");
     Ok(Resolved { items, cross, hops })
+}
+
+/// A job VRF's routes on one logical spine to leaf `l`, reached over the
+/// reserved uplinks `ups` (sorted): (prefix, uplink of the next hop).
+///
+/// One link: the leaf's GPU prefix through it (paper Section 6: the spine
+/// routes each job leaf's prefix down its link). Several links (OCS-vClos,
+/// Appendix A.3: `a_n * t_m` links between a leaf and a spine): a route per
+/// leaf prefix would have one next hop per link, and the spine would spread
+/// the job's flows over them by ECMP hash, two flows on one link (issue 14's
+/// network model found it; `vclos verify` refused such jobs). Instead each
+/// of the job's GPUs on the leaf gets a host route ([`spine_downlink`]).
+fn spine_routes(
+    l: LeafId,
+    ups: &[usize],
+    gpu_ports: &[usize],
+    own: &HashMap<(LeafId, usize), usize>,
+) -> Vec<(super::Ipv4Net, usize)> {
+    match ups {
+        [u] => vec![(addr::leaf_gpu_prefix(l), *u)],
+        _ => gpu_ports
+            .iter()
+            .map(|&p| {
+                let u = spine_downlink(ups, own.get(&(l, p)).copied(), p);
+                (super::Ipv4Net::new(addr::gpu_address(l, p), 32), u)
+            })
+            .collect(),
+    }
+}
+
+/// Which of a leaf's links to one spine (`ups`, sorted, not empty) carries
+/// traffic to the GPU on server port `port`, whose own source route is
+/// `own`: its own link when that is one of them, the link a flow from the
+/// GPU's rail peers arrives paired with (Lemma 5.1's leaf-wise permutation:
+/// ring and halving-doubling flows go rail to rail, so sender and receiver
+/// use links of the same slot); otherwise the `port mod n`-th, spreading
+/// the rest evenly. Shared by the intent and the replay's network model so
+/// the two cannot disagree.
+pub fn spine_downlink(ups: &[usize], own: Option<usize>, port: usize) -> usize {
+    match own.filter(|u| ups.contains(u)) {
+        Some(u) => u,
+        None => ups[port % ups.len().max(1)],
+    }
 }
 
 /// Final patch tables: every job cross-connect, plus each initial patch

@@ -16,7 +16,10 @@
 //!   traffic to the job's *other* leaves goes out of its uplink; leaf-local
 //!   traffic is not matched and is switched locally); on each logical spine
 //!   a VRF (a "virtual spine") binding the reserved ports with static routes
-//!   to each job leaf's GPU prefix; on each OCS its cross-connects.
+//!   to each job leaf's GPU prefix (or, where the spine reaches that leaf
+//!   over several reserved links, a host route per GPU of the job there, so
+//!   no ECMP hash spreads the job's flows: [`spine_downlink`]); on each OCS
+//!   its cross-connects.
 //!
 //! Releasing a job is rebuilding without its decision: its items disappear,
 //! the baseline items they displaced (an interface address, an initial OCS
@@ -33,7 +36,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use build::{baseline, build, job_items, FabricIntent};
+pub use build::{baseline, build, job_items, spine_downlink, FabricIntent};
 pub use name::{Description, Hostname, PortName, VrfName};
 
 use crate::names::{JobId, NameError};

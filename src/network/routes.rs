@@ -16,10 +16,12 @@
 //!   Section 5.2), to the far end the decision's reserved link names; down
 //!   from that spine through the decision's reserved link to the
 //!   destination leaf (the spine VRF's static route to the leaf's GPU
-//!   prefix, Section 6), or, for a spine the decision reserves no link on,
-//!   the fabric's own link (the default routing table). Several candidates
-//!   (parallel links) are chosen among by the flow hash, as the spine's ECMP
-//!   would.
+//!   prefix, Section 6; where the decision gives the spine several links to
+//!   that leaf, the destination GPU's host route,
+//!   [`crate::intent::spine_downlink`], the very rule the intent
+//!   configures), or, for a spine the decision reserves no link on, the
+//!   fabric's own links (the default routing table), among which the flow
+//!   hash chooses as the spine's ECMP would.
 //! * [`Routing::Ecmp`]: each flow hashed onto one of the source leaf's
 //!   uplinks that reach the destination leaf, then onto one of that spine's
 //!   links down to it (paper Section 3.1: the switches hash the 5-tuple; the
@@ -263,7 +265,7 @@ impl Router {
                 continue; // switched inside the leaf
             }
             let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
-            if let Some((links, n)) = self.path(&own, (src.1, src.2), dst.1, h, f.weight) {
+            if let Some((links, n)) = self.path(&own, (src.1, src.2), (dst.1, dst.2), h, f.weight) {
                 for &l in &links[..usize::from(n)] {
                     *per_link.entry(l).or_insert(0.0) += f.weight;
                 }
@@ -358,12 +360,13 @@ impl Router {
         own
     }
 
-    /// The links from `(leaf, server port)` to leaf `to`, if it is reached.
+    /// The links from `(leaf, server port)` to the GPU on `(leaf, server
+    /// port)` `to`, if it is reached.
     fn path(
         &mut self,
         own: &Own,
         (from, port): (LeafId, u16),
-        to: LeafId,
+        to: (LeafId, u16),
         h: u64,
         weight: f64,
     ) -> Option<([LinkId; 2], u8)> {
@@ -381,21 +384,23 @@ impl Router {
                 }
                 // A port the decision does not steer follows the default
                 // routing table: ECMP.
-                None => self.ecmp(from, to, h),
+                None => self.ecmp(from, to.0, h),
             },
-            Routing::Ecmp { seed } => self.ecmp(from, to, mix(seed ^ h)),
-            Routing::Balanced => self.balanced(from, to, weight),
+            Routing::Ecmp { seed } => self.ecmp(from, to.0, mix(seed ^ h)),
+            Routing::Balanced => self.balanced(from, to.0, weight),
         }
     }
 
-    /// Up `from`'s uplink `u` (leading to `far`), then down to `to`.
+    /// Up `from`'s uplink `u` (leading to `far`), then down to the GPU on
+    /// `(leaf, server port)` `to` (the port matters where the decision
+    /// routes per GPU).
     fn via(
         &self,
         own: &Own,
         from: LeafId,
         u: u16,
         far: Far,
-        to: LeafId,
+        (to, port): (LeafId, u16),
         h: u64,
     ) -> Option<([LinkId; 2], u8)> {
         let f = &self.fabric;
@@ -404,12 +409,19 @@ impl Router {
             Far::Leaf(l2, _) if l2 == to => Some(([up, 0], 1)),
             Far::Leaf(..) => None,
             Far::Spine(s) => {
-                let downs = own
-                    .down
-                    .get(&(s, to))
-                    .filter(|d| !d.is_empty())
-                    .or_else(|| f.down.get(&(s, to)))?;
-                let d = downs[(h % downs.len() as u64) as usize];
+                let d = match own.down.get(&(s, to)).filter(|d| !d.is_empty()) {
+                    // The decision's VRF: its route to the leaf, or to the GPU.
+                    Some(ups) => {
+                        let mut ups: Vec<usize> = ups.iter().map(|&u| usize::from(u)).collect();
+                        ups.sort_unstable();
+                        let mine = own.route.get(&(to, port)).map(|&u| usize::from(u));
+                        crate::intent::spine_downlink(&ups, mine, usize::from(port)) as u16
+                    }
+                    None => {
+                        let downs = f.down.get(&(s, to))?;
+                        downs[(h % downs.len() as u64) as usize]
+                    }
+                };
                 Some(([up, f.into(to, d)], 2))
             }
         }
@@ -437,8 +449,9 @@ impl Router {
             return None;
         }
         let (u, far) = c[(h % c.len() as u64) as usize];
-        // The spine hashes again, with its own seed (a different mix).
-        self.via(&Own::default(), from, u, far, to, mix(h))
+        // The spine hashes again, with its own seed (a different mix); the
+        // default table has no per-GPU routes, so the port plays no part.
+        self.via(&Own::default(), from, u, far, (to, 0), mix(h))
     }
 
     fn balanced(&mut self, from: LeafId, to: LeafId, weight: f64) -> Option<([LinkId; 2], u8)> {
@@ -622,6 +635,65 @@ mod tests {
         }
         for (l, w) in before.iter().enumerate() {
             assert!((b.load(l as LinkId) - w).abs() < 1e-9, "link {l}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod ocs_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::decision::Stage;
+    use crate::names::JobId;
+    use crate::network::fairshare;
+    use crate::placement::{placer, JobRequest, Outcome, Policy};
+
+    /// OCS-vClos decisions on cluster512-ocs where a leaf reaches a spine
+    /// over several links (what issue 14's model found slowed alone).
+    fn parallel() -> (Topology, Vec<Decision>) {
+        let t = crate::topology::from_str(
+            "cluster512-ocs.yaml",
+            include_str!("../../topologies/cluster512-ocs.yaml"),
+        )
+        .unwrap();
+        let mut p = placer(Policy::OcsVclos, std::sync::Arc::new(t.clone())).unwrap();
+        let sizes = [64, 40, 24, 48, 16, 96, 32, 56, 72, 24, 88, 40];
+        let mut out = Vec::new();
+        for (i, gpus) in sizes.into_iter().cycle().take(60).enumerate() {
+            let id = JobId::new(format!("j{i}")).unwrap();
+            if let Outcome::Placed(d) = p.place(&JobRequest { id, gpus }).unwrap() {
+                let mut per: HashMap<(&str, &str), usize> = HashMap::new();
+                for l in &d.vclos.links {
+                    *per.entry((l.leaf.as_str(), l.peer.as_str())).or_default() += 1;
+                }
+                if per.values().any(|&n| n > 1) {
+                    out.push(d);
+                }
+            }
+        }
+        (t, out)
+    }
+
+    #[test]
+    fn parallel_spine_links_keep_rings_and_halving_doubling_at_full_rate() {
+        let (t, ds) = parallel();
+        let stages: Vec<Stage> = ds.iter().map(|d| d.stage).collect();
+        assert!(
+            stages.contains(&Stage::OcsSpine) && stages.contains(&Stage::OcsVclos),
+            "{stages:?}"
+        );
+        for d in &ds {
+            let mut cs = vec![Collective::Ring, Collective::Hd];
+            if d.stage == Stage::OcsSpine {
+                cs.push(Collective::Alltoall);
+            }
+            for c in cs {
+                let mut r = Router::new(&t, Routing::Decision);
+                let job = r.route(0, d, c).unwrap();
+                let lambda = fairshare::solve(&vec![1.0; r.links()], &[job])[0];
+                assert_eq!(lambda, 1.0, "{} {:?} {c}", d.job, d.stage);
+            }
         }
     }
 }

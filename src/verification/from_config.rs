@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
+use super::state::Dest;
 use super::{ForwardingState, Vrf};
 use crate::intent::{addressing, Ipv4Net, Item, VrfName};
 use crate::topology::{Device, LeafId, Member, OcsId, PortRef, SpineId, Topology};
@@ -68,9 +69,14 @@ pub fn forwarding_state(
     fwd
 }
 
-/// The leaf a prefix routes to, if it is a leaf's GPU prefix.
-fn leaf_of(topo: &Topology, p: Ipv4Net) -> Option<LeafId> {
-    addressing::leaf_of_gpu_prefix(p).filter(|l| l.index() < topo.leaves.len())
+/// Where a prefix routes to: a leaf's GPU prefix, or one GPU's host route.
+fn dest_of(topo: &Topology, p: Ipv4Net) -> Option<Dest> {
+    if let Some(l) = addressing::leaf_of_gpu_prefix(p) {
+        return (l.index() < topo.leaves.len()).then_some((l, None));
+    }
+    let (l, port) = addressing::gpu_of_host_route(p)?;
+    let ports = topo.leaves.get(l.index())?.server_ports.len();
+    (port < ports).then_some((l, Some(port as u16)))
 }
 
 fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
@@ -103,7 +109,8 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
         }
         let mut scope = BTreeSet::new();
         for d in destinations {
-            match leaf_of(topo, *d) {
+            // Redirects match whole leaves (their ACL lists leaf prefixes).
+            match dest_of(topo, *d).filter(|d| d.1.is_none()).map(|d| d.0) {
                 Some(dl) => {
                     scope.insert(dl);
                 }
@@ -219,7 +226,7 @@ fn spine_device(
             .copied()
             .ok_or_else(|| format!("next hop {nh} is on {}:{port}, not a spine port", dev.name))
     };
-    let mut routes: BTreeMap<&VrfName, Vec<(LeafId, Ipv4Net, Ipv4Addr, Egress)>> = BTreeMap::new();
+    let mut routes: BTreeMap<&VrfName, Vec<(Dest, Ipv4Net, Ipv4Addr, Egress)>> = BTreeMap::new();
     let mut strays: BTreeMap<&VrfName, Vec<String>> = BTreeMap::new();
     for item in items {
         if let Item::Route {
@@ -228,7 +235,7 @@ fn spine_device(
             nexthop,
         } = item
         {
-            match leaf_of(topo, *prefix) {
+            match dest_of(topo, *prefix) {
                 Some(l) => {
                     routes
                         .entry(vrf)
@@ -236,7 +243,7 @@ fn spine_device(
                         .push((l, *prefix, *nexthop, egress(*nexthop)))
                 }
                 None => strays.entry(vrf).or_default().push(format!(
-                    "route {prefix} via {nexthop} on {}, which is no leaf's GPU prefix",
+                    "route {prefix} via {nexthop} on {}, which is no leaf's GPU prefix or GPU",
                     dev.name
                 )),
             }
@@ -252,7 +259,7 @@ fn spine_device(
                 strays: strays.get(vrf_name).cloned().unwrap_or_default(),
                 ..Vrf::default()
             };
-            let mut via: BTreeMap<LeafId, Vec<String>> = BTreeMap::new();
+            let mut via: BTreeMap<Dest, Vec<String>> = BTreeMap::new();
             for (l, prefix, nh, out) in routes.get(vrf_name).into_iter().flatten() {
                 via.entry(*l)
                     .or_default()
@@ -280,8 +287,9 @@ fn spine_device(
                 // Equal-cost routes spread a flow over links the job did not
                 // pin: not the source-routed, contention-free forwarding.
                 vrf.routes.remove(&l);
+                let what = if l.1.is_some() { "one GPU" } else { "one leaf" };
                 vrf.unresolved
-                    .insert(l, format!("several routes to one leaf ({})", v.join(", ")));
+                    .insert(l, format!("several routes to {what} ({})", v.join(", ")));
             }
             fwd.add_vrf(s, vrf);
         }

@@ -194,7 +194,7 @@ fn walk(
             topo.leaf(dst.leaf).name
         )),
         PortRef::Spine(s, ingress) => {
-            let egress = spine_hop(topo, fwd, s, ingress, dst.leaf)?;
+            let egress = spine_hop(topo, fwd, s, ingress, dst)?;
             let out = PortRef::Spine(s, egress);
             path.push(out);
             match fwd.far_end(topo, out)? {
@@ -211,19 +211,27 @@ fn walk(
     }
 }
 
-/// The spine's forwarding decision: ingress port's VRF, its route to `leaf`.
+/// The spine's forwarding decision: ingress port's VRF, its route to the
+/// GPU `dst` (its host route if the VRF has one, else its leaf's prefix).
 fn spine_hop(
     topo: &Topology,
     fwd: &ForwardingState,
     s: SpineId,
     ingress: u16,
-    leaf: LeafId,
+    dst: GpuPort,
 ) -> Result<u16, String> {
     let label = || topo.port_label(PortRef::Spine(s, ingress));
     let vrf = fwd
         .vrf_of(s, ingress)
         .ok_or_else(|| format!("{} is bound to no VRF", label()))?;
-    for port in [Some(ingress), vrf.routes.get(&leaf).copied()]
+    let leaf = dst.leaf;
+    let host = (leaf, Some(dst.port));
+    let key = if vrf.routes.contains_key(&host) || vrf.unresolved.contains_key(&host) {
+        host
+    } else {
+        (leaf, None)
+    };
+    for port in [Some(ingress), vrf.routes.get(&key).copied()]
         .into_iter()
         .flatten()
     {
@@ -236,10 +244,10 @@ fn spine_hop(
             ));
         }
     }
-    if let Some(why) = vrf.unresolved.get(&leaf) {
+    if let Some(why) = vrf.unresolved.get(&key) {
         return Err(format!("VRF {} on {}: {why}", vrf.name, topo.spine(s).name));
     }
-    let egress = *vrf.routes.get(&leaf).ok_or_else(|| {
+    let egress = *vrf.routes.get(&key).ok_or_else(|| {
         let mut m = format!(
             "VRF {} on {} has no route to leaf {}",
             vrf.name,

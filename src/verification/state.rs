@@ -3,11 +3,17 @@
 //! Built from parsed running configurations (or from an emulator's models);
 //! the verifier reads nothing else. Leaf redirects are keyed by server-facing
 //! port, spine VRFs list their bound ports and one route per destination
-//! leaf, and each OCS has its current patch table.
+//! leaf (or per destination GPU, where a spine reaches a leaf over several
+//! links), and each OCS has its current patch table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::topology::{LeafId, OcsId, PortRef, SpineId, Topology};
+
+/// A route's destination: a leaf's GPU prefix (`None`), or the host route
+/// of the GPU behind one of its server ports (`Some(port)`), which wins
+/// over the leaf's prefix (longest prefix match, RFC 1812 Section 5.2.4.3).
+pub type Dest = (LeafId, Option<u16>);
 
 /// A VRF on a (logical) spine: a virtual spine.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -15,12 +21,12 @@ pub struct Vrf {
     pub name: String,
     /// Spine ports bound to the VRF.
     pub ports: BTreeSet<u16>,
-    /// Destination leaf -> egress spine port.
-    pub routes: BTreeMap<LeafId, u16>,
-    /// Destination leaf -> why its route has no usable egress on this
-    /// logical spine (next hop on no port, on another logical spine, two
-    /// routes). A flow to that leaf fails with this reason.
-    pub unresolved: BTreeMap<LeafId, String>,
+    /// Destination -> egress spine port.
+    pub routes: BTreeMap<Dest, u16>,
+    /// Destination -> why its route has no usable egress on this logical
+    /// spine (next hop on no port, on another logical spine, two routes). A
+    /// flow to that destination fails with this reason.
+    pub unresolved: BTreeMap<Dest, String>,
     /// Routes to prefixes that are no leaf's GPU prefix, described with the
     /// device; named when a flow finds no route.
     pub strays: Vec<String>,

@@ -73,7 +73,7 @@ fn install_on(
         for &l in leaves {
             let p = spine_port_to(t, fwd, spine, LeafId(l));
             vrf.ports.insert(p);
-            vrf.routes.insert(LeafId(l), p);
+            vrf.routes.insert((LeafId(l), None), p);
             allowed.insert(PortRef::Spine(spine, p));
         }
         fwd.add_vrf(spine, vrf);
