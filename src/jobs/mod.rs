@@ -477,7 +477,7 @@ impl Fabric {
             gpus,
         };
         match placer.place(&req)? {
-            placement::Outcome::Placed(d) => self.plan_decision(d),
+            placement::Outcome::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
             placement::Outcome::Blocked(b) => Err(JobsError::Blocked {
                 job: job.clone(),
                 why: match b {

@@ -504,7 +504,7 @@ mod tests {
             .map(|(i, &gpus)| {
                 let id = JobId::new(format!("j{i}")).unwrap();
                 match p.place(&JobRequest { id, gpus }).unwrap() {
-                    Outcome::Placed(d) => d,
+                    Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
                     Outcome::Blocked(b) => panic!("job {i} ({gpus} GPUs) blocked: {b:?}"),
                 }
             })
@@ -668,7 +668,7 @@ mod ocs_tests {
                     *per.entry((l.leaf.as_str(), l.peer.as_str())).or_default() += 1;
                 }
                 if per.values().any(|&n| n > 1) {
-                    out.push(d);
+                    out.push(std::sync::Arc::unwrap_or_clone(d));
                 }
             }
         }

@@ -212,7 +212,7 @@ impl Placer for SrPlacer {
         let mut d = plan.to_decision(self.state.topology(), &job.id);
         d.requested_gpus = Some(job.gpus);
         self.full.insert(job.id.clone(), d.clone());
-        Ok(Outcome::Placed(d))
+        Ok(Outcome::Placed(Arc::new(d)))
     }
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
         release_held(&mut self.state, job)?;

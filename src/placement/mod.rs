@@ -87,7 +87,8 @@ pub enum PlacementError {
 /// The outcome of [`Placer::place`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Placed(Decision),
+    /// The decision, shared with the placer's fabric state (which holds it).
+    Placed(Arc<Decision>),
     Blocked(Blocked),
 }
 
@@ -324,9 +325,10 @@ pub(crate) fn commit(
 ) -> Result<Outcome, PlacementError> {
     let mut d = plan.to_decision(state.topology(), &job.id);
     d.requested_gpus = Some(job.gpus);
+    let d = Arc::new(d);
     let res = plan.resources(state);
     state
-        .admit_typed(&d, res)
+        .admit_typed(Arc::clone(&d), res)
         .map_err(|e| PlacementError::Engine {
             policy,
             reason: e.to_string(),

@@ -21,7 +21,7 @@ fn req(id: &str, gpus: u32) -> JobRequest {
 
 fn placed(o: Outcome) -> Decision {
     match o {
-        Outcome::Placed(d) => d,
+        Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
         Outcome::Blocked(b) => panic!("blocked: {b:?}"),
     }
 }

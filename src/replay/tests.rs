@@ -73,7 +73,11 @@ impl Placer for Pool {
         }
         self.free -= job.gpus;
         self.held.insert(job.id.clone(), job.gpus);
-        Ok(Outcome::Placed(decision(&job.id, vec![], vec![])))
+        Ok(Outcome::Placed(std::sync::Arc::new(decision(
+            &job.id,
+            vec![],
+            vec![],
+        ))))
     }
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
         let g = self
@@ -108,7 +112,7 @@ impl Placer for Sharing {
                     server: format!("srv-{}", job.id),
                     gpu: 0,
                 }];
-                Outcome::Placed(d)
+                Outcome::Placed(std::sync::Arc::new(d))
             }
             b => b,
         })

@@ -177,7 +177,7 @@ impl Resources {
 #[derive(Debug, Clone)]
 struct Held {
     seq: u64,
-    decision: Decision,
+    decision: Arc<Decision>,
     res: Resources,
 }
 
@@ -274,7 +274,7 @@ impl FabricState {
             return Err(StateError::DuplicateJob(d.job.clone()));
         }
         let res = validate::resolve(self, d)?;
-        self.take(d, res);
+        self.take(Arc::new(d.clone()), res);
         Ok(())
     }
 
@@ -285,12 +285,16 @@ impl FabricState {
     /// and its descriptive error. Debug builds (every test) also resolve the
     /// decision by name and panic unless it validates to the very same
     /// resources: an engine bug, caught by every placement test.
-    pub(crate) fn admit_typed(&mut self, d: &Decision, res: Resources) -> Result<(), StateError> {
+    pub(crate) fn admit_typed(
+        &mut self,
+        d: Arc<Decision>,
+        res: Resources,
+    ) -> Result<(), StateError> {
         if self.by_id.contains_key(&d.job) || !self.all_free(&res) {
-            return self.admit(d);
+            return self.admit(&d);
         }
         #[cfg(debug_assertions)]
-        match validate::resolve(self, d) {
+        match validate::resolve(self, &d) {
             Ok(named) => assert_eq!(
                 res.clone().sorted(),
                 named.sorted(),
@@ -315,7 +319,10 @@ impl FabricState {
             && free(&o.ocs_port, &r.ocs_ports)
     }
 
-    fn take(&mut self, d: &Decision, res: Resources) {
+    /// Hold `d`'s resources; the state shares the decision with whoever
+    /// placed it (a deep copy of a large job's decision, every name in it,
+    /// was a third of an engine admission).
+    fn take(&mut self, d: Arc<Decision>, res: Resources) {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
@@ -328,7 +335,7 @@ impl FabricState {
         self.next_seq += 1;
         self.slots[slot as usize] = Some(Held {
             seq,
-            decision: d.clone(),
+            decision: Arc::clone(&d),
             res,
         });
         self.by_id.insert(d.job.clone(), slot);
@@ -348,7 +355,7 @@ impl FabricState {
         self.order.remove(&held.seq);
         self.free_slots.push(slot);
         self.unapply(&held.res);
-        Ok(held.decision)
+        Ok(Arc::unwrap_or_clone(held.decision))
     }
 
     fn apply(&mut self, r: &Resources, slot: u32) {
@@ -439,14 +446,14 @@ impl FabricState {
     pub fn decisions(&self) -> Vec<&Decision> {
         self.order
             .values()
-            .filter_map(|&s| self.slots[s as usize].as_ref().map(|h| &h.decision))
+            .filter_map(|&s| self.slots[s as usize].as_ref().map(|h| &*h.decision))
             .collect()
     }
 
     /// The decision admitted for `job`, if any.
     pub fn decision(&self, job: &JobId) -> Option<&Decision> {
         let s = *self.by_id.get(job)?;
-        self.slots[s as usize].as_ref().map(|h| &h.decision)
+        self.slots[s as usize].as_ref().map(|h| &*h.decision)
     }
 
     /// Number of admitted jobs.

@@ -198,13 +198,18 @@ fn typed_admission_refuses_what_the_named_check_refuses() {
     let mut st = FabricState::new(topo);
     let (a, b) = (two_server_job("a", true), two_server_job("b", true));
     let res_b = validate::resolve(&st, &b).unwrap();
-    st.admit_typed(&a, validate::resolve(&st, &a).unwrap())
-        .unwrap();
+    st.admit_typed(
+        std::sync::Arc::new(a.clone()),
+        validate::resolve(&st, &a).unwrap(),
+    )
+    .unwrap();
     let before = st.occ.clone();
     // Same resources, now held by `a`: the fast path must not take them.
-    let e = st.admit_typed(&b, res_b).unwrap_err();
+    let e = st.admit_typed(std::sync::Arc::new(b), res_b).unwrap_err();
     assert!(matches!(e, StateError::Busy { .. }), "{e}");
-    let again = st.admit_typed(&a, Resources::default()).unwrap_err();
+    let again = st
+        .admit_typed(std::sync::Arc::new(a.clone()), Resources::default())
+        .unwrap_err();
     assert!(matches!(again, StateError::DuplicateJob(_)), "{again}");
     assert_eq!(st.occ, before, "a refused admission changed the state");
     assert_eq!(st.decisions(), vec![&a]);
@@ -402,7 +407,7 @@ fn run_sequence(policy: Policy, topo: Arc<Topology>, ops: &[(bool, u32, usize)])
             match out {
                 Outcome::Placed(d) => {
                     live.push(job.clone());
-                    assert_eq!(after.decision(&job), Some(&d));
+                    assert_eq!(after.decision(&job), Some(&*d));
                     // Release right away: exactly the state before.
                     let mut undo = after.clone();
                     undo.release(&job).unwrap();

@@ -379,7 +379,7 @@ fn parallel_link_decision(stage: crate::decision::Stage) -> (Topology, Decision)
                 *per.entry((l.leaf.as_str(), l.peer.as_str())).or_default() += 1;
             }
             if d.stage == stage && per.values().any(|&n| n > 1) {
-                return (t, d);
+                return (t, std::sync::Arc::unwrap_or_clone(d));
             }
         }
     }
