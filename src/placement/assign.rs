@@ -213,16 +213,16 @@ impl Dfs<'_> {
         let mut f = std::mem::take(&mut self.flow);
         f.reset(2 + nl + k + ns);
         for (i, caps) in self.lc.iter().enumerate() {
-            f.add_edge(0, 2 + i, self.ld[i]);
+            f.add_cap(0, 2 + i, self.ld[i]);
             for (o, &c) in caps.iter().enumerate() {
-                f.add_edge(2 + i, 2 + nl + o, c);
+                f.add_cap(2 + i, 2 + nl + o, c);
             }
         }
         for (j, caps) in self.sc.iter().enumerate() {
             for (o, &c) in caps.iter().enumerate() {
-                f.add_edge(2 + nl + o, 2 + nl + k + j, c);
+                f.add_cap(2 + nl + o, 2 + nl + k + j, c);
             }
-            f.add_edge(2 + nl + k + j, 1, self.sd[j]);
+            f.add_cap(2 + nl + k + j, 1, self.sd[j]);
         }
         let fits = f.run(0, 1) == self.ld.iter().sum::<u32>();
         self.flow = f;

@@ -48,6 +48,16 @@ impl Flow {
         id
     }
 
+    /// Add capacity `c` from `u` to `v` when there is any: for the
+    /// relaxations, whose graphs are mostly zero-capacity pairs (on an
+    /// all-OCS fabric every leaf-spine direct count is 0), which cost a
+    /// BFS visit each and carry nothing.
+    pub fn add_cap(&mut self, u: usize, v: usize, c: u32) {
+        if c > 0 {
+            self.add_edge(u, v, c);
+        }
+    }
+
     /// Delete edge `e` (and its residual twin); flow already through it stays counted.
     pub fn remove_edge(&mut self, e: usize) {
         self.cap[e] = 0;

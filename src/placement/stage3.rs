@@ -181,34 +181,34 @@ impl Search<'_> {
         let spine = |m: usize| 4 + nl + k + m;
         let mut f = std::mem::take(&mut self.flow);
         f.reset(4 + nl + k + ns);
-        f.add_edge(0, 2, l_left * self.s);
+        f.add_cap(0, 2, l_left * self.s);
         for n in 0..nl {
             let from = if n < i {
-                f.add_edge(0, leaf(n), self.a[n] * self.s);
+                f.add_cap(0, leaf(n), self.a[n] * self.s);
                 self.a[n]
             } else {
-                f.add_edge(2, leaf(n), self.leaf_max[n] * self.s);
+                f.add_cap(2, leaf(n), self.leaf_max[n] * self.s);
                 self.leaf_max[n]
             };
             if from == 0 {
                 continue;
             }
             for o in 0..k {
-                f.add_edge(leaf(n), ocs(o), p.leaf_cap[n][o]);
+                f.add_cap(leaf(n), ocs(o), p.leaf_cap[n][o]);
             }
             for m in 0..ns {
-                f.add_edge(leaf(n), spine(m), p.direct[n][m]);
+                f.add_cap(leaf(n), spine(m), p.direct[n][m]);
             }
         }
-        f.add_edge(3, 1, s_left * self.l);
+        f.add_cap(3, 1, s_left * self.l);
         for (m, &most) in tmax.iter().enumerate() {
             for o in 0..k {
-                f.add_edge(ocs(o), spine(m), p.spine_cap[m][o]);
+                f.add_cap(ocs(o), spine(m), p.spine_cap[m][o]);
             }
             if m < j {
-                f.add_edge(spine(m), 1, self.t[m] * self.l);
+                f.add_cap(spine(m), 1, self.t[m] * self.l);
             } else {
-                f.add_edge(spine(m), 3, most * self.l);
+                f.add_cap(spine(m), 3, most * self.l);
             }
         }
         let fits = f.run(0, 1) >= self.l * self.s;
@@ -249,14 +249,14 @@ impl Search<'_> {
         let mut want = 0;
         for (n, &an) in self.a.iter().enumerate().filter(|(_, &an)| an > 0) {
             want += an * t;
-            f.add_edge(0, 2 + n, an * t);
-            f.add_edge(2 + n, 1, p.direct[n][m]);
+            f.add_cap(0, 2 + n, an * t);
+            f.add_cap(2 + n, 1, p.direct[n][m]);
             for o in 0..k {
-                f.add_edge(2 + n, 2 + nl + o, p.leaf_cap[n][o]);
+                f.add_cap(2 + n, 2 + nl + o, p.leaf_cap[n][o]);
             }
         }
         for o in 0..k {
-            f.add_edge(2 + nl + o, 1, p.spine_cap[m][o]);
+            f.add_cap(2 + nl + o, 1, p.spine_cap[m][o]);
         }
         let fits = f.run(0, 1) == want;
         self.flow = f;
@@ -279,20 +279,20 @@ impl Search<'_> {
             .all(|(n, &an)| {
                 // Nodes: 0 source, 1 sink, 2 later spines, spines, OCSes.
                 f.reset(3 + ns + k);
-                f.add_edge(0, 2, an * left);
+                f.add_cap(0, 2, an * left);
                 for (m, &most) in tmax.iter().enumerate() {
                     if m < j {
-                        f.add_edge(0, 3 + m, an * self.t[m]);
+                        f.add_cap(0, 3 + m, an * self.t[m]);
                     } else {
-                        f.add_edge(2, 3 + m, an * most);
+                        f.add_cap(2, 3 + m, an * most);
                     }
-                    f.add_edge(3 + m, 1, p.direct[n][m]);
+                    f.add_cap(3 + m, 1, p.direct[n][m]);
                     for o in 0..k {
-                        f.add_edge(3 + m, 3 + ns + o, p.spine_cap[m][o]);
+                        f.add_cap(3 + m, 3 + ns + o, p.spine_cap[m][o]);
                     }
                 }
                 for o in 0..k {
-                    f.add_edge(3 + ns + o, 1, p.leaf_cap[n][o]);
+                    f.add_cap(3 + ns + o, 1, p.leaf_cap[n][o]);
                 }
                 f.run(0, 1) == an * self.s
             });
