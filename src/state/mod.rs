@@ -89,6 +89,10 @@ pub(crate) struct Layout {
     pub spine_base: Vec<u32>,
     pub ocs_base: Vec<u32>,
     pub totals: [usize; 4],
+    /// Per OCS port (indexed like `ocs_port`), its partner in the
+    /// topology's initial patch table, `FREE` if none: a release restores
+    /// the patches of the ports it frees without scanning the table.
+    pub initial_patch: Vec<u32>,
 }
 
 impl Layout {
@@ -108,6 +112,13 @@ impl Layout {
         let (server_port_base, nsp) = bases(t.leaves.iter().map(|l| l.server_ports.len()));
         let (spine_base, ns) = bases(t.spines.iter().map(|s| s.ports.len()));
         let (ocs_base, no) = bases(t.ocs.iter().map(|o| o.ports.len()));
+        let mut initial_patch = vec![FREE; no];
+        for (o, base) in t.ocs.iter().zip(&ocs_base) {
+            for &(a, b) in &o.patches {
+                initial_patch[*base as usize + a as usize] = u32::from(b);
+                initial_patch[*base as usize + b as usize] = u32::from(a);
+            }
+        }
         Layout {
             gpus_per_server: t.gpus_per_server as usize,
             uplink_base,
@@ -115,6 +126,7 @@ impl Layout {
             spine_base,
             ocs_base,
             totals: [nu, nsp, ns, no],
+            initial_patch,
         }
     }
     pub fn gpu(&self, s: ServerId, g: u16) -> usize {
@@ -426,17 +438,20 @@ impl FabricState {
         // are free and dark (a live cross-connect of another job wins).
         for &(ocs, a, b) in &r.cross {
             let base = l.ocs_base[ocs.index()] as usize;
-            for &(p, q) in &self.topo.ocs[ocs.index()].patches {
-                if [a, b].contains(&p) || [a, b].contains(&q) {
-                    let (pi, qi) = (base + p as usize, base + q as usize);
-                    if o.patch[pi] == FREE
-                        && o.patch[qi] == FREE
-                        && o.ocs_port[pi] == FREE
-                        && o.ocs_port[qi] == FREE
-                    {
-                        o.patch[pi] = u32::from(q);
-                        o.patch[qi] = u32::from(p);
-                    }
+            for p in [a, b] {
+                let pi = base + p as usize;
+                let q = l.initial_patch[pi];
+                if q == FREE {
+                    continue;
+                }
+                let qi = base + q as usize;
+                if o.patch[pi] == FREE
+                    && o.patch[qi] == FREE
+                    && o.ocs_port[pi] == FREE
+                    && o.ocs_port[qi] == FREE
+                {
+                    o.patch[pi] = q;
+                    o.patch[qi] = u32::from(p);
                 }
             }
         }
