@@ -3,11 +3,15 @@
 //! `place` call by its outcome (placed, blocked on GPUs, blocked on the
 //! network): count, p50/p90/p99/max, calls over 1 ms, calls that hit a
 //! search cutoff, total time; then the job sizes (servers) of the calls
-//! over 1 ms. Built with the system allocator (the binary uses mimalloc),
-//! so its times run higher than `vclos replay`'s.
+//! over 1 ms. Uses mimalloc, as the binary does, so its times match
+//! `vclos replay`'s.
 //!
 //! `cargo run --release --example call_times -- TOPOLOGY TRACE POLICY`
 #![allow(clippy::unwrap_used)]
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;

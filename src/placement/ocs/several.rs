@@ -146,7 +146,6 @@ fn several_spines_with(
         .map(|l| l.uplinks.len())
         .max()
         .unwrap_or(0) as u32;
-    let links = LinkView::new(st);
     // (shape, candidate leaves) of every shape with enough of them.
     let mut tried = Vec::new();
     for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
@@ -172,6 +171,9 @@ fn several_spines_with(
         }
         tried.push(((l, s), cand));
     }
+    // The links as patched now, for vClos's quick search in `exact`: built
+    // only when the heuristic found nothing.
+    let links = LinkView::new(st);
     for ((l, s), cand) in tried {
         let grant = SEARCH_BUDGET.min(call.0);
         let mut shape = Budget(grant);
