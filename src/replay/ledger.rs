@@ -26,6 +26,7 @@
 //! names, not cloning and comparing strings (issue 13: a 5000-job replay
 //! spent most of its time here).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
@@ -81,12 +82,49 @@ fn key(a: u32, b: u32) -> Key {
     u64::from(a) << 32 | u64::from(b)
 }
 
+/// The running jobs holding one port or GPU: almost always exactly one
+/// (isolated policies), several where a policy shares (`sr`); one inline
+/// job saves an allocation per port and start.
+#[derive(Debug)]
+enum Holders {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Holders {
+    fn any_other(&self, job: usize) -> bool {
+        match self {
+            Holders::One(h) => *h != job,
+            Holders::Many(v) => v.iter().any(|h| *h != job),
+        }
+    }
+}
+
+/// Add `job` to `key`'s holders; true when another job already held it.
+fn hold(map: &mut Map<Key, Holders>, key: Key, job: usize) -> bool {
+    match map.entry(key) {
+        Entry::Vacant(v) => {
+            v.insert(Holders::One(job));
+            false
+        }
+        Entry::Occupied(mut o) => {
+            let h = o.get_mut();
+            let shared = h.any_other(job);
+            match h {
+                Holders::One(first) => *h = Holders::Many(vec![*first, job]),
+                Holders::Many(v) => v.push(job),
+            }
+            shared
+        }
+    }
+}
+
 /// Ports, GPUs and OCS circuits held by running jobs (keyed by any `usize`).
 #[derive(Debug, Default)]
 pub struct Ledger {
     names: Names,
-    holders: Map<Key, Vec<usize>>,
-    gpu_holders: Map<Key, Vec<usize>>,
+    holders: Map<Key, Holders>,
+    gpu_holders: Map<Key, Holders>,
     /// Live OCS circuits, both directions: (ocs, port) -> partner port.
     live: Map<Key, u32>,
     initial: Map<Key, u32>,
@@ -200,18 +238,14 @@ impl Ledger {
             }
         }
         for &p in &ports {
-            let holders = self.holders.entry(p).or_default();
-            if holders.iter().any(|h| *h != job) {
+            if hold(&mut self.holders, p, job) {
                 self.audit.isolation_violations += 1;
             }
-            holders.push(job);
         }
         for &g in &gpus {
-            let holders = self.gpu_holders.entry(g).or_default();
-            if holders.iter().any(|h| *h != job) {
+            if hold(&mut self.gpu_holders, g, job) {
                 self.audit.gpu_conflicts += 1;
             }
-            holders.push(job);
         }
         self.jobs.insert(
             job,
@@ -250,7 +284,7 @@ impl Ledger {
         let held_by_other = |port: u32| {
             self.holders
                 .get(&key(x.ocs, port))
-                .is_some_and(|h| h.iter().any(|j| *j != job))
+                .is_some_and(|h| h.any_other(job))
         };
         if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
             return 0; // already connected: nothing moves
@@ -295,11 +329,24 @@ impl Ledger {
     }
 }
 
-fn drop_holder(map: &mut Map<Key, Vec<usize>>, key: &Key, job: usize) {
-    if let Some(v) = map.get_mut(key) {
-        v.retain(|h| *h != job);
-        if v.is_empty() {
-            map.remove(key);
+fn drop_holder(map: &mut Map<Key, Holders>, key: &Key, job: usize) {
+    let Entry::Occupied(mut o) = map.entry(*key) else {
+        return;
+    };
+    match o.get_mut() {
+        Holders::One(h) if *h == job => {
+            o.remove();
+        }
+        Holders::One(_) => {}
+        Holders::Many(v) => {
+            v.retain(|h| *h != job);
+            match v[..] {
+                [] => {
+                    o.remove();
+                }
+                [last] => *o.get_mut() = Holders::One(last),
+                _ => {}
+            }
         }
     }
 }
