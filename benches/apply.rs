@@ -150,7 +150,7 @@ async fn emu_ocs(name: &str, id: u32, delay: Duration) -> EmuOcs {
     let spec = Ocs {
         name: name.into(),
         device: DeviceId(id),
-        ports: (1..=8).map(|i| i.to_string()).collect(),
+        ports: (1..=8).map(|i| i.to_string().into()).collect(),
         port_peer: vec![None; 8],
         patches: vec![(0, 4), (1, 5)],
     };

@@ -31,6 +31,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::names::JobId;
+use crate::topology::Name;
 
 mod read;
 pub use read::{
@@ -85,7 +86,7 @@ impl Stage {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuRef {
-    pub server: String,
+    pub server: Name,
     pub gpu: u16,
 }
 
@@ -93,19 +94,19 @@ pub struct GpuRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VirtualLeaf {
-    pub leaf: String,
-    pub server_ports: Vec<String>,
+    pub leaf: Name,
+    pub server_ports: Vec<Name>,
 }
 
 /// An OCS hop of a reserved link: the leaf-side and far-side OCS ports.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OcsHop {
-    pub ocs: String,
+    pub ocs: Name,
     /// OCS port cabled to the leaf uplink.
-    pub leaf_side: String,
+    pub leaf_side: Name,
     /// OCS port cabled to the far end (a spine port, or another leaf's uplink).
-    pub far_side: String,
+    pub far_side: Name,
 }
 
 /// A physical connection reserved for the job, from a leaf uplink to a spine
@@ -113,11 +114,11 @@ pub struct OcsHop {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReservedLink {
-    pub leaf: String,
-    pub uplink: String,
+    pub leaf: Name,
+    pub uplink: Name,
     /// Far end device: a spine, or a leaf in the OCS two-leaf case.
-    pub peer: String,
-    pub peer_port: String,
+    pub peer: Name,
+    pub peer_port: Name,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<OcsHop>,
 }
@@ -126,9 +127,9 @@ pub struct ReservedLink {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CrossConnect {
-    pub ocs: String,
-    pub a: String,
-    pub b: String,
+    pub ocs: Name,
+    pub a: Name,
+    pub b: Name,
 }
 
 /// The leaf source-routing entry: traffic entering `server_port` leaves the
@@ -136,9 +137,9 @@ pub struct CrossConnect {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceRoute {
-    pub leaf: String,
-    pub server_port: String,
-    pub uplink: String,
+    pub leaf: Name,
+    pub server_port: Name,
+    pub uplink: Name,
 }
 
 /// The job's slice of the fabric.
@@ -147,7 +148,7 @@ pub struct SourceRoute {
 pub struct VirtualClos {
     pub leaves: Vec<VirtualLeaf>,
     /// Spines used as virtual spines (one VRF per job on each).
-    pub spines: Vec<String>,
+    pub spines: Vec<Name>,
     pub links: Vec<ReservedLink>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cross_connects: Vec<CrossConnect>,

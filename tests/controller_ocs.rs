@@ -38,7 +38,7 @@ async fn ocs(name: &str, id: u32) -> Box_ {
     let spec = Ocs {
         name: name.into(),
         device: DeviceId(id),
-        ports: (1..=8).map(|i| i.to_string()).collect(),
+        ports: (1..=8).map(|i| i.to_string().into()).collect(),
         port_peer: vec![None; 8],
         patches: START.to_vec(),
     };

@@ -29,7 +29,7 @@ async fn rig() -> Rig {
     let ocs = Ocs {
         name: "ocs1".into(),
         device: DeviceId(0),
-        ports: (1..=8).map(|i| i.to_string()).collect(),
+        ports: (1..=8).map(|i| i.to_string().into()).collect(),
         port_peer: vec![None; 8],
         patches: vec![(0, 4), (1, 5)],
     };

@@ -17,7 +17,7 @@ fn ocs8() -> Ocs {
     Ocs {
         name: "ocs1".into(),
         device: DeviceId(0),
-        ports: (1..=8).map(|i| i.to_string()).collect(),
+        ports: (1..=8).map(|i| i.to_string().into()).collect(),
         port_peer: vec![None; 8],
         patches: vec![(0, 4), (1, 5)], // 1~5, 2~6
     }

@@ -256,7 +256,7 @@ async fn huawei_ce_traffic_policy_counts_is_reported_and_stops_apply_and_fix() {
             .lines()
             .find(|l| l.contains("! foreign"))
             .unwrap_or_default();
-        for w in [port.as_str(), POLICY, uplink.as_str()] {
+        for w in [port.as_str(), POLICY, &*uplink] {
             assert!(line.contains(w), "{cmd}: {w} not in {line:?}\n{out}");
         }
         assert!(
@@ -332,12 +332,12 @@ async fn huawei_ce_traffic_policy_counts_is_reported_and_stops_apply_and_fix() {
                 .map(|(port, _)| (d.clone(), port.to_string()))
         })
         .unwrap();
-    let leaf = emu.topo.leaves.iter().find(|l| l.name == dev).unwrap();
+    let leaf = emu.topo.leaves.iter().find(|l| *l.name == *dev).unwrap();
     let free = leaf
         .server_ports
         .iter()
         .chain(&leaf.uplinks)
-        .find(|q| !touched[&dev].contains_key(&PortName::new(q.as_str()).unwrap()))
+        .find(|q| !touched[&dev].contains_key(&PortName::new(&***q).unwrap()))
         .unwrap()
         .clone();
     push(

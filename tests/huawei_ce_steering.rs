@@ -122,7 +122,7 @@ fn interface_redirect_on_routed_ports_fails_verification() {
 /// The OCS port the uplink `leaf`:`port` is cabled to.
 fn ocs_port_of(t: &Topology, leaf: &str, port: &str) -> (vclos::topology::OcsId, u16) {
     let l = t.leaf_id(leaf).unwrap();
-    let u = t.leaf(l).uplinks.iter().position(|p| p == port).unwrap();
+    let u = t.leaf(l).uplinks.iter().position(|p| **p == *port).unwrap();
     match t.peer(PortRef::Leaf(l, u as u16)) {
         Some(PortRef::Ocs(o, p)) => (o, p),
         other => panic!("{leaf}:{port} is cabled to {other:?}"),

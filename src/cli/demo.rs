@@ -294,7 +294,7 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
 }
 
 fn describe(d: &Decision, admit: bool) {
-    let mut servers: Vec<&str> = d.gpus.iter().map(|g| g.server.as_str()).collect();
+    let mut servers: Vec<&str> = d.gpus.iter().map(|g| &*g.server).collect();
     servers.dedup();
     let verb = if admit { "decision" } else { "held" };
     print!(

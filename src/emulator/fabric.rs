@@ -170,9 +170,14 @@ fn device_ports(topo: &Topology, device: &crate::topology::Device) -> Vec<String
         match *m {
             Member::Leaf(l) => {
                 let leaf = topo.leaf(l);
-                ports.extend(leaf.server_ports.iter().chain(&leaf.uplinks).cloned());
+                ports.extend(
+                    leaf.server_ports
+                        .iter()
+                        .chain(&leaf.uplinks)
+                        .map(|p| p.to_string()),
+                );
             }
-            Member::Spine(s) => ports.extend(topo.spine(s).ports.iter().cloned()),
+            Member::Spine(s) => ports.extend(topo.spine(s).ports.iter().map(|p| p.to_string())),
             Member::Ocs(_) => {}
         }
     }
@@ -253,19 +258,19 @@ impl EmulatedFabric {
             let options = Tl1Options {
                 bind,
                 login: opts.login.clone(),
-                faults: faults[&o.name].clone(),
+                faults: faults[&*o.name].clone(),
                 timeouts: opts.timeouts,
             };
             let server =
                 tl1::serve(model.clone(), options)
                     .await
                     .map_err(|source| EmuError::Bind {
-                        device: o.name.clone(),
+                        device: o.name.to_string(),
                         addr: bind,
                         source,
                     })?;
             endpoints.insert(
-                o.name.clone(),
+                o.name.to_string(),
                 Endpoint {
                     protocol: Protocol::TelnetTl1,
                     host: server.local_addr().ip().to_string(),

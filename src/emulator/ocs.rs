@@ -133,7 +133,7 @@ impl OcsModel {
             .ports
             .iter()
             .take(usize::from(u16::MAX))
-            .cloned()
+            .map(|p| p.to_string())
             .collect();
         let by_name = ports
             .iter()
@@ -150,7 +150,7 @@ impl OcsModel {
         let settles_at = vec![None; ports.len()];
         Self {
             id,
-            name: ocs.name.clone(),
+            name: ocs.name.to_string(),
             ports,
             by_name,
             delay: DEFAULT_SWITCHING_DELAY,

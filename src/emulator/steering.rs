@@ -100,6 +100,6 @@ impl BusyOracle for SteeredBusy {
             Some(PortRef::Spine(s, i)) => (t.spine(s).device, &t.spine(s).ports[usize::from(i)]),
             _ => return false, // uncabled (or OCS-to-OCS): nothing steers onto it
         };
-        self.steered(device).is_none_or(|set| set.contains(name))
+        self.steered(device).is_none_or(|set| set.contains(&**name))
     }
 }

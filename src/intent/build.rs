@@ -228,7 +228,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         topo.leaf(l)
             .uplinks
             .iter()
-            .position(|p| p == name)
+            .position(|p| **p == *name)
             .ok_or_else(|| {
                 bad(format!(
                     "{name:?} is not an uplink of {}",
@@ -240,7 +240,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         topo.ocs_dev(o)
             .ports
             .iter()
-            .position(|p| p == name)
+            .position(|p| **p == *name)
             .map(|i| i as u16)
             .ok_or_else(|| {
                 bad(format!(

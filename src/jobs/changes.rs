@@ -177,7 +177,7 @@ pub fn guard_ocs(
         let ocs = topo
             .ocs
             .iter()
-            .position(|o| o.name == c.device)
+            .position(|o| *o.name == *c.device)
             .ok_or_else(|| refuse("not an OCS of the topology".into()))?;
         let ports = &topo.ocs[ocs].ports;
         for line in c.payload.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -193,7 +193,7 @@ pub fn guard_ocs(
             for n in names {
                 let p = ports
                     .iter()
-                    .position(|q| q == n)
+                    .position(|q| **q == *n)
                     .and_then(|p| u16::try_from(p).ok())
                     .ok_or_else(|| refuse(format!("`{line}`: no port `{n}` on this OCS")))?;
                 let id = crate::topology::OcsId(ocs as u32);

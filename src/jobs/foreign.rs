@@ -72,7 +72,7 @@ pub fn touched(topo: &Topology, plans: &[DevicePlan]) -> Touched {
     for p in plans {
         let d = &p.diff;
         if d.role == Role::Ocs {
-            let Some(o) = topo.ocs.iter().position(|o| o.name == d.device) else {
+            let Some(o) = topo.ocs.iter().position(|o| *o.name == *d.device) else {
                 continue;
             };
             let ends = d.added.iter().chain(&d.removed).flat_map(|i| match i {
@@ -105,7 +105,7 @@ pub fn touched(topo: &Topology, plans: &[DevicePlan]) -> Touched {
 /// The switch device and port at the far end of an OCS port's cable.
 fn switch_end(topo: &Topology, ocs: usize, port: &str) -> Option<(String, PortName)> {
     let ports = &topo.ocs.get(ocs)?.ports;
-    let idx = u16::try_from(ports.iter().position(|p| p == port)?).ok()?;
+    let idx = u16::try_from(ports.iter().position(|p| **p == *port)?).ok()?;
     let (device, name) = match topo.peer(PortRef::Ocs(OcsId(ocs as u32), idx))? {
         PortRef::Leaf(l, u) => (
             topo.leaf(l).device,
@@ -119,7 +119,7 @@ fn switch_end(topo: &Topology, ocs: usize, port: &str) -> Option<(String, PortNa
     };
     Some((
         topo.device(device).name.clone(),
-        PortName::new(name.as_str()).ok()?,
+        PortName::new(&**name).ok()?,
     ))
 }
 

@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use super::fairshare::Class;
 use super::traffic;
 use crate::decision::Decision;
-use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId, Topology};
 use crate::trace::Collective;
 
 /// A directed fabric link.
@@ -86,11 +86,11 @@ enum Far {
 #[derive(Debug, Clone)]
 pub struct Fabric {
     /// Server name -> (id, leaf, the leaf port of each GPU).
-    servers: HashMap<String, (ServerId, LeafId, Vec<u16>)>,
-    leaves: HashMap<String, LeafId>,
-    spines: HashMap<String, SpineId>,
-    uplink: Vec<HashMap<String, u16>>,
-    server_port: Vec<HashMap<String, u16>>,
+    servers: HashMap<Name, (ServerId, LeafId, Vec<u16>)>,
+    leaves: HashMap<Name, LeafId>,
+    spines: HashMap<Name, SpineId>,
+    uplink: Vec<HashMap<Name, u16>>,
+    server_port: Vec<HashMap<Name, u16>>,
     /// Global number of leaf `l`'s first uplink.
     offset: Vec<u32>,
     /// Far end of each uplink (global numbering) as initially patched.
@@ -127,7 +127,7 @@ impl Fabric {
                 PortRef::Ocs(..) => {}
             }
         }
-        let index = |names: &[String]| -> HashMap<String, u16> {
+        let index = |names: &[Name]| -> HashMap<Name, u16> {
             names
                 .iter()
                 .enumerate()
@@ -665,7 +665,7 @@ mod ocs_tests {
             if let Outcome::Placed(d) = p.place(&JobRequest { id, gpus }).unwrap() {
                 let mut per: HashMap<(&str, &str), usize> = HashMap::new();
                 for l in &d.vclos.links {
-                    *per.entry((l.leaf.as_str(), l.peer.as_str())).or_default() += 1;
+                    *per.entry((&*l.leaf, &*l.peer)).or_default() += 1;
                 }
                 if per.values().any(|&n| n > 1) {
                     out.push(std::sync::Arc::unwrap_or_clone(d));

@@ -13,7 +13,7 @@ use crate::decision::{
 };
 use crate::names::JobId;
 use crate::state::{FabricState, Resources};
-use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
+use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId, Topology};
 
 /// One reserved link: leaf uplink to a spine port or (two-leaf case) to
 /// another leaf's uplink, optionally through an OCS hop
@@ -181,7 +181,7 @@ impl Plan {
 }
 
 /// Device and port names of a leaf uplink or spine port.
-pub fn port_name(topo: &Topology, p: PortRef) -> (String, String) {
+pub fn port_name(topo: &Topology, p: PortRef) -> (Name, Name) {
     match p {
         PortRef::Leaf(l, u) => (
             topo.leaf(l).name.clone(),

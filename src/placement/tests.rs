@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use super::view::LinkView;
 use super::*;
 use crate::decision::{Decision, GpuRef, Stage, VirtualClos};
-use crate::topology::{LeafId, PortRef, ServerId, SpineId};
+use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId};
 
 use crate::topology::generate::uniform_topology as topo;
 
@@ -265,7 +265,7 @@ fn ocs_stage3_packs_slots_onto_partly_used_spines_before_idle_ones() {
     assert_eq!(c.stage, Stage::OcsVclos);
     assert_eq!(c.vclos.spines.len(), 2, "{:?}", c.vclos.spines);
     assert!(
-        c.vclos.spines.contains(&"spine1".to_string()),
+        c.vclos.spines.contains(&"spine1".into()),
         "{:?}",
         c.vclos.spines
     );
@@ -296,7 +296,7 @@ fn ocs_stage3_uses_as_few_spines_as_possible() {
     assert_eq!(c.stage, Stage::OcsVclos);
     assert_eq!(c.vclos.spines.len(), 2, "{:?}", c.vclos.spines);
     assert!(
-        !c.vclos.spines.contains(&"spine1".to_string()),
+        !c.vclos.spines.contains(&"spine1".into()),
         "{:?}",
         c.vclos.spines
     );
@@ -335,7 +335,7 @@ fn ocs_stage3_hosts_several_virtual_leaves_on_one_leaf() {
         d.vclos
             .links
             .iter()
-            .filter(|k| k.leaf == leaf && k.peer == spine)
+            .filter(|k| *k.leaf == *leaf && *k.peer == *spine)
             .count()
     };
     for sp in &d.vclos.spines {
@@ -566,7 +566,7 @@ fn sr_shares_links_and_best_ignores_the_network() {
     let a = placed(sr.place(&req("a", 10)).unwrap());
     let b = placed(sr.place(&req("b", 10)).unwrap());
     assert!(a.touches_network() && b.touches_network());
-    let links = |d: &Decision| -> HashSet<(String, String)> {
+    let links = |d: &Decision| -> HashSet<(Name, Name)> {
         d.vclos
             .links
             .iter()

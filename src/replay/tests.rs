@@ -109,7 +109,7 @@ impl Placer for Sharing {
                 };
                 let mut d = decision(&job.id, vec![link], vec![]);
                 d.gpus = vec![GpuRef {
-                    server: format!("srv-{}", job.id),
+                    server: format!("srv-{}", job.id).into(),
                     gpu: 0,
                 }];
                 Outcome::Placed(std::sync::Arc::new(d))
@@ -352,9 +352,9 @@ fn progress_reaches_the_total() {
 fn via(leaf_side: &str, far_side: &str) -> ReservedLink {
     ReservedLink {
         leaf: "leaf1".into(),
-        uplink: format!("up{leaf_side}"),
+        uplink: format!("up{leaf_side}").into(),
         peer: "spine1".into(),
-        peer_port: format!("p{far_side}"),
+        peer_port: format!("p{far_side}").into(),
         via: Some(OcsHop {
             ocs: "o1".into(),
             leaf_side: leaf_side.into(),

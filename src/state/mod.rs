@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::decision::Decision;
 use crate::names::JobId;
-use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId, Topology};
+use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId, Topology};
 
 pub use error::StateError;
 
@@ -41,19 +41,19 @@ const FREE: u32 = u32::MAX;
 /// decision's names is a hash lookup, not a scan.
 #[derive(Debug)]
 pub(crate) struct Names {
-    pub leaf: HashMap<String, LeafId>,
-    pub spine: HashMap<String, SpineId>,
-    pub ocs: HashMap<String, OcsId>,
-    pub server: HashMap<String, ServerId>,
-    pub uplink: Vec<HashMap<String, u16>>,
-    pub server_port: Vec<HashMap<String, u16>>,
-    pub spine_port: Vec<HashMap<String, u16>>,
-    pub ocs_port: Vec<HashMap<String, u16>>,
+    pub leaf: HashMap<Name, LeafId>,
+    pub spine: HashMap<Name, SpineId>,
+    pub ocs: HashMap<Name, OcsId>,
+    pub server: HashMap<Name, ServerId>,
+    pub uplink: Vec<HashMap<Name, u16>>,
+    pub server_port: Vec<HashMap<Name, u16>>,
+    pub spine_port: Vec<HashMap<Name, u16>>,
+    pub ocs_port: Vec<HashMap<Name, u16>>,
 }
 
 impl Names {
     fn new(t: &Topology) -> Self {
-        fn idx(v: &[String]) -> HashMap<String, u16> {
+        fn idx(v: &[Name]) -> HashMap<Name, u16> {
             v.iter()
                 .enumerate()
                 .map(|(i, n)| (n.clone(), i as u16))

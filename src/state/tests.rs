@@ -30,8 +30,8 @@ fn testbed(ocs: bool) -> Arc<Topology> {
 
 use crate::topology::generate::uniform_topology as generated;
 
-fn p(n: u32) -> String {
-    format!("100GE1/0/{n}")
+fn p(n: u32) -> Name {
+    format!("100GE1/0/{n}").into()
 }
 
 /// Every GPU (4 each) of the testbed servers `servers`.
@@ -40,7 +40,7 @@ fn every_gpu(servers: &[&str]) -> Vec<GpuRef> {
         .iter()
         .flat_map(|s| {
             (0..4).map(|g| GpuRef {
-                server: s.to_string(),
+                server: (*s).into(),
                 gpu: g,
             })
         })
@@ -57,18 +57,18 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
             let spine_port = 2 * i + 1 + li as u32;
             let via = ocs.then(|| OcsHop {
                 ocs: "ocs1".into(),
-                leaf_side: (16 * li as u32 + i + 1).to_string(),
-                far_side: (32 + 16 * li as u32 + i + 1).to_string(),
+                leaf_side: (16 * li as u32 + i + 1).to_string().into(),
+                far_side: (32 + 16 * li as u32 + i + 1).to_string().into(),
             });
             links.push(ReservedLink {
-                leaf: leaf.to_string(),
+                leaf: (*leaf).into(),
                 uplink: p(17 + i),
-                peer: format!("spine1-{}", i + 1),
+                peer: format!("spine1-{}", i + 1).into(),
                 peer_port: p(spine_port),
                 via,
             });
             routes.push(SourceRoute {
-                leaf: leaf.to_string(),
+                leaf: (*leaf).into(),
                 server_port: p(1 + i),
                 uplink: p(17 + i),
             });
@@ -84,11 +84,11 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
             leaves: ["leaf1", "leaf2"]
                 .iter()
                 .map(|l| VirtualLeaf {
-                    leaf: l.to_string(),
+                    leaf: (*l).into(),
                     server_ports: (1..=4).map(p).collect(),
                 })
                 .collect(),
-            spines: (1..=4).map(|i| format!("spine1-{i}")).collect(),
+            spines: (1..=4).map(|i| format!("spine1-{i}").into()).collect(),
             links,
             cross_connects: vec![],
         },
@@ -300,7 +300,7 @@ fn cross_connects_only_on_idle_ports_and_are_undone() {
     // second port (ocs1:49, which leaf2's uplink 17 = ocs1:17 uses for j1).
     let mut d = two_server_job("j2", true);
     for g in &mut d.gpus {
-        g.server = if g.server == "srv1" {
+        g.server = if &*g.server == "srv1" {
             "srv2".into()
         } else {
             "srv6".into()
@@ -498,10 +498,10 @@ fn as_stage(d: &Decision, stage: Stage) -> Decision {
 }
 
 fn on(d: &mut Decision, leaf: &str, servers: &[&str]) {
-    d.gpus.retain(|g| servers.contains(&g.server.as_str()));
-    d.vclos.leaves.retain(|l| l.leaf == leaf);
-    d.vclos.links.retain(|k| k.leaf == leaf);
-    d.source_routes.retain(|r| r.leaf == leaf);
+    d.gpus.retain(|g| servers.contains(&&*g.server));
+    d.vclos.leaves.retain(|l| &*l.leaf == leaf);
+    d.vclos.links.retain(|k| &*k.leaf == leaf);
+    d.source_routes.retain(|r| &*r.leaf == leaf);
 }
 
 /// srv1 and srv2 (both under leaf1), every GPU, stage `leaf`, no slice.
@@ -664,7 +664,7 @@ fn the_stage_must_match_where_the_gpus_are() {
         assert!(e.contains(&says), "{e}");
     }
     let mut single = one.clone();
-    single.gpus.retain(|g| g.server == "srv1");
+    single.gpus.retain(|g| &*g.server == "srv1");
     let e = shape_err(&mut st.clone(), &single, "stage");
     assert!(e.contains("all on srv1 (use `server`)"), "{e}");
     single.stage = Stage::Server;
@@ -732,8 +732,8 @@ fn a_job_under_several_leaves_needs_its_whole_slice() {
 
     // leaf2 listed with its ports but no link: its GPUs could not send.
     let mut cut = full.clone();
-    cut.vclos.links.retain(|k| k.leaf == "leaf1");
-    cut.source_routes.retain(|r| r.leaf == "leaf1");
+    cut.vclos.links.retain(|k| &*k.leaf == "leaf1");
+    cut.source_routes.retain(|r| &*r.leaf == "leaf1");
     let e = err(&mut st, &cut);
     assert!(
         e.contains("leaf2:-: virtual leaf has no reserved link (`vclos.links`)"),
@@ -778,9 +778,9 @@ fn a_job_under_one_leaf_carries_no_slice_unless_manual_and_complete() {
     );
     // leaf2's links reserved for a job with no GPU there.
     let mut reach = two_server_job("j2", false);
-    reach.gpus.retain(|g| g.server == "srv1");
+    reach.gpus.retain(|g| &*g.server == "srv1");
     reach.vclos.leaves[1].server_ports.clear();
-    reach.source_routes.retain(|r| r.leaf == "leaf1");
+    reach.source_routes.retain(|r| &*r.leaf == "leaf1");
     let e = err(&mut st.clone(), &reach);
     assert!(
         e.contains("leaf2:-: virtual leaf lists no server port"),

@@ -49,7 +49,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::{FabricState, Resources, StateError, FREE};
 use crate::decision::{Decision, OcsHop, Stage};
 use crate::names::JobId;
-use crate::topology::{LeafId, OcsId, PortRef, ServerId, SpineId};
+use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId};
 
 /// Names listed in a shape error, at most this many (then "… N more").
 const LISTED: usize = 4;
@@ -120,7 +120,7 @@ impl Ctx<'_> {
     }
     fn port(
         &self,
-        map: &HashMap<String, u16>,
+        map: &HashMap<Name, u16>,
         device: &str,
         kind: &'static str,
         port: &str,
@@ -550,8 +550,8 @@ fn shape(
             ));
         }
     }
-    let server_names = || listed(servers.iter().map(|&s| topo.server(s).name.as_str()));
-    let leaf_names = || listed(leaves.iter().map(|&l| topo.leaf(l).name.as_str()));
+    let server_names = || listed(servers.iter().map(|&s| &*topo.server(s).name));
+    let leaf_names = || listed(leaves.iter().map(|&l| &*topo.leaf(l).name));
     let stage = d.stage.name();
     let network = !matches!(d.stage, Stage::Server | Stage::Leaf | Stage::Manual);
     let wrong = match d.stage {

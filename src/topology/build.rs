@@ -150,7 +150,7 @@ impl<'a> Builder<'a> {
         line
     }
 
-    fn ports(&mut self, device: &str, line: Option<usize>, list: &PortList) -> Vec<String> {
+    fn ports(&mut self, device: &str, line: Option<usize>, list: &PortList) -> Vec<Name> {
         let mut out = Vec::new();
         for item in list.items() {
             if self.total_ports > MAX_TOTAL_PORTS {
@@ -170,7 +170,7 @@ impl<'a> Builder<'a> {
                         );
                         break;
                     }
-                    out.extend(v);
+                    out.extend(v.into_iter().map(Name::from));
                 }
                 Err(e) => self.problem(Problem::new(e).device(device).at(line)),
             }
@@ -191,13 +191,13 @@ impl<'a> Builder<'a> {
         &mut self,
         device: &str,
         line: Option<usize>,
-        ports: impl IntoIterator<Item = &'p String>,
+        ports: impl IntoIterator<Item = &'p Name>,
     ) {
         let mut seen = std::collections::HashSet::new();
         for p in ports {
             if let Err(e) = validate(NameKind::Port, p) {
                 self.problem(Problem::new(e.to_string()).device(device).at(line));
-            } else if !seen.insert(p.as_str()) {
+            } else if !seen.insert(&**p) {
                 self.problem(
                     Problem::new("port used twice in the device's port lists")
                         .device(device)
@@ -348,7 +348,7 @@ impl<'a> Builder<'a> {
                 members: vec![],
             });
         }
-        let mut chassis_ports: HashMap<usize, std::collections::HashSet<String>> = HashMap::new();
+        let mut chassis_ports: HashMap<usize, std::collections::HashSet<Name>> = HashMap::new();
 
         let mut leaves = Vec::new();
         for (i, l) in raw.leaves.iter().enumerate() {
@@ -394,7 +394,7 @@ impl<'a> Builder<'a> {
                 );
             }
             leaves.push(Leaf {
-                name: l.name.clone(),
+                name: Name::from(l.name.as_str()),
                 device,
                 server_port_owner: vec![None; server_ports.len()],
                 uplink_peer: vec![None; uplinks.len()],
@@ -425,7 +425,7 @@ impl<'a> Builder<'a> {
                 &raw,
             );
             spines.push(Spine {
-                name: s.name.clone(),
+                name: Name::from(s.name.as_str()),
                 device,
                 port_peer: vec![None; ports.len()],
                 ports,
@@ -449,7 +449,7 @@ impl<'a> Builder<'a> {
             let index: HashMap<&str, u16> = ports
                 .iter()
                 .enumerate()
-                .map(|(i, p)| (p.as_str(), i as u16))
+                .map(|(i, p)| (&**p, i as u16))
                 .collect();
             let mut patched: HashMap<u16, usize> = HashMap::new();
             let mut patches = Vec::new();
@@ -500,7 +500,7 @@ impl<'a> Builder<'a> {
                 }
             }
             ocs.push(Ocs {
-                name: o.name.clone(),
+                name: Name::from(o.name.as_str()),
                 device,
                 port_peer: vec![None; ports.len()],
                 ports,
@@ -531,7 +531,7 @@ impl<'a> Builder<'a> {
 
         // Port name -> index of every leaf's server-facing ports, and its
         // uplinks (for the hint), so each server port resolves in O(1).
-        let server_index: Vec<HashMap<String, usize>> = leaves
+        let server_index: Vec<HashMap<Name, usize>> = leaves
             .iter()
             .map(|l| {
                 l.server_ports
@@ -541,7 +541,7 @@ impl<'a> Builder<'a> {
                     .collect()
             })
             .collect();
-        let uplink_names: Vec<std::collections::HashSet<String>> = leaves
+        let uplink_names: Vec<std::collections::HashSet<Name>> = leaves
             .iter()
             .map(|l| l.uplinks.iter().cloned().collect())
             .collect();
@@ -607,7 +607,7 @@ impl<'a> Builder<'a> {
             }
             leaf.servers.push(sid);
             servers.push(Server {
-                name: s.name.clone(),
+                name: Name::from(s.name.as_str()),
                 leaf: lid,
                 ports,
             });
@@ -727,15 +727,15 @@ impl<'a> Builder<'a> {
         &mut self,
         devices: &mut Vec<Device>,
         chassis_dev: &[DeviceId],
-        chassis_ports: &mut HashMap<usize, std::collections::HashSet<String>>,
+        chassis_ports: &mut HashMap<usize, std::collections::HashSet<Name>>,
         name: &str,
         line: Option<usize>,
         mgmt: &Option<FileMgmt>,
         chassis: &Option<String>,
         member: Member,
         creds: &BTreeMap<String, Credential>,
-        ports_a: &[String],
-        ports_b: &[String],
+        ports_a: &[Name],
+        ports_b: &[Name],
         raw: &FileTopology,
     ) -> DeviceId {
         let role = if matches!(member, Member::Leaf(_)) {
@@ -846,15 +846,15 @@ impl<'a> Builder<'a> {
 
 /// Port name -> index per device, so link ends resolve in O(1).
 struct PortMaps {
-    leaf: Vec<HashMap<String, u16>>,
-    server: Vec<std::collections::HashSet<String>>,
-    spine: Vec<HashMap<String, u16>>,
-    ocs: Vec<HashMap<String, u16>>,
+    leaf: Vec<HashMap<Name, u16>>,
+    server: Vec<std::collections::HashSet<Name>>,
+    spine: Vec<HashMap<Name, u16>>,
+    ocs: Vec<HashMap<Name, u16>>,
 }
 
 impl PortMaps {
     fn new(leaves: &[Leaf], spines: &[Spine], ocs: &[Ocs]) -> Self {
-        fn index(ports: &[String]) -> HashMap<String, u16> {
+        fn index(ports: &[Name]) -> HashMap<Name, u16> {
             ports
                 .iter()
                 .enumerate()

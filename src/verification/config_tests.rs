@@ -376,7 +376,7 @@ fn parallel_link_decision(stage: crate::decision::Stage) -> (Topology, Decision)
         if let Outcome::Placed(d) = p.place(&JobRequest { id, gpus }).unwrap() {
             let mut per: BTreeMap<(&str, &str), usize> = BTreeMap::new();
             for l in &d.vclos.links {
-                *per.entry((l.leaf.as_str(), l.peer.as_str())).or_default() += 1;
+                *per.entry((&*l.leaf, &*l.peer)).or_default() += 1;
             }
             if d.stage == stage && per.values().any(|&n| n > 1) {
                 return (t, std::sync::Arc::unwrap_or_clone(d));

@@ -95,7 +95,7 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
         };
         let what = format!("source route of job {job} -> {uplink}");
         fwd.note_job_config(job.as_str(), format!("{}:{port}: {what}", leaf.name));
-        let Some(sp) = leaf.server_ports.iter().position(|p| p == port.as_str()) else {
+        let Some(sp) = leaf.server_ports.iter().position(|p| &**p == port.as_str()) else {
             fwd.add_problem(format!(
                 "{}:{port}: {what} is on a port that is not server-facing",
                 leaf.name
@@ -120,7 +120,7 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
                 )),
             }
         }
-        match leaf.uplinks.iter().position(|u| u == uplink.as_str()) {
+        match leaf.uplinks.iter().position(|u| &**u == uplink.as_str()) {
             Some(u) => fwd.set_scoped_redirect(l, sp, u as u16, scope),
             None => fwd.set_broken_redirect(
                 l,
@@ -138,7 +138,7 @@ fn foreign_on_leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut
         let Item::ForeignSteering { port, .. } = item else {
             continue;
         };
-        if let Some(sp) = leaf.server_ports.iter().position(|p| p == port.as_str()) {
+        if let Some(sp) = leaf.server_ports.iter().position(|p| &**p == port.as_str()) {
             fwd.set_broken_redirect(l, sp as u16, format!("{}: {item}", leaf.name));
         }
     }
@@ -146,7 +146,12 @@ fn foreign_on_leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut
 
 fn ocs(topo: &Topology, o: OcsId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
     let dev = topo.ocs_dev(o);
-    let index = |name: &str| dev.ports.iter().position(|p| p == name).map(|i| i as u16);
+    let index = |name: &str| {
+        dev.ports
+            .iter()
+            .position(|p| **p == *name)
+            .map(|i| i as u16)
+    };
     let mut pairs = Vec::new();
     for item in items {
         if let Item::Patch { a, b } = item {
@@ -186,7 +191,7 @@ fn spine_device(
     let mut port_of: HashMap<&str, (SpineId, u16)> = HashMap::new();
     for &s in spines {
         for (i, p) in topo.spine(s).ports.iter().enumerate() {
-            port_of.insert(p.as_str(), (s, i as u16));
+            port_of.insert(p, (s, i as u16));
         }
     }
     let label = |(s, i): (SpineId, u16)| topo.port_label(PortRef::Spine(s, i));

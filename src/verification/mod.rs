@@ -399,10 +399,10 @@ impl JobView {
 /// A leaf uplink or spine port by name.
 fn switch_port(topo: &Topology, device: &str, port: &str) -> Option<PortRef> {
     if let Some(l) = topo.leaf_id(device) {
-        let i = topo.leaf(l).uplinks.iter().position(|p| p == port)?;
+        let i = topo.leaf(l).uplinks.iter().position(|p| **p == *port)?;
         return Some(PortRef::Leaf(l, i as u16));
     }
     let s = topo.spine_id(device)?;
-    let i = topo.spine(s).ports.iter().position(|p| p == port)?;
+    let i = topo.spine(s).ports.iter().position(|p| **p == *port)?;
     Some(PortRef::Spine(s, i as u16))
 }

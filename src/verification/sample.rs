@@ -10,7 +10,7 @@ use crate::decision::{
     Decision, OcsHop, ReservedLink, SourceRoute, Stage, VirtualClos, VirtualLeaf,
 };
 use crate::names::JobId;
-use crate::topology::{LeafId, PortRef, Topology};
+use crate::topology::{LeafId, Name, PortRef, Topology};
 
 /// A vClos decision for `job`: every GPU of `servers`, each leaf reaching
 /// every one of `spines` over its initial link (through the initial OCS
@@ -25,7 +25,7 @@ pub fn vclos_decision(
 ) -> Result<Decision, String> {
     let job = JobId::new(job).map_err(|e| e.to_string())?;
     let mut gpus = Vec::new();
-    let mut leaves: Vec<(LeafId, Vec<String>)> = Vec::new();
+    let mut leaves: Vec<(LeafId, Vec<Name>)> = Vec::new();
     for name in servers {
         let s = topo
             .server_id(name)
@@ -123,7 +123,7 @@ pub fn vclos_decision(
                     server_ports,
                 })
                 .collect(),
-            spines: spines.iter().map(|s| s.to_string()).collect(),
+            spines: spines.iter().map(|&s| Name::from(s)).collect(),
             links,
             cross_connects: Vec::new(),
         },
