@@ -135,6 +135,12 @@ fn replay_json_has_the_documented_fields_and_isolation_holds() {
         if policy == "best" {
             assert_eq!(v["blocked_network"], 0);
         }
+        // The Helios-like mix has jobs inside one server, so some free GPUs
+        // sit on partly used servers; multi-server jobs span >= 2 servers.
+        let frag = v["gpu_fragmentation"].as_f64().unwrap();
+        assert!(frag > 0.0 && frag < 1.0, "{policy}: fragmentation {frag}");
+        let per = v["avg_servers_per_multi_server_job"].as_f64().unwrap();
+        assert!(per >= 2.0, "{policy}: {per} servers per multi-server job");
     }
 }
 

@@ -142,6 +142,15 @@ fn table(r: &Report) -> String {
     if let Some(u) = r.link_utilization {
         rows.push(("link utilisation", format!("{:.1}%", u * 100.0)));
     }
+    if let Some(f) = r.gpu_fragmentation {
+        rows.push((
+            "GPU fragmentation",
+            format!("{:.1}% of free GPUs on partly used servers", f * 100.0),
+        ));
+    }
+    if let Some(n) = r.avg_servers_per_multi_server_job {
+        rows.push(("servers per job", format!("{n:.2} (multi-server jobs)")));
+    }
     rows.extend([
         (
             "blocked (jobs)",

@@ -30,6 +30,7 @@
 //! isolation from the decisions themselves; see its module doc.
 
 mod ledger;
+mod occupancy;
 mod queue;
 mod report;
 
@@ -49,6 +50,7 @@ use crate::network::model::Contention;
 use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::trace::Job;
+use occupancy::Occupancy;
 use queue::{Key, Queue};
 
 /// How to run a replay.
@@ -129,6 +131,11 @@ pub fn replay_with_progress(
         return Err(ReplayError::Unsorted(w[1].id.clone()));
     }
     let fair_share = opts.network.is_some();
+    let per_server = placer.fabric().map(|f| f.topology().gpus_per_server);
+    let occupancy = opts
+        .total_gpus
+        .zip(per_server)
+        .map(|(total, t)| Occupancy::new(u64::from(total), u32::from(t)));
     let mut run = Run {
         placer,
         trace,
@@ -138,6 +145,7 @@ pub fn replay_with_progress(
         completions: BinaryHeap::new(),
         network: opts.network.map(|r| Contention::new(r, trace.len())),
         decision_ns: Vec::with_capacity(trace.len() * 2),
+        occupancy,
         report: Report::new(opts.queue, &opts.topology, trace.len()),
         done: 0,
     };
@@ -198,6 +206,9 @@ struct Run<'a> {
     /// The `fair-share` model, when it runs (then `completions` stays empty).
     network: Option<Contention>,
     decision_ns: Vec<u64>,
+    /// GPU fragmentation and servers per job, when the fabric's GPUs and
+    /// GPUs per server are known.
+    occupancy: Option<Occupancy>,
     report: Report,
     done: usize,
 }
@@ -281,6 +292,9 @@ impl Run<'_> {
             });
         }
         self.ledger.start(idx, d);
+        if let Some(o) = &mut self.occupancy {
+            o.start(now, d);
+        }
         let beyond = beyond_whole_servers(self.placer, job.gpus, d);
         if beyond > 0 {
             self.report.rounded_jobs += 1;
@@ -304,7 +318,8 @@ impl Run<'_> {
 
     fn finish(&mut self, idx: usize, end: f64) -> Result<(), ReplayError> {
         let job = &self.trace[idx];
-        self.placer
+        let d = self
+            .placer
             .release(&job.id)
             .map_err(|source| ReplayError::Placement {
                 policy: self.placer.name(),
@@ -312,6 +327,9 @@ impl Run<'_> {
                 source,
             })?;
         self.ledger.finish(idx);
+        if let Some(o) = &mut self.occupancy {
+            o.finish(end, &d);
+        }
         if let Some(n) = &mut self.network {
             n.finish(idx, end);
         }
@@ -400,6 +418,10 @@ impl Run<'_> {
         r.decision_p50_us = percentile(&us, 0.50);
         r.decision_p99_us = percentile(&us, 0.99);
         r.decision_max_us = us.last().copied().unwrap_or(0.0);
+        if let Some(o) = &self.occupancy {
+            r.gpu_fragmentation = o.fragmentation();
+            r.avg_servers_per_multi_server_job = o.servers_per_multi_server_job();
+        }
         let a = self.ledger.audit();
         r.isolation_violations = a.isolation_violations;
         r.busy_rewires = a.busy_rewires;

@@ -59,6 +59,14 @@ pub struct Report {
     /// GPU-seconds run / (GPUs * makespan), when the GPU count is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub utilization: Option<f64>,
+    /// Time average of the share of free GPUs that sit on partly used
+    /// servers (`occupancy` module doc; Titan's GPU fragmentation), when the
+    /// fabric's GPUs are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_fragmentation: Option<f64>,
+    /// Mean distinct servers of the jobs placed on more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_servers_per_multi_server_job: Option<f64>,
     /// Jobs that were at least once blocked at the queue head for GPU or
     /// locality reasons (each job counted once for this cause).
     pub blocked_gpu: u64,
@@ -111,6 +119,8 @@ impl Report {
             contended_jobs: 0,
             link_utilization: None,
             utilization: None,
+            gpu_fragmentation: None,
+            avg_servers_per_multi_server_job: None,
             blocked_gpu: 0,
             blocked_network: 0,
             blocked_attempts_gpu: 0,
