@@ -94,15 +94,18 @@ impl Occupancy {
 
     /// Take (or give back) `d`'s GPUs; returns its distinct servers.
     fn change(&mut self, d: &Decision, take: bool) -> u64 {
+        // Runs of one server (decisions list a server's GPUs together; a
+        // server in two runs is simply changed twice).
         let mut per: Vec<(&Name, u32)> = Vec::new();
-        let mut names: Vec<&Name> = d.gpus.iter().map(|g| &g.server).collect();
-        names.sort_unstable();
-        for name in names {
+        for g in &d.gpus {
             match per.last_mut() {
-                Some((last, n)) if *last == name => *n += 1,
-                _ => per.push((name, 1)),
+                Some((last, n)) if **last == g.server => *n += 1,
+                _ => per.push((&g.server, 1)),
             }
         }
+        let mut distinct: Vec<&Name> = per.iter().map(|&(s, _)| s).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
         for &(server, n) in &per {
             let before = self.used.get(server).copied().unwrap_or(0);
             let after = if take {
@@ -124,7 +127,7 @@ impl Occupancy {
         } else {
             self.free + n
         };
-        per.len() as u64
+        distinct.len() as u64
     }
 
     /// Free GPUs of a server with `used` held, if it is partly used.
@@ -191,6 +194,19 @@ mod tests {
             &on("four", &[("s4", 0), ("s5", 0), ("s6", 0), ("s7", 7)]),
         );
         assert_eq!(o.servers_per_multi_server_job(), Some(3.0));
+    }
+
+    #[test]
+    fn a_server_listed_twice_counts_once() {
+        let mut o = Occupancy::new(16, 8);
+        let d = on("split", &[("s1", 0), ("s2", 0), ("s1", 1)]);
+        o.start(0.0, &d);
+        assert_eq!(o.used[&Name::from("s1")], 2);
+        assert_eq!(o.servers_per_multi_server_job(), Some(2.0));
+        assert_eq!(o.partial_free, 6 + 7);
+        o.finish(1.0, &d);
+        assert!(o.used.is_empty());
+        assert_eq!((o.free, o.partial_free), (16, 0));
     }
 
     #[test]
