@@ -141,6 +141,25 @@ fn replay_json_has_the_documented_fields_and_isolation_holds() {
         assert!(frag > 0.0 && frag < 1.0, "{policy}: fragmentation {frag}");
         let per = v["avg_servers_per_multi_server_job"].as_f64().unwrap();
         assert!(per >= 2.0, "{policy}: {per} servers per multi-server job");
+        let idle = v["machine_fragmentation"].as_f64().unwrap();
+        assert!(
+            idle > 0.0 && idle < 1.0,
+            "{policy}: machine fragmentation {idle}"
+        );
+        let used = v["avg_used_servers"].as_f64().unwrap();
+        assert!(
+            used > 0.0 && used <= 64.0,
+            "{policy}: {used} servers in use"
+        );
+        // Multi-server jobs move at least 2 (m - 1) >= 2 vectors each.
+        assert!(
+            v["avg_cross_server_volume"].as_f64().unwrap() > 0.0,
+            "{policy}"
+        );
+        assert!(
+            v["cross_server_traffic"].as_f64().unwrap() > 0.0,
+            "{policy}"
+        );
     }
 }
 

@@ -151,6 +151,18 @@ fn table(r: &Report) -> String {
     if let Some(n) = r.avg_servers_per_multi_server_job {
         rows.push(("servers per job", format!("{n:.2} (multi-server jobs)")));
     }
+    if let (Some(u), Some(m)) = (r.avg_used_servers, r.machine_fragmentation) {
+        rows.push((
+            "servers in use",
+            format!("{u:.1} on average, {:.1}% of their GPUs idle", m * 100.0),
+        ));
+    }
+    if let (Some(v), Some(t)) = (r.avg_cross_server_volume, r.cross_server_traffic) {
+        rows.push((
+            "cross-server volume",
+            format!("{v:.2} vectors per job and collective; {t:.1} running on average"),
+        ));
+    }
     rows.extend([
         (
             "blocked (jobs)",

@@ -293,7 +293,7 @@ impl Run<'_> {
         }
         self.ledger.start(idx, d);
         if let Some(o) = &mut self.occupancy {
-            o.start(now, d);
+            o.start(now, d, job.workload.collective);
         }
         let beyond = beyond_whole_servers(self.placer, job.gpus, d);
         if beyond > 0 {
@@ -328,7 +328,7 @@ impl Run<'_> {
             })?;
         self.ledger.finish(idx);
         if let Some(o) = &mut self.occupancy {
-            o.finish(end, &d);
+            o.finish(end, &d, job.workload.collective);
         }
         if let Some(n) = &mut self.network {
             n.finish(idx, end);
@@ -421,6 +421,10 @@ impl Run<'_> {
         if let Some(o) = &self.occupancy {
             r.gpu_fragmentation = o.fragmentation();
             r.avg_servers_per_multi_server_job = o.servers_per_multi_server_job();
+            r.machine_fragmentation = o.machine_fragmentation();
+            r.avg_used_servers = o.servers_in_use();
+            r.avg_cross_server_volume = o.cross_server_volume();
+            r.cross_server_traffic = o.cross_server_traffic();
         }
         let a = self.ledger.audit();
         r.isolation_violations = a.isolation_violations;

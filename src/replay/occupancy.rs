@@ -9,6 +9,18 @@
 //!   instants at which any GPU is free, weighted by how long each lasted.
 //! * **Servers per multi-server job**: the distinct servers of each
 //!   decision that spans more than one, averaged over those decisions.
+//! * **Machine fragmentation** (Titan's Exp. 2): the time average, over
+//!   the time any server is in use, of the idle share of the servers in
+//!   use, `free GPUs on partly used servers / (T x servers in use)`.
+//! * **Servers in use**: their time average (Titan's Exp. 1).
+//! * **Cross-server volume** (Titan's Exp. 3): what one collective of a
+//!   job moves between servers, in units of the job's own vector (traces
+//!   carry no model sizes): `2 (m - 1)` for ring and halving-doubling over
+//!   `m` servers (a bandwidth-optimal all-reduce, Patarasuk and Yuan, as
+//!   `crate::network::traffic` routes it), `sum_s g_s (n - g_s) / n` for
+//!   all-to-all with `g_s` of the job's `n` GPUs on server `s`. The report
+//!   gives its mean over placed jobs and the time average of its sum over
+//!   running jobs. Definitions and readings: docs/titan.md, section 5.2.
 //!
 //! Both are read from the decisions themselves, as the [`super::Ledger`]
 //! reads isolation, so they hold for any policy.
@@ -19,6 +31,7 @@ use foldhash::fast::RandomState;
 
 use crate::decision::Decision;
 use crate::topology::Name;
+use crate::trace::Collective;
 
 /// GPUs in use per server over time, from the decisions that start and end.
 #[derive(Debug)]
@@ -36,6 +49,18 @@ pub(crate) struct Occupancy {
     span: f64,
     multi_jobs: u64,
     multi_servers: u64,
+    /// Servers with a GPU held, and the integrals over all time since the
+    /// first change of: the idle share of used servers (over the time any
+    /// is used), their count, and the running jobs' cross-server volume.
+    in_use: u64,
+    total_span: f64,
+    machine_weighted: f64,
+    machine_span: f64,
+    in_use_weighted: f64,
+    volume: f64,
+    volume_weighted: f64,
+    volume_sum: f64,
+    jobs: u64,
 }
 
 impl Occupancy {
@@ -51,23 +76,57 @@ impl Occupancy {
             span: 0.0,
             multi_jobs: 0,
             multi_servers: 0,
+            in_use: 0,
+            total_span: 0.0,
+            machine_weighted: 0.0,
+            machine_span: 0.0,
+            in_use_weighted: 0.0,
+            volume: 0.0,
+            volume_weighted: 0.0,
+            volume_sum: 0.0,
+            jobs: 0,
         }
     }
 
-    /// `d` starts holding its GPUs at `now`.
-    pub(crate) fn start(&mut self, now: f64, d: &Decision) {
+    /// `d`, running collective `c`, starts holding its GPUs at `now`.
+    pub(crate) fn start(&mut self, now: f64, d: &Decision, c: Collective) {
         self.advance(now);
-        let servers = self.change(d, true);
-        if servers > 1 {
+        let per = self.change(d, true);
+        if per.len() > 1 {
             self.multi_jobs += 1;
-            self.multi_servers += servers;
+            self.multi_servers += per.len() as u64;
         }
+        let v = volume(&per, c);
+        self.volume += v;
+        self.volume_sum += v;
+        self.jobs += 1;
     }
 
-    /// `d` stops holding its GPUs at `now`.
-    pub(crate) fn finish(&mut self, now: f64, d: &Decision) {
+    /// `d` (collective `c`) stops holding its GPUs at `now`.
+    pub(crate) fn finish(&mut self, now: f64, d: &Decision, c: Collective) {
         self.advance(now);
-        self.change(d, false);
+        let per = self.change(d, false);
+        self.volume = (self.volume - volume(&per, c)).max(0.0);
+    }
+
+    /// Time-averaged idle share of the servers in use (module doc).
+    pub(crate) fn machine_fragmentation(&self) -> Option<f64> {
+        (self.machine_span > 0.0).then(|| self.machine_weighted / self.machine_span)
+    }
+
+    /// Time-averaged count of servers with a GPU held.
+    pub(crate) fn servers_in_use(&self) -> Option<f64> {
+        (self.total_span > 0.0).then(|| self.in_use_weighted / self.total_span)
+    }
+
+    /// Mean cross-server volume of a placed job (module doc).
+    pub(crate) fn cross_server_volume(&self) -> Option<f64> {
+        (self.jobs > 0).then(|| self.volume_sum / self.jobs as f64)
+    }
+
+    /// Time average of the running jobs' summed cross-server volume.
+    pub(crate) fn cross_server_traffic(&self) -> Option<f64> {
+        (self.total_span > 0.0).then(|| self.volume_weighted / self.total_span)
     }
 
     /// Time-averaged GPU fragmentation (module doc); `None` if no GPU was
@@ -88,12 +147,23 @@ impl Occupancy {
                 self.weighted += dt * self.partial_free as f64 / self.free as f64;
                 self.span += dt;
             }
+            if dt > 0.0 {
+                self.total_span += dt;
+                self.in_use_weighted += dt * self.in_use as f64;
+                self.volume_weighted += dt * self.volume;
+                if self.in_use > 0 {
+                    let cap = f64::from(self.per_server) * self.in_use as f64;
+                    self.machine_weighted += dt * self.partial_free as f64 / cap;
+                    self.machine_span += dt;
+                }
+            }
         }
         self.last = Some(now);
     }
 
-    /// Take (or give back) `d`'s GPUs; returns its distinct servers.
-    fn change(&mut self, d: &Decision, take: bool) -> u64 {
+    /// Take (or give back) `d`'s GPUs; returns its GPUs per distinct
+    /// server.
+    fn change<'d>(&mut self, d: &'d Decision, take: bool) -> Vec<(&'d Name, u32)> {
         // Runs of one server (decisions list a server's GPUs together; a
         // server in two runs is simply changed twice).
         let mut per: Vec<(&Name, u32)> = Vec::new();
@@ -103,9 +173,6 @@ impl Occupancy {
                 _ => per.push((&g.server, 1)),
             }
         }
-        let mut distinct: Vec<&Name> = per.iter().map(|&(s, _)| s).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
         for &(server, n) in &per {
             let before = self.used.get(server).copied().unwrap_or(0);
             let after = if take {
@@ -115,6 +182,11 @@ impl Occupancy {
             };
             self.partial_free -= self.partial(before);
             self.partial_free += self.partial(after);
+            match (before, after) {
+                (0, a) if a > 0 => self.in_use += 1,
+                (b, 0) if b > 0 => self.in_use -= 1,
+                _ => {}
+            }
             if after == 0 {
                 self.used.remove(server);
             } else {
@@ -127,7 +199,16 @@ impl Occupancy {
         } else {
             self.free + n
         };
-        distinct.len() as u64
+        // One entry per distinct server.
+        per.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut merged: Vec<(&Name, u32)> = Vec::with_capacity(per.len());
+        for (s, n) in per {
+            match merged.last_mut() {
+                Some((last, m)) if *last == s => *m += n,
+                _ => merged.push((s, n)),
+            }
+        }
+        merged
     }
 
     /// Free GPUs of a server with `used` held, if it is partly used.
@@ -140,11 +221,31 @@ impl Occupancy {
     }
 }
 
+/// What one collective of a job with `per` (GPUs per server) moves
+/// between servers, in vectors (module doc).
+fn volume(per: &[(&Name, u32)], c: Collective) -> f64 {
+    let m = per.len() as f64;
+    if per.len() < 2 {
+        return 0.0;
+    }
+    match c {
+        Collective::Ring | Collective::Hd => 2.0 * (m - 1.0),
+        Collective::Alltoall => {
+            let n: f64 = per.iter().map(|&(_, g)| f64::from(g)).sum();
+            per.iter()
+                .map(|&(_, g)| f64::from(g) * (n - f64::from(g)) / n)
+                .sum()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::decision::{GpuRef, Stage};
     use crate::names::JobId;
+
+    const R: Collective = Collective::Ring;
 
     fn on(job: &str, gpus: &[(&str, u16)]) -> Decision {
         Decision {
@@ -171,10 +272,10 @@ mod tests {
         let mut o = Occupancy::new(16, 8);
         let a = on("a", &[("s1", 0), ("s1", 1), ("s1", 2), ("s1", 3)]);
         let b = on("b", &(0..8).map(|g| ("s2", g)).collect::<Vec<_>>());
-        o.start(0.0, &a);
-        o.start(0.0, &b);
-        o.finish(5.0, &b);
-        o.finish(10.0, &a);
+        o.start(0.0, &a, R);
+        o.start(0.0, &b, R);
+        o.finish(5.0, &b, R);
+        o.finish(10.0, &a, R);
         let f = o.fragmentation().unwrap();
         assert!((f - (5.0 + 5.0 / 3.0) / 10.0).abs() < 1e-12, "{f}");
         assert_eq!(o.partial_free, 0);
@@ -187,11 +288,12 @@ mod tests {
     #[test]
     fn servers_per_job_counts_distinct_servers_of_multi_server_jobs_only() {
         let mut o = Occupancy::new(32, 8);
-        o.start(0.0, &on("one", &[("s1", 0), ("s1", 1)]));
-        o.start(0.0, &on("two", &[("s2", 0), ("s3", 0), ("s3", 1)]));
+        o.start(0.0, &on("one", &[("s1", 0), ("s1", 1)]), R);
+        o.start(0.0, &on("two", &[("s2", 0), ("s3", 0), ("s3", 1)]), R);
         o.start(
             0.0,
             &on("four", &[("s4", 0), ("s5", 0), ("s6", 0), ("s7", 7)]),
+            R,
         );
         assert_eq!(o.servers_per_multi_server_job(), Some(3.0));
     }
@@ -200,11 +302,11 @@ mod tests {
     fn a_server_listed_twice_counts_once() {
         let mut o = Occupancy::new(16, 8);
         let d = on("split", &[("s1", 0), ("s2", 0), ("s1", 1)]);
-        o.start(0.0, &d);
+        o.start(0.0, &d, R);
         assert_eq!(o.used[&Name::from("s1")], 2);
         assert_eq!(o.servers_per_multi_server_job(), Some(2.0));
         assert_eq!(o.partial_free, 6 + 7);
-        o.finish(1.0, &d);
+        o.finish(1.0, &d, R);
         assert!(o.used.is_empty());
         assert_eq!((o.free, o.partial_free), (16, 0));
     }
@@ -213,9 +315,64 @@ mod tests {
     fn no_free_gpu_is_no_fragmentation_figure() {
         let mut o = Occupancy::new(8, 8);
         let all = on("all", &(0..8).map(|g| ("s1", g)).collect::<Vec<_>>());
-        o.start(0.0, &all);
+        o.start(0.0, &all, R);
         // Full until 4: that time does not count.
-        o.finish(4.0, &all);
+        o.finish(4.0, &all, R);
         assert_eq!(o.fragmentation(), None);
+    }
+
+    #[test]
+    fn machine_fragmentation_servers_in_use_and_cross_server_volume() {
+        // Servers of 4 GPUs. `a`: 2 GPUs on s1 and 4 on s2 (ring) over
+        // [0, 10); `b`: 1 GPU on each of s3, s4 (all-to-all) over [0, 5).
+        let mut o = Occupancy::new(16, 4);
+        let a = on(
+            "a",
+            &[
+                ("s1", 0),
+                ("s1", 1),
+                ("s2", 0),
+                ("s2", 1),
+                ("s2", 2),
+                ("s2", 3),
+            ],
+        );
+        let b = on("b", &[("s3", 0), ("s4", 0)]);
+        o.start(0.0, &a, R);
+        o.start(0.0, &b, Collective::Alltoall);
+        o.finish(5.0, &b, Collective::Alltoall);
+        o.finish(10.0, &a, R);
+        // [0, 5): 4 servers in use, 2 + 3 + 3 free of 16 slots; [5, 10):
+        // 2 in use, 2 free of 8.
+        let mf = o.machine_fragmentation().unwrap();
+        assert!(
+            (mf - (5.0 * 8.0 / 16.0 + 5.0 * 2.0 / 8.0) / 10.0).abs() < 1e-12,
+            "{mf}"
+        );
+        assert_eq!(o.servers_in_use(), Some(3.0));
+        // Ring over 2 servers: 2; all-to-all of 1 + 1 GPUs: 1/2 + 1/2.
+        assert_eq!(o.cross_server_volume(), Some(1.5));
+        let traffic = o.cross_server_traffic().unwrap();
+        assert!(
+            (traffic - (5.0 * 3.0 + 5.0 * 2.0) / 10.0).abs() < 1e-12,
+            "{traffic}"
+        );
+        assert_eq!(o.in_use, 0);
+    }
+
+    #[test]
+    fn one_server_moves_nothing_between_servers() {
+        let per = [(&Name::from("s1"), 8)];
+        for c in Collective::ALL {
+            assert_eq!(volume(&per, c), 0.0);
+        }
+        let (x, y, z) = (Name::from("x"), Name::from("y"), Name::from("z"));
+        // Halving-doubling over 4 servers: 2 (m - 1) = 6 vectors.
+        assert_eq!(
+            volume(&[(&x, 2), (&y, 2), (&z, 2), (&x, 2)], Collective::Hd),
+            6.0
+        );
+        // All-to-all of 2 + 6 GPUs: 2 * 6 / 8 + 6 * 2 / 8 = 3.
+        assert_eq!(volume(&[(&x, 2), (&y, 6)], Collective::Alltoall), 3.0);
     }
 }

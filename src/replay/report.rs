@@ -67,6 +67,20 @@ pub struct Report {
     /// Mean distinct servers of the jobs placed on more than one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avg_servers_per_multi_server_job: Option<f64>,
+    /// Time average of the idle share of the servers in use (Titan's
+    /// machine fragmentation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_fragmentation: Option<f64>,
+    /// Time average of the servers with a GPU held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_used_servers: Option<f64>,
+    /// Mean over placed jobs of what one collective moves between servers,
+    /// in vectors of the job's own size (`occupancy` module doc).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_cross_server_volume: Option<f64>,
+    /// Time average of that volume summed over the running jobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_server_traffic: Option<f64>,
     /// Jobs that were at least once blocked at the queue head for GPU or
     /// locality reasons (each job counted once for this cause).
     pub blocked_gpu: u64,
@@ -121,6 +135,10 @@ impl Report {
             utilization: None,
             gpu_fragmentation: None,
             avg_servers_per_multi_server_job: None,
+            machine_fragmentation: None,
+            avg_used_servers: None,
+            avg_cross_server_volume: None,
+            cross_server_traffic: None,
             blocked_gpu: 0,
             blocked_network: 0,
             blocked_attempts_gpu: 0,
