@@ -212,6 +212,10 @@ pub const COLUMNS: &[&str] = &[
     "isolation_violations",
     "busy_rewires",
     "utilization",
+    "gpu_fragmentation",
+    "machine_fragmentation",
+    "avg_used_servers",
+    "cross_server_traffic",
 ];
 
 /// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
@@ -222,7 +226,7 @@ pub fn csv(rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6}",
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3}",
             row.policy,
             row.load,
             row.queue,
@@ -243,6 +247,10 @@ pub fn csv(rows: &[Row]) -> String {
             r.isolation_violations,
             r.busy_rewires,
             r.utilization.unwrap_or(0.0),
+            r.gpu_fragmentation.unwrap_or(0.0),
+            r.machine_fragmentation.unwrap_or(0.0),
+            r.avg_used_servers.unwrap_or(0.0),
+            r.cross_server_traffic.unwrap_or(0.0),
         );
     }
     out

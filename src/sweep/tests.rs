@@ -64,6 +64,15 @@ fn csv_has_a_row_per_replay_and_the_documented_columns() {
     assert_eq!(cells.len(), COLUMNS.len());
     assert_eq!(&cells[..5], ["sr", "0.8", "fifo", "3", "fair-share"]);
     assert_eq!(cells[6], rows[0].report.completed.to_string());
+    // Titan's figures are filled in (the fabric's GPUs are known).
+    let col = |name: &str| -> f64 {
+        let i = COLUMNS.iter().position(|c| *c == name).unwrap();
+        cells[i].parse().unwrap()
+    };
+    assert!(col("avg_used_servers") > 0.0);
+    assert!(col("cross_server_traffic") > 0.0);
+    let frag = col("gpu_fragmentation");
+    assert!(frag > 0.0 && frag < 1.0, "{frag}");
 }
 
 #[test]
