@@ -5,47 +5,74 @@
 //! already-placed leaf be re-routed through another OCS to make room for
 //! the next one.
 
-use std::collections::VecDeque;
+/// No edge: the end of a node's edge list.
+const NONE: u32 = u32::MAX;
 
+/// The graph as flat arrays (each node's edges a linked list through
+/// `next_edge`), and the scratch of [`Flow::run`]: the exact searches build
+/// and solve one small graph per search node, so nothing here is allocated
+/// again once the first graph of that size has been built.
 #[derive(Debug, Clone, Default)]
 pub struct Flow {
-    adj: Vec<Vec<usize>>,
-    to: Vec<usize>,
+    /// First and last edge out of each node, or [`NONE`]: edges are
+    /// appended, so they are visited in the order they were added (which
+    /// decides the paths found, hence the links a plan takes).
+    first: Vec<u32>,
+    last: Vec<u32>,
+    /// Per edge: its head, capacity and the node's next edge.
+    to: Vec<u32>,
     cap: Vec<u32>,
+    next_edge: Vec<u32>,
     flowed: u32,
+    level: Vec<u32>,
+    /// Per node, the edge the blocking-flow search resumes from.
+    cursor: Vec<u32>,
+    queue: Vec<u32>,
 }
 
 impl Flow {
     pub fn new(nodes: usize) -> Self {
-        Flow {
-            adj: vec![Vec::new(); nodes],
-            ..Default::default()
-        }
+        let mut f = Flow::default();
+        f.reset(nodes);
+        f
     }
 
     /// Empty the graph for reuse with `nodes` nodes, keeping allocations:
     /// the exact searches build one small graph per search node.
     pub fn reset(&mut self, nodes: usize) {
-        self.adj.iter_mut().for_each(Vec::clear);
-        self.adj.resize_with(nodes, Vec::new);
+        self.first.clear();
+        self.first.resize(nodes, NONE);
+        self.last.clear();
+        self.last.resize(nodes, NONE);
         self.to.clear();
         self.cap.clear();
+        self.next_edge.clear();
         self.flowed = 0;
     }
 
     pub fn add_node(&mut self) -> usize {
-        self.adj.push(Vec::new());
-        self.adj.len() - 1
+        self.first.push(NONE);
+        self.last.push(NONE);
+        self.first.len() - 1
     }
 
     /// Add edge `u -> v` with capacity `c`; returns its id.
     pub fn add_edge(&mut self, u: usize, v: usize, c: u32) -> usize {
         let id = self.to.len();
-        self.to.extend([v, u]);
+        self.to.extend([v as u32, u as u32]);
         self.cap.extend([c, 0]);
-        self.adj[u].push(id);
-        self.adj[v].push(id + 1);
+        self.next_edge.extend([NONE, NONE]);
+        self.append(u, id as u32);
+        self.append(v, id as u32 + 1);
         id
+    }
+
+    fn append(&mut self, u: usize, e: u32) {
+        match self.last[u] {
+            NONE => self.first[u] = e,
+            prev => self.next_edge[prev as usize] = e,
+        }
+        self.last[u] = e;
     }
 
     /// Add capacity `c` from `u` to `v` when there is any: for the
@@ -79,30 +106,16 @@ impl Flow {
     /// node, with hundreds of units over shallow layered graphs, where one
     /// blocking flow per phase beats one BFS per augmenting path.
     pub fn run(&mut self, s: usize, t: usize) -> u32 {
-        let n = self.adj.len();
-        let mut level = vec![u32::MAX; n];
-        let mut next = vec![0usize; n];
-        let mut q = VecDeque::with_capacity(n);
+        let n = self.first.len();
+        self.level.resize(n, NONE);
         loop {
-            level.fill(u32::MAX);
-            level[s] = 0;
-            q.clear();
-            q.push_back(s);
-            while let Some(u) = q.pop_front() {
-                for &e in &self.adj[u] {
-                    let v = self.to[e];
-                    if self.cap[e] > 0 && level[v] == u32::MAX {
-                        level[v] = level[u] + 1;
-                        q.push_back(v);
-                    }
-                }
-            }
-            if level[t] == u32::MAX {
+            if !self.layer(s, t) {
                 return self.flowed;
             }
-            next.fill(0);
+            self.cursor.clear();
+            self.cursor.extend_from_slice(&self.first);
             loop {
-                let pushed = self.push(s, t, u32::MAX, &level, &mut next);
+                let pushed = self.push(s as u32, t as u32, u32::MAX);
                 if pushed == 0 {
                     break;
                 }
@@ -111,23 +124,48 @@ impl Flow {
         }
     }
 
+    /// Breadth-first levels from `s` over edges with capacity; whether `t`
+    /// is reached.
+    fn layer(&mut self, s: usize, t: usize) -> bool {
+        self.level.fill(NONE);
+        self.level[s] = 0;
+        self.queue.clear();
+        self.queue.push(s as u32);
+        let mut head = 0;
+        while head < self.queue.len() {
+            let u = self.queue[head] as usize;
+            head += 1;
+            let mut e = self.first[u];
+            while e != NONE {
+                let v = self.to[e as usize] as usize;
+                if self.cap[e as usize] > 0 && self.level[v] == NONE {
+                    self.level[v] = self.level[u] + 1;
+                    self.queue.push(v as u32);
+                }
+                e = self.next_edge[e as usize];
+            }
+        }
+        self.level[t] != NONE
+    }
+
     /// One augmenting path along increasing levels (depth <= node count).
-    fn push(&mut self, u: usize, t: usize, limit: u32, level: &[u32], next: &mut [usize]) -> u32 {
+    fn push(&mut self, u: u32, t: u32, limit: u32) -> u32 {
         if u == t {
             return limit;
         }
-        while next[u] < self.adj[u].len() {
-            let e = self.adj[u][next[u]];
+        let u = u as usize;
+        while self.cursor[u] != NONE {
+            let e = self.cursor[u] as usize;
             let v = self.to[e];
-            if self.cap[e] > 0 && level[v] == level[u] + 1 {
-                let got = self.push(v, t, limit.min(self.cap[e]), level, next);
+            if self.cap[e] > 0 && self.level[v as usize] == self.level[u] + 1 {
+                let got = self.push(v, t, limit.min(self.cap[e]));
                 if got > 0 {
                     self.cap[e] -= got;
                     self.cap[e ^ 1] += got;
                     return got;
                 }
             }
-            next[u] += 1;
+            self.cursor[u] = self.next_edge[e];
         }
         0
     }
