@@ -539,7 +539,7 @@ fn stage2_solver_matches_brute_force_on_random_fabrics() {
         for l in 2..=leaves as usize {
             for s in (2..=spines as usize).step_by(2) {
                 let want = brute_exists(&st, l, s);
-                let got = vclos::find_slice(&st, &view, l, s, 50);
+                let got = vclos::find_slice(&st, &view, (l, s), 50, u64::MAX).unwrap();
                 cases += 1;
                 assert_eq!(got.is_some(), want, "round {round} l={l} s={s}");
                 if let Some(plan) = got {

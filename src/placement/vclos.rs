@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use super::assign::Cutoff;
 use super::biclique::{self, Graph};
 use super::plan::{LinkPick, Plan};
 use super::sizing::{Probe, Rounding, Sizes};
@@ -29,12 +30,19 @@ use crate::topology::{LeafId, SpineId, Topology};
 
 /// Search nodes allowed after the first solution (quality vs. latency).
 pub const DEFAULT_BUDGET: u64 = 256;
+/// Search nodes allowed per shape in all ([`super::biclique`]: bounded);
+/// a search stopped before any solution is a cutoff. Searches that settle
+/// take far fewer (all of the hard traces' vClos decisions at 2048 and 8192
+/// GPUs are unchanged by it).
+pub const SEARCH_LIMIT: u64 = 20_000;
 
 /// The vClos placer.
 #[derive(Debug, Clone)]
 pub struct VclosPlacer {
     state: FabricState,
     budget: u64,
+    /// Shapes whose search stopped at [`SEARCH_LIMIT`].
+    cutoffs: u64,
     rounding: Rounding,
     sizes: Sizes,
 }
@@ -49,6 +57,7 @@ impl VclosPlacer {
         VclosPlacer {
             state,
             budget: DEFAULT_BUDGET,
+            cutoffs: 0,
             rounding: Rounding::default(),
             sizes: Sizes::default(),
         }
@@ -72,18 +81,23 @@ impl Placer for VclosPlacer {
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let budget = self.budget;
+        let cutoffs = &mut self.cutoffs;
         // The biclique search is complete for feasibility (biclique module
-        // doc): an empty-fabric "no" is a proof.
-        let mut probe = |st: &FabricState, gpus| match stage2(st, gpus, budget) {
-            Some(_) => Probe::Yes,
-            None => Probe::No,
+        // doc): an empty-fabric "no" is a proof, unless it was cut off.
+        let mut probe = |st: &FabricState, gpus| {
+            let mut cut = 0;
+            match stage2(st, gpus, budget, &mut cut) {
+                Some(_) => Probe::Yes,
+                None if cut == 0 => Probe::No,
+                None => Probe::Unknown,
+            }
         };
         place_staged(
             &mut self.state,
             "vclos",
             job,
             (self.rounding, &mut self.sizes),
-            &mut |st, gpus| stage2(st, gpus, budget),
+            &mut |st, gpus| stage2(st, gpus, budget, cutoffs),
             &mut probe,
         )
     }
@@ -95,10 +109,15 @@ impl Placer for VclosPlacer {
     fn fabric(&self) -> Option<&FabricState> {
         Some(&self.state)
     }
+
+    fn search_cutoffs(&self) -> u64 {
+        self.cutoffs
+    }
 }
 
-/// vClos Stage 2 for a job of `gpus` GPUs (already known not to fit stages 0-1).
-pub fn stage2(st: &FabricState, gpus: u32, budget: u64) -> Option<Plan> {
+/// vClos Stage 2 for a job of `gpus` GPUs (already known not to fit stages
+/// 0-1); `cutoffs` counts shapes whose search stopped at [`SEARCH_LIMIT`].
+pub fn stage2(st: &FabricState, gpus: u32, budget: u64, cutoffs: &mut u64) -> Option<Plan> {
     let topo = st.topology();
     let t = u32::from(topo.gpus_per_server);
     let k = local::servers_needed(gpus, t);
@@ -112,22 +131,30 @@ pub fn stage2(st: &FabricState, gpus: u32, budget: u64) -> Option<Plan> {
     let max_s = (topo.spines.len().min(max_up)) as u32;
     shapes(k, t, topo.leaves.len() as u32, max_s)
         .into_iter()
-        .find_map(|(l, s)| find_slice(st, &view, l as usize, s as usize, budget))
+        .find_map(|(l, s)| {
+            find_slice(st, &view, (l as usize, s as usize), budget, SEARCH_LIMIT).unwrap_or_else(
+                |Cutoff| {
+                    *cutoffs += 1;
+                    None
+                },
+            )
+        })
 }
 
 /// A virtual Clos of exactly `l` leaves x `s` spines over unused links, if
-/// one exists (the search is complete; see [`super::biclique`]).
+/// one exists (the search is complete within `limit` nodes; see
+/// [`super::biclique`]).
 pub fn find_slice(
     st: &FabricState,
     view: &LinkView,
-    l: usize,
-    s: usize,
+    (l, s): (usize, usize),
     budget: u64,
-) -> Option<Plan> {
+    limit: u64,
+) -> Result<Option<Plan>, Cutoff> {
     let topo = st.topology();
     let t = topo.gpus_per_server as usize;
     if !s.is_multiple_of(t) {
-        return None;
+        return Ok(None);
     }
     let per_leaf = (s / t) as u32;
     let cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
@@ -135,7 +162,7 @@ pub fn find_slice(
         .filter(|&n| st.idle_servers(n) >= per_leaf)
         .collect();
     if cand.len() < l {
-        return None;
+        return Ok(None);
     }
     let g = Graph {
         words: view.words,
@@ -146,12 +173,27 @@ pub fn find_slice(
             .map(|&n| u64::from(st.idle_servers(n)) * t as u64)
             .collect(),
     };
-    let sol = biclique::solve(&g, l, s, budget)?;
+    let Some(sol) = biclique::solve(&g, l, s, budget, limit)? else {
+        return Ok(None);
+    };
+    Ok(slice_plan(st, view, &cand, &sol, s))
+}
+
+/// The plan for biclique `sol` over candidate leaves `cand`.
+fn slice_plan(
+    st: &FabricState,
+    view: &LinkView,
+    cand: &[LeafId],
+    sol: &biclique::Biclique,
+    s: usize,
+) -> Option<Plan> {
+    let topo = st.topology();
+    let per_leaf = s / topo.gpus_per_server as usize;
     let leaves: Vec<LeafId> = sol.left.iter().map(|&i| cand[i]).collect();
     let spines: Vec<SpineId> = sol.right.iter().map(|&r| SpineId(r as u32)).collect();
     let mut plan = Plan::local(Stage::Vclos, Vec::new());
     for &n in &leaves {
-        let servers: Vec<_> = st.idle_server_ids(n).take(per_leaf as usize).collect();
+        let servers: Vec<_> = st.idle_server_ids(n).take(per_leaf).collect();
         plan.gpus
             .extend(local::whole(&servers, topo.gpus_per_server));
     }

@@ -60,6 +60,9 @@ use crate::topology::{LeafId, SpineId};
 
 /// Nodes the exact search may visit per shape before it gives up.
 pub const SEARCH_BUDGET: u64 = 500;
+/// Nodes of vClos's quick search (no rewiring) before the exact search of
+/// a shape: bitset steps, far cheaper than the exact search's units.
+const QUICK_LIMIT: u64 = 2_000;
 /// Nodes the exact search may visit over every shape of one call.
 pub const CALL_BUDGET: u64 = 1_000;
 
@@ -359,7 +362,10 @@ fn exact(
     // vClos's quick search on the links as patched (a slice there needs no
     // rewiring), then the complete search, roomiest leaves and spines
     // first, where a slice is found (or ruled out) fastest (module doc).
-    if let Some(plan) = vclos::find_slice(st, links, l as usize, s as usize, vclos::DEFAULT_BUDGET)
+    // Bounded by its own node limit: a cut-off quick search is no answer,
+    // and the complete search below still decides.
+    let quick = (l as usize, s as usize);
+    if let Ok(Some(plan)) = vclos::find_slice(st, links, quick, vclos::DEFAULT_BUDGET, QUICK_LIMIT)
     {
         return Ok(Some(plan));
     }
