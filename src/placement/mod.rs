@@ -9,6 +9,8 @@
 mod assign;
 mod baseline;
 mod biclique;
+#[doc(hidden)]
+pub mod bound;
 mod flow;
 mod local;
 mod ocs;

@@ -401,6 +401,35 @@ fn ocs_vclos_places_whatever_vclos_places() {
 }
 
 #[test]
+fn the_counting_bound_places_whatever_ocs_vclos_places() {
+    // `bound::CountingPlacer` only drops constraints, so on every state
+    // OCS-vClos reaches it places every job OCS-vClos places, and it
+    // releases exactly the spine ports the state's jobs hold.
+    let mut checked = 0;
+    for seed in [17, 19] {
+        random_walk(Policy::OcsVclos, seed, |st, job| {
+            let mut o = OcsVclosPlacer::with_state(st.clone());
+            let mut b = bound::CountingPlacer::with_state(st.clone());
+            let relaxed = matches!(b.place(job).unwrap(), Outcome::Placed(_));
+            match o.place(job).unwrap() {
+                Outcome::Placed(d) => {
+                    assert!(relaxed, "{d:#?}");
+                    checked += u32::from(d.touches_network());
+                }
+                Outcome::Blocked(_) => {}
+            }
+            for d in st.decisions() {
+                b.release(&d.job).unwrap();
+            }
+            b.release(&job.id).ok();
+            let ports: usize = st.topology().spines.iter().map(|s| s.ports.len()).sum();
+            assert_eq!(b.free.iter().sum::<u32>() as usize, ports);
+        });
+    }
+    assert!(checked > 30, "only {checked} network placements checked");
+}
+
+#[test]
 fn ocs_vclos_never_splits_a_job_that_fits_one_leaf() {
     let mut local_cases = 0;
     random_walk(Policy::OcsVclos, 5, |st, job| {
