@@ -76,13 +76,7 @@ fn filled(policy: Policy, topo: Arc<Topology>, rng: &mut Rng) -> (Box<dyn Placer
             let n = SIZES[rng.below(SIZES.len() as u64) as usize];
             let id = job(next);
             next += 1;
-            match p
-                .place(&JobRequest {
-                    id: id.clone(),
-                    gpus: n,
-                })
-                .expect("place")
-            {
+            match p.place(&JobRequest::new(id.clone(), n)).expect("place") {
                 Outcome::Placed(d) => {
                     used += d.gpus.len() as u32;
                     live.push((id, d.gpus.len() as u32));
@@ -107,12 +101,7 @@ fn probe(p: &mut Box<dyn Placer + Send>, rng: &mut Rng, id: &JobId) -> (Duration
     let n = PROBES[rng.below(PROBES.len() as u64) as usize];
     let c0 = ThreadTime::now();
     let t0 = Instant::now();
-    let out = p
-        .place(&JobRequest {
-            id: id.clone(),
-            gpus: n,
-        })
-        .expect("place");
+    let out = p.place(&JobRequest::new(id.clone(), n)).expect("place");
     let dt = t0.elapsed();
     let cpu = c0.elapsed();
     let placed = matches!(out, Outcome::Placed(_));

@@ -62,10 +62,7 @@ fn main() {
         }
         while head < next {
             let j = &trace[head];
-            let req = JobRequest {
-                id: j.id.clone(),
-                gpus: j.gpus,
-            };
+            let req = JobRequest::new(j.id.clone(), j.gpus);
             match p.place(&req).unwrap() {
                 Outcome::Placed(_) => {
                     if let Some((since, cause)) = blocked_since.take() {
@@ -102,10 +99,10 @@ fn main() {
                                             Box::new(placement::VclosPlacer::with_state(st.clone()))
                                         }
                                     };
-                                    let r = JobRequest {
-                                        id: JobId::new("probe").unwrap(),
-                                        gpus: (k + extra) * t,
-                                    };
+                                    let r = JobRequest::new(
+                                        JobId::new("probe").unwrap(),
+                                        (k + extra) * t,
+                                    );
                                     if matches!(c.place(&r), Ok(Outcome::Placed(_))) {
                                         acc.rescue[extra as usize] += 1;
                                         break;

@@ -76,7 +76,7 @@ fn place(
         Policy::OcsVclos
     };
     let mut placer = placement::placer_on(policy, state, Rounding { round_up })?;
-    match placer.place(&JobRequest { id, gpus })? {
+    match placer.place(&JobRequest::new(id, gpus))? {
         Outcome::Placed(d) => Ok(std::sync::Arc::unwrap_or_clone(d)),
         Outcome::Blocked(Blocked::Gpu) => {
             bail!("job `{job}` cannot be placed now: not enough free GPUs / idle servers")

@@ -472,10 +472,7 @@ impl Fabric {
             }));
         }
         let mut placer = placement::placer_on(self.policy, self.state.clone(), self.rounding)?;
-        let req = JobRequest {
-            id: job.clone(),
-            gpus,
-        };
+        let req = JobRequest::new(job.clone(), gpus);
         match placer.place(&req)? {
             placement::Outcome::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
             placement::Outcome::Blocked(b) => Err(JobsError::Blocked {

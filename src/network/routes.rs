@@ -49,6 +49,16 @@ use crate::trace::Collective;
 /// A directed fabric link.
 pub type LinkId = u32;
 
+/// The directed links one flow crosses: one or two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path([LinkId; 2], u8);
+
+impl Path {
+    pub fn links(&self) -> &[LinkId] {
+        &self.0[..usize::from(self.1)]
+    }
+}
+
 /// How flows are routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Routing {
@@ -70,7 +80,7 @@ impl Routing {
             Policy::Vclos | Policy::OcsVclos | Policy::Sr => Routing::Decision,
             Policy::Best => Routing::None,
             Policy::Ecmp => Routing::Ecmp { seed },
-            Policy::BalancedEcmp => Routing::Balanced,
+            Policy::BalancedEcmp | Policy::Titan => Routing::Balanced,
         }
     }
 }
@@ -215,6 +225,12 @@ pub struct Router {
     fabric: Fabric,
     routing: Routing,
     load: Vec<f64>,
+    /// [`Routing::Balanced`] only: every equal-cost path from leaf `a` to
+    /// leaf `b` at `a * leaves + b`, in the order the least-loaded choice
+    /// scans them (uplinks in order, then each spine's links down), built
+    /// once: scanning the uplinks and their spines per flow was most of a
+    /// balanced replay (an all-to-all job of 256 GPUs has 63 000 flows).
+    paths: Vec<Vec<Path>>,
 }
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
@@ -230,11 +246,38 @@ impl Router {
     pub fn new(topo: &Topology, routing: Routing) -> Self {
         let fabric = Fabric::new(topo);
         let load = vec![0.0; fabric.links];
-        Router {
+        let mut r = Router {
             fabric,
             routing,
             load,
+            paths: Vec::new(),
+        };
+        if routing == Routing::Balanced {
+            let n = topo.leaves.len() as u32;
+            r.paths = (0..n)
+                .flat_map(|a| (0..n).map(move |b| (LeafId(a), LeafId(b))))
+                .map(|(a, b)| r.equal_cost(a, b))
+                .collect();
         }
+        r
+    }
+
+    /// Every path from leaf `from` to leaf `to` (as cabled and patched).
+    fn equal_cost(&self, from: LeafId, to: LeafId) -> Vec<Path> {
+        let f = &self.fabric;
+        let mut out = Vec::new();
+        for (u, far) in self.candidates(from, to) {
+            let up = f.out_of(from, u);
+            match far {
+                Far::Leaf(..) => out.push(Path([up, 0], 1)),
+                Far::Spine(s) => {
+                    if let Some(ds) = f.down.get(&(s, to)) {
+                        out.extend(ds.iter().map(|&d| Path([up, f.into(to, d)], 2)));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Directed links (capacities are indexed by [`LinkId`]).
@@ -253,22 +296,46 @@ impl Router {
         collective: Collective,
     ) -> Result<Class, Unknown> {
         let placed = self.resolve(d)?;
-        let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
         let own = match self.routing {
             Routing::Decision => self.own(d),
             _ => Own::default(),
         };
+        Ok(self.route_placed(key, &placed, &own, collective).0)
+    }
+
+    /// [`Router::route`] for GPUs given as (server, leaf, server port) in
+    /// rank order, with no routing of their own (every policy but
+    /// [`Routing::Decision`]); also each flow with the links it crosses.
+    pub fn route_gpus(
+        &mut self,
+        key: u64,
+        placed: &[(ServerId, LeafId, u16)],
+        collective: Collective,
+    ) -> (Class, Vec<(traffic::Flow, Path)>) {
+        self.route_placed(key, placed, &Own::default(), collective)
+    }
+
+    fn route_placed(
+        &mut self,
+        key: u64,
+        placed: &[(ServerId, LeafId, u16)],
+        own: &Own,
+        collective: Collective,
+    ) -> (Class, Vec<(traffic::Flow, Path)>) {
+        let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
         let mut per_link: HashMap<LinkId, f64> = HashMap::new();
+        let mut paths = Vec::new();
         for f in traffic::flows(collective, &servers) {
             let (src, dst) = (placed[f.src as usize], placed[f.dst as usize]);
             if src.1 == dst.1 {
                 continue; // switched inside the leaf
             }
             let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
-            if let Some((links, n)) = self.path(&own, (src.1, src.2), (dst.1, dst.2), h, f.weight) {
-                for &l in &links[..usize::from(n)] {
+            if let Some(path) = self.path(own, (src.1, src.2), (dst.1, dst.2), h, f.weight) {
+                for &l in path.links() {
                     *per_link.entry(l).or_insert(0.0) += f.weight;
                 }
+                paths.push((f, path));
             }
         }
         let mut links: Vec<(usize, f64)> =
@@ -278,7 +345,19 @@ impl Router {
         if self.routing != Routing::Balanced {
             self.add(&class, 1.0);
         }
-        Ok(class)
+        (class, paths)
+    }
+
+    /// The link loads now, to [`Router::restore`] after a trial route.
+    pub fn loads(&self) -> Vec<f64> {
+        self.load.clone()
+    }
+
+    /// Put back the loads [`Router::loads`] returned, exactly (a trial
+    /// route and its unroute could leave float residue that tips a later
+    /// least-loaded choice the other way).
+    pub fn restore(&mut self, loads: Vec<f64>) {
+        self.load = loads;
     }
 
     /// Forget a routed job's load.
@@ -369,7 +448,7 @@ impl Router {
         to: (LeafId, u16),
         h: u64,
         weight: f64,
-    ) -> Option<([LinkId; 2], u8)> {
+    ) -> Option<Path> {
         let f = &self.fabric;
         match self.routing {
             Routing::None => None,
@@ -402,11 +481,11 @@ impl Router {
         far: Far,
         (to, port): (LeafId, u16),
         h: u64,
-    ) -> Option<([LinkId; 2], u8)> {
+    ) -> Option<Path> {
         let f = &self.fabric;
         let up = f.out_of(from, u);
         match far {
-            Far::Leaf(l2, _) if l2 == to => Some(([up, 0], 1)),
+            Far::Leaf(l2, _) if l2 == to => Some(Path([up, 0], 1)),
             Far::Leaf(..) => None,
             Far::Spine(s) => {
                 let d = match own.down.get(&(s, to)).filter(|d| !d.is_empty()) {
@@ -422,7 +501,7 @@ impl Router {
                         downs[(h % downs.len() as u64) as usize]
                     }
                 };
-                Some(([up, f.into(to, d)], 2))
+                Some(Path([up, f.into(to, d)], 2))
             }
         }
     }
@@ -443,7 +522,7 @@ impl Router {
             .collect()
     }
 
-    fn ecmp(&self, from: LeafId, to: LeafId, h: u64) -> Option<([LinkId; 2], u8)> {
+    fn ecmp(&self, from: LeafId, to: LeafId, h: u64) -> Option<Path> {
         let c = self.candidates(from, to);
         if c.is_empty() {
             return None;
@@ -454,29 +533,22 @@ impl Router {
         self.via(&Own::default(), from, u, far, (to, 0), mix(h))
     }
 
-    fn balanced(&mut self, from: LeafId, to: LeafId, weight: f64) -> Option<([LinkId; 2], u8)> {
-        let f = &self.fabric;
-        let mut best: Option<(f64, ([LinkId; 2], u8))> = None;
-        for (u, far) in self.candidates(from, to) {
-            let up = f.out_of(from, u);
-            let paths: Vec<([LinkId; 2], u8)> = match far {
-                Far::Leaf(..) => vec![([up, 0], 1)],
-                Far::Spine(s) => f.down.get(&(s, to)).map_or(Vec::new(), |ds| {
-                    ds.iter().map(|&d| ([up, f.into(to, d)], 2)).collect()
-                }),
-            };
-            for p in paths {
-                let busiest = p.0[..usize::from(p.1)]
-                    .iter()
-                    .map(|&l| self.load[l as usize])
-                    .fold(0.0, f64::max);
-                if best.is_none_or(|(b, _)| busiest < b) {
-                    best = Some((busiest, p));
-                }
+    fn balanced(&mut self, from: LeafId, to: LeafId, weight: f64) -> Option<Path> {
+        let n = self.fabric.leaves.len();
+        let paths = &self.paths[from.index() * n + to.index()];
+        let mut best: Option<(f64, Path)> = None;
+        for &p in paths {
+            let busiest = p
+                .links()
+                .iter()
+                .map(|&l| self.load[l as usize])
+                .fold(0.0, f64::max);
+            if best.is_none_or(|(b, _)| busiest < b) {
+                best = Some((busiest, p));
             }
         }
         let (_, p) = best?;
-        for &l in &p.0[..usize::from(p.1)] {
+        for &l in p.links() {
             self.load[l as usize] += weight;
         }
         Some(p)
@@ -503,7 +575,7 @@ mod tests {
             .enumerate()
             .map(|(i, &gpus)| {
                 let id = JobId::new(format!("j{i}")).unwrap();
-                match p.place(&JobRequest { id, gpus }).unwrap() {
+                match p.place(&JobRequest::new(id, gpus)).unwrap() {
                     Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
                     Outcome::Blocked(b) => panic!("job {i} ({gpus} GPUs) blocked: {b:?}"),
                 }
@@ -662,7 +734,7 @@ mod ocs_tests {
         let mut out = Vec::new();
         for (i, gpus) in sizes.into_iter().cycle().take(60).enumerate() {
             let id = JobId::new(format!("j{i}")).unwrap();
-            if let Outcome::Placed(d) = p.place(&JobRequest { id, gpus }).unwrap() {
+            if let Outcome::Placed(d) = p.place(&JobRequest::new(id, gpus)).unwrap() {
                 let mut per: HashMap<(&str, &str), usize> = HashMap::new();
                 for l in &d.vclos.links {
                     *per.entry((&*l.leaf, &*l.peer)).or_default() += 1;

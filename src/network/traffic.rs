@@ -41,13 +41,21 @@ use crate::topology::ServerId;
 
 use super::super::trace::Collective;
 
-/// One flow: GPU indices into the job's GPU list, and its weight.
+/// One flow: GPU indices into the job's GPU list, its weight (the share
+/// of its NIC's line rate it averages over the whole communication), its
+/// phase and its rate during that phase (module doc).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Flow {
     pub src: u32,
     pub dst: u32,
     pub weight: f64,
+    pub phase: u16,
+    pub rate: f64,
 }
+
+/// The hd fold's phases: the extra servers' send, and the result's return.
+const FOLD_SEND: u16 = u16::MAX - 1;
+const FOLD_RETURN: u16 = u16::MAX;
 
 /// The job's servers in first-appearance order, each with the indices of
 /// its GPUs (in the job's GPU list) in order: the rails.
@@ -82,10 +90,23 @@ pub fn flows(collective: Collective, gpus: &[ServerId]) -> Vec<Flow> {
     }
 }
 
-/// Per rail, `a`'s GPU to `b`'s GPU with `weight` (where both have it).
-fn rails(servers: &[Vec<u32>], a: usize, b: usize, weight: f64, out: &mut Vec<Flow>) {
+/// Per rail, `a`'s GPU to `b`'s GPU with `weight`, in `phase` at rate 1
+/// (where both have the rail).
+fn rails(
+    servers: &[Vec<u32>],
+    (a, b): (usize, usize),
+    weight: f64,
+    phase: u16,
+    out: &mut Vec<Flow>,
+) {
     for (&src, &dst) in servers[a].iter().zip(&servers[b]) {
-        out.push(Flow { src, dst, weight });
+        out.push(Flow {
+            src,
+            dst,
+            weight,
+            phase,
+            rate: 1.0,
+        });
     }
 }
 
@@ -105,6 +126,8 @@ fn ring(servers: &[Vec<u32>]) -> Vec<Flow> {
                 src,
                 dst,
                 weight: 1.0,
+                phase: 0,
+                rate: 1.0,
             });
         }
     }
@@ -120,15 +143,16 @@ fn hd(servers: &[Vec<u32>]) -> Vec<Flow> {
     let mut d = p / 2;
     while d >= 1 {
         let w = (2.0 * d as f64 / p as f64) / total;
+        let phase = d.trailing_zeros() as u16;
         for i in 0..p {
-            rails(servers, i, i ^ d, w, &mut out);
+            rails(servers, (i, i ^ d), w, phase, &mut out);
         }
         d /= 2;
     }
     for e in p..m {
         let partner = e - p;
-        rails(servers, e, partner, 1.0 / total, &mut out);
-        rails(servers, partner, e, 1.0 / total, &mut out);
+        rails(servers, (e, partner), 1.0 / total, FOLD_SEND, &mut out);
+        rails(servers, (partner, e), 1.0 / total, FOLD_RETURN, &mut out);
     }
     out
 }
@@ -147,7 +171,13 @@ fn alltoall(servers: &[Vec<u32>]) -> Vec<Flow> {
             }
             for &src in from {
                 for &dst in to {
-                    out.push(Flow { src, dst, weight });
+                    out.push(Flow {
+                        src,
+                        dst,
+                        weight,
+                        phase: 0,
+                        rate: weight,
+                    });
                 }
             }
         }
@@ -233,6 +263,37 @@ mod tests {
         let (out, inn) = nic_load(&f);
         for g in 0..12 {
             assert!((out[&g] - 1.0).abs() < 1e-12 && (inn[&g] - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn phases_run_each_nic_at_most_at_line_rate_and_merge_back_to_the_weights() {
+        // Whole and uneven servers, powers of two and not.
+        let mut uneven = job(5, 4);
+        uneven.extend([ServerId(9), ServerId(9), ServerId(10)]);
+        for g in [job(4, 2), job(5, 2), job(8, 1), job(3, 4), uneven] {
+            for c in Collective::ALL {
+                let f = flows(c, &g);
+                // Within a phase every GPU sends and receives at most 1.
+                let mut by: HashMap<(u16, u32, bool), f64> = HashMap::new();
+                for x in &f {
+                    *by.entry((x.phase, x.src, true)).or_insert(0.0) += x.rate;
+                    *by.entry((x.phase, x.dst, false)).or_insert(0.0) += x.rate;
+                }
+                assert!(by.values().all(|&r| r <= 1.0 + 1e-12), "{c}: {by:?}");
+                // A phase's share of the time is the same for all its flows
+                // (weight / rate), and the shares add up to 1.
+                let mut share: HashMap<u16, f64> = HashMap::new();
+                for x in &f {
+                    let s = x.weight / x.rate;
+                    let seen = *share.entry(x.phase).or_insert(s);
+                    assert!((seen - s).abs() < 1e-12, "{c}: phase {}", x.phase);
+                }
+                if !f.is_empty() {
+                    let total: f64 = share.values().sum();
+                    assert!((total - 1.0).abs() < 1e-12, "{c}: shares {share:?}");
+                }
+            }
         }
     }
 

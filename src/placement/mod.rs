@@ -19,6 +19,7 @@ pub mod sizing;
 mod stage3;
 #[cfg(test)]
 mod tests;
+pub mod titan;
 mod vclos;
 mod view;
 
@@ -32,6 +33,7 @@ use crate::decision::Decision;
 use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::Topology;
+use crate::trace::Collective;
 
 pub use baseline::{BestPlacer, SrPlacer};
 #[doc(hidden)]
@@ -39,6 +41,7 @@ pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
 pub use sizing::Rounding;
 use sizing::{Probe, Sizes};
+pub use titan::TitanPlacer;
 pub use vclos::VclosPlacer;
 
 /// A job asking for GPUs.
@@ -46,6 +49,19 @@ pub use vclos::VclosPlacer;
 pub struct JobRequest {
     pub id: JobId,
     pub gpus: u32,
+    /// Its collective, for policies that place by traffic (`titan`;
+    /// `None`: [`titan::DEFAULT_COLLECTIVE`]); the others ignore it.
+    pub collective: Option<Collective>,
+}
+
+impl JobRequest {
+    pub fn new(id: JobId, gpus: u32) -> Self {
+        JobRequest {
+            id,
+            gpus,
+            collective: None,
+        }
+    }
 }
 
 /// Why a job could not be placed now (it may fit later).
@@ -53,7 +69,9 @@ pub struct JobRequest {
 pub enum Blocked {
     /// Not enough free GPUs / idle servers to meet locality.
     Gpu,
-    /// Enough idle servers, but no network resources for an isolated slice.
+    /// Enough idle servers, but no network resources for an isolated slice
+    /// (`titan`: enough free GPUs, but no placement keeps every phase
+    /// within its links).
     Network,
 }
 
@@ -130,16 +148,21 @@ pub enum Policy {
     /// `best`'s GPUs, every flow on the least-loaded equal-cost path when
     /// it starts (paper Section 9.3, "Balanced ECMP").
     BalancedEcmp,
+    /// Titan (seed 002): partly used servers first (fewest idle servers,
+    /// then fewest servers), no phase of any job over a link; routed as
+    /// `balanced-ecmp`.
+    Titan,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 6] = [
+    pub const ALL: [Policy; 7] = [
         Policy::Vclos,
         Policy::OcsVclos,
         Policy::Best,
         Policy::Sr,
         Policy::Ecmp,
         Policy::BalancedEcmp,
+        Policy::Titan,
     ];
 
     pub fn name(self) -> &'static str {
@@ -150,6 +173,7 @@ impl Policy {
             Policy::Sr => "sr",
             Policy::Ecmp => "ecmp",
             Policy::BalancedEcmp => "balanced-ecmp",
+            Policy::Titan => "titan",
         }
     }
 
@@ -169,7 +193,7 @@ impl fmt::Display for Policy {
 /// An unknown policy name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "unknown placement policy `{0}` (expected vclos, ocs-vclos, best, sr, ecmp or balanced-ecmp)"
+    "unknown placement policy `{0}` (expected vclos, ocs-vclos, best, sr, ecmp, balanced-ecmp or titan)"
 )]
 pub struct UnknownPolicy(pub String);
 
@@ -213,6 +237,7 @@ pub fn placer_on(
         Policy::Ecmp => Box::new(BestPlacer::with_state(state).named("ecmp")),
         Policy::BalancedEcmp => Box::new(BestPlacer::with_state(state).named("balanced-ecmp")),
         Policy::Sr => Box::new(SrPlacer::with_state(state)),
+        Policy::Titan => Box::new(TitanPlacer::with_state(state)),
     })
 }
 

@@ -13,10 +13,7 @@ use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId};
 use crate::topology::generate::uniform_topology as topo;
 
 fn req(id: &str, gpus: u32) -> JobRequest {
-    JobRequest {
-        id: JobId::new(id).unwrap(),
-        gpus,
-    }
+    JobRequest::new(JobId::new(id).unwrap(), gpus)
 }
 
 fn placed(o: Outcome) -> Decision {

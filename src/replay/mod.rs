@@ -221,6 +221,7 @@ impl Run<'_> {
             let request = JobRequest {
                 id: job.id.clone(),
                 gpus: job.gpus,
+                collective: Some(job.workload.collective),
             };
             let t0 = Instant::now();
             let outcome = self.placer.place(&request);

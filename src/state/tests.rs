@@ -397,12 +397,7 @@ fn run_sequence(policy: Policy, topo: Arc<Topology>, ops: &[(bool, u32, usize)])
         } else {
             let job = JobId::new(format!("j{i}")).unwrap();
             let before = pl.fabric().unwrap().clone();
-            let out = pl
-                .place(&JobRequest {
-                    id: job.clone(),
-                    gpus: size,
-                })
-                .unwrap();
+            let out = pl.place(&JobRequest::new(job.clone(), size)).unwrap();
             let after = pl.fabric().unwrap();
             match out {
                 Outcome::Placed(d) => {
@@ -681,10 +676,7 @@ fn long_lists_in_errors_are_cut() {
     // An engine decision (12 servers, 3 leaves) relabelled.
     let topo = generated(4, 8, 2, 0);
     let mut pl = placer(Policy::Vclos, topo.clone()).unwrap();
-    let job = JobRequest {
-        id: JobId::new("big").unwrap(),
-        gpus: 24,
-    };
+    let job = JobRequest::new(JobId::new("big").unwrap(), 24);
     let Outcome::Placed(d) = pl.place(&job).unwrap() else {
         panic!("not placed");
     };

@@ -373,7 +373,7 @@ fn parallel_link_decision(stage: crate::decision::Stage) -> (Topology, Decision)
         .enumerate()
     {
         let id = crate::names::JobId::new(format!("j{i}")).unwrap();
-        if let Outcome::Placed(d) = p.place(&JobRequest { id, gpus }).unwrap() {
+        if let Outcome::Placed(d) = p.place(&JobRequest::new(id, gpus)).unwrap() {
             let mut per: BTreeMap<(&str, &str), usize> = BTreeMap::new();
             for l in &d.vclos.links {
                 *per.entry((&*l.leaf, &*l.peer)).or_default() += 1;
