@@ -231,6 +231,10 @@ pub struct Router {
     /// once: scanning the uplinks and their spines per flow was most of a
     /// balanced replay (an all-to-all job of 256 GPUs has 63 000 flows).
     paths: Vec<Vec<Path>>,
+    /// Scratch of [`Router::route_placed`]: per link, the weight of the
+    /// job being routed, and the links it touched.
+    sum: Vec<f64>,
+    touched: Vec<u32>,
 }
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
@@ -247,6 +251,8 @@ impl Router {
         let fabric = Fabric::new(topo);
         let load = vec![0.0; fabric.links];
         let mut r = Router {
+            sum: vec![0.0; fabric.links],
+            touched: Vec::new(),
             fabric,
             routing,
             load,
@@ -300,19 +306,24 @@ impl Router {
             Routing::Decision => self.own(d),
             _ => Own::default(),
         };
-        Ok(self.route_placed(key, &placed, &own, collective).0)
+        let class = self.route_placed(key, &placed, &own, collective, &mut |_, _| true);
+        Ok(class.unwrap_or(Class { links: vec![] }))
     }
 
     /// [`Router::route`] for GPUs given as (server, leaf, server port) in
     /// rank order, with no routing of their own (every policy but
-    /// [`Routing::Decision`]); also each flow with the links it crosses.
+    /// [`Routing::Decision`]). `admit` sees each flow with its path as it
+    /// is routed; when it answers `false` routing stops and `None` is
+    /// returned, with the flows routed so far still counted in the loads
+    /// (restore them with [`Router::loads`] / [`Router::restore`]).
     pub fn route_gpus(
         &mut self,
         key: u64,
         placed: &[(ServerId, LeafId, u16)],
         collective: Collective,
-    ) -> (Class, Vec<(traffic::Flow, Path)>) {
-        self.route_placed(key, placed, &Own::default(), collective)
+        admit: &mut dyn FnMut(&traffic::Flow, &Path) -> bool,
+    ) -> Option<Class> {
+        self.route_placed(key, placed, &Own::default(), collective, admit)
     }
 
     fn route_placed(
@@ -321,10 +332,10 @@ impl Router {
         placed: &[(ServerId, LeafId, u16)],
         own: &Own,
         collective: Collective,
-    ) -> (Class, Vec<(traffic::Flow, Path)>) {
+        admit: &mut dyn FnMut(&traffic::Flow, &Path) -> bool,
+    ) -> Option<Class> {
         let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
-        let mut per_link: HashMap<LinkId, f64> = HashMap::new();
-        let mut paths = Vec::new();
+        let mut stopped = false;
         for f in traffic::flows(collective, &servers) {
             let (src, dst) = (placed[f.src as usize], placed[f.dst as usize]);
             if src.1 == dst.1 {
@@ -333,19 +344,31 @@ impl Router {
             let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
             if let Some(path) = self.path(own, (src.1, src.2), (dst.1, dst.2), h, f.weight) {
                 for &l in path.links() {
-                    *per_link.entry(l).or_insert(0.0) += f.weight;
+                    if self.sum[l as usize] == 0.0 {
+                        self.touched.push(l);
+                    }
+                    self.sum[l as usize] += f.weight;
                 }
-                paths.push((f, path));
+                if !admit(&f, &path) {
+                    stopped = true;
+                    break;
+                }
             }
         }
-        let mut links: Vec<(usize, f64)> =
-            per_link.into_iter().map(|(l, w)| (l as usize, w)).collect();
-        links.sort_by_key(|&(l, _)| l);
+        self.touched.sort_unstable();
+        let links: Vec<(usize, f64)> = self
+            .touched
+            .drain(..)
+            .map(|l| (l as usize, std::mem::take(&mut self.sum[l as usize])))
+            .collect();
+        if stopped {
+            return None;
+        }
         let class = Class { links };
         if self.routing != Routing::Balanced {
             self.add(&class, 1.0);
         }
-        (class, paths)
+        Some(class)
     }
 
     /// The link loads now, to [`Router::restore`] after a trial route.
@@ -545,6 +568,9 @@ impl Router {
                 .fold(0.0, f64::max);
             if best.is_none_or(|(b, _)| busiest < b) {
                 best = Some((busiest, p));
+                if busiest <= 0.0 {
+                    break; // idle: nothing can be less loaded
+                }
             }
         }
         let (_, p) = best?;

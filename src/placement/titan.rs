@@ -67,7 +67,8 @@ use super::{commit, precheck, release_held, Blocked, JobRequest, Outcome, Placem
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::network::fairshare::Class;
-use crate::network::routes::{Router, Routing};
+use crate::network::routes::{Path, Router, Routing};
+use crate::network::traffic::Flow;
 use crate::state::FabricState;
 use crate::topology::{LeafId, ServerId, Topology};
 use crate::trace::Collective;
@@ -88,6 +89,10 @@ pub struct TitanPlacer {
     /// Per directed link, the held jobs' peaks added up.
     peak: Vec<f64>,
     held: HashMap<JobId, Held>,
+    /// Scratch of [`TitanPlacer::route`]: the routed job's rate per (link,
+    /// phase), and the entries it touched.
+    phase_sum: Vec<f64>,
+    touched: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +117,8 @@ impl TitanPlacer {
         let twin = Router::new(&topo, Routing::Balanced);
         let mut p = TitanPlacer {
             peak: vec![0.0; twin.links()],
+            phase_sum: vec![0.0; twin.links() * PHASES],
+            touched: Vec::new(),
             twin,
             held: HashMap::new(),
             state: state.ideal_network(),
@@ -123,15 +130,23 @@ impl TitanPlacer {
             .map(|d| (d.job.clone(), gpus_of(&topo, d)))
             .collect();
         for (job, gpus) in held {
-            let (class, peaks) = p.route(&gpus, DEFAULT_COLLECTIVE);
-            p.hold(job, class, peaks);
+            if let Some((class, peaks)) = p.route(&gpus, DEFAULT_COLLECTIVE, false) {
+                p.hold(job, class, peaks);
+            }
         }
         p
     }
 
     /// Route `gpus` (rank order) on the twin; its class and its peak per
-    /// link.
-    fn route(&mut self, gpus: &[(ServerId, u16)], c: Collective) -> (Class, Vec<(usize, f64)>) {
+    /// link. With `check`, routing stops (`None`) at the first flow that
+    /// takes a link past its line rate in its phase, given the held jobs'
+    /// peaks: a refused candidate costs only the flows up to there.
+    fn route(
+        &mut self,
+        gpus: &[(ServerId, u16)],
+        c: Collective,
+        check: bool,
+    ) -> Option<(Class, Vec<(usize, f64)>)> {
         let topo = Arc::clone(self.state.topology());
         let placed: Vec<_> = gpus
             .iter()
@@ -140,21 +155,31 @@ impl TitanPlacer {
                 (s, srv.leaf, srv.ports[usize::from(g)])
             })
             .collect();
-        let (class, paths) = self.twin.route_gpus(0, &placed, c);
-        let mut by: HashMap<(u32, u16), f64> = HashMap::new();
-        for (f, path) in &paths {
-            for &l in path.links() {
-                *by.entry((l, f.phase)).or_insert(0.0) += f.rate;
+        // Rate per (link, phase) of this job, in `phase_sum[l * PHASES + p]`.
+        let (peak, sums, touched) = (&self.peak, &mut self.phase_sum, &mut self.touched);
+        let mut admit = |f: &Flow, path: &Path| {
+            let p = dense_phase(f.phase);
+            path.links().iter().all(|&l| {
+                let i = l as usize * PHASES + p;
+                if sums[i] == 0.0 {
+                    touched.push(i);
+                }
+                sums[i] += f.rate;
+                !check || peak[l as usize] + sums[i] <= 1.0 + SLACK
+            })
+        };
+        let class = self.twin.route_gpus(0, &placed, c, &mut admit);
+        // Each touched link's peak over its phases; the scratch is cleared.
+        self.touched.sort_unstable();
+        let mut peaks: Vec<(usize, f64)> = Vec::new();
+        for i in self.touched.drain(..) {
+            let (l, r) = (i / PHASES, std::mem::take(&mut self.phase_sum[i]));
+            match peaks.last_mut() {
+                Some((last, p)) if *last == l => *p = p.max(r),
+                _ => peaks.push((l, r)),
             }
         }
-        let mut peaks: HashMap<usize, f64> = HashMap::new();
-        for ((l, _), r) in by {
-            let p = peaks.entry(l as usize).or_insert(0.0);
-            *p = p.max(r);
-        }
-        let mut peaks: Vec<(usize, f64)> = peaks.into_iter().collect();
-        peaks.sort_by_key(|&(l, _)| l);
-        (class, peaks)
+        Some((class?, peaks))
     }
 
     fn hold(&mut self, job: JobId, class: Class, peaks: Vec<(usize, f64)>) {
@@ -173,20 +198,30 @@ impl TitanPlacer {
     }
 
     /// Do `gpus` keep every link within its line rate? If so they stay
-    /// routed on the twin and their peaks are returned.
+    /// routed on the twin and their class and peaks are returned.
     fn fits(
         &mut self,
         gpus: &[(ServerId, u16)],
         c: Collective,
     ) -> Option<(Class, Vec<(usize, f64)>)> {
         let before = self.twin.loads();
-        let (class, peaks) = self.route(gpus, c);
-        if peaks.iter().all(|&(l, p)| self.peak[l] + p <= 1.0 + SLACK) {
-            Some((class, peaks))
-        } else {
+        let routed = self.route(gpus, c, true);
+        if routed.is_none() {
             self.twin.restore(before);
-            None
         }
+        routed
+    }
+}
+
+/// Phases tracked per link: hd's distances `2^0 ..= 2^13` and its fold's
+/// send and return (`traffic`'s phase numbers).
+const PHASES: usize = 16;
+
+fn dense_phase(phase: u16) -> usize {
+    match phase {
+        u16::MAX => PHASES - 1,
+        p if p == u16::MAX - 1 => PHASES - 2,
+        p => usize::from(p).min(PHASES - 3),
     }
 }
 
