@@ -39,7 +39,8 @@ use std::sync::Arc;
 use super::plan::Plan;
 use super::sizing::{Probe, Rounding, Sizes};
 use super::{
-    local, place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer,
+    local, place_staged, release_held, shapes, take_first, JobRequest, Outcome, PlacementError,
+    Placer,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -157,23 +158,6 @@ fn several(
         servers_of(st, vleaves.into_iter().map(|(n, a)| (n, a * d))),
         ports,
     ))
-}
-
-/// Greedily take `(item, up to its count)` until `need` is met.
-fn take_first<T>(items: impl IntoIterator<Item = (T, u32)>, need: u32) -> Option<Vec<(T, u32)>> {
-    let mut out = Vec::new();
-    let mut left = need;
-    for (x, most) in items {
-        if left == 0 {
-            break;
-        }
-        let take = most.min(left);
-        if take > 0 {
-            out.push((x, take));
-            left -= take;
-        }
-    }
-    (left == 0).then_some(out)
 }
 
 /// The first `r` idle servers of each `(leaf, r)`.

@@ -407,6 +407,25 @@ pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// Greedily take `(item, up to its count)` in order until `need` is met;
+/// `None` when the items run out first.
+pub(crate) fn take_first<T>(
+    items: impl IntoIterator<Item = (T, u32)>,
+    need: u32,
+) -> Option<Vec<(T, u32)>> {
+    let mut out = Vec::new();
+    let mut left = need;
+    for (x, most) in items {
+        if left == 0 {
+            break;
+        }
+        let take = most.min(left);
+        out.push((x, take));
+        left -= take;
+    }
+    (left == 0).then_some(out)
+}
+
 /// Tiny deterministic PRNG (xorshift) for the placement unit tests.
 #[cfg(test)]
 pub(crate) struct Rng(pub u64);

@@ -57,7 +57,7 @@ use super::{first_idle, spine_order, Pools, STAGE3_TRIES};
 use crate::decision::Stage;
 use crate::placement::plan::Plan;
 use crate::placement::view::{LinkView, OcsView};
-use crate::placement::{local, shapes, vclos};
+use crate::placement::{local, shapes, take_first, vclos};
 use crate::state::FabricState;
 use crate::topology::{LeafId, SpineId};
 
@@ -109,22 +109,6 @@ fn windows(cand: &[(LeafId, u32)], l: u32) -> Vec<Vec<(LeafId, u32)>> {
 /// The first `l` virtual leaves of `cand` (leaf, how many it can host).
 fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
     take_first(cand.iter().copied(), l)
-}
-
-/// Greedily take `(item, up to its count)` in order until `need` is met;
-/// `None` when the items run out first.
-fn take_first<T>(items: impl IntoIterator<Item = (T, u32)>, need: u32) -> Option<Vec<(T, u32)>> {
-    let mut out = Vec::new();
-    let mut left = need;
-    for (x, most) in items {
-        if left == 0 {
-            break;
-        }
-        let take = most.min(left);
-        out.push((x, take));
-        left -= take;
-    }
-    (left == 0).then_some(out)
 }
 
 /// Diagnostic only (`examples/ocs_rescue.rs`): can Stage 3 place `gpus`
