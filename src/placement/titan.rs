@@ -324,8 +324,8 @@ fn counts(n: u32, t: u16, idle: &[ServerId], partial: &[(u16, ServerId)]) -> Pic
 }
 
 impl TitanPlacer {
-    /// The candidates of the module doc, best first; `None` entries are
-    /// candidates that do not exist on this state.
+    /// The candidates of the module doc that exist on this state, best
+    /// first (only the first when it is a one-leaf optimum).
     fn candidates(&self, n: u32, free: &Free) -> Vec<Pick> {
         let topo = self.state.topology();
         let t = u32::from(free.t);
