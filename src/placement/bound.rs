@@ -39,7 +39,7 @@ use std::sync::Arc;
 use super::plan::Plan;
 use super::sizing::{Probe, Rounding, Sizes};
 use super::{
-    local, place_staged, release_held, shapes, take_first, JobRequest, Outcome, PlacementError,
+    local, ocs_shapes, place_staged, release_held, take_first, JobRequest, Outcome, PlacementError,
     Placer,
 };
 use crate::decision::{Decision, Stage};
@@ -124,14 +124,7 @@ fn counting(st: &FabricState, free: &[u32], k: u32) -> Option<Booking> {
         let take = take_first(leaves.iter().map(|&n| (n, st.idle_servers(n))), k)?;
         return Some((servers_of(st, take.into_iter()), vec![(m, k * t)]));
     }
-    let max_s = topo
-        .leaves
-        .iter()
-        .map(|l| l.uplinks.len())
-        .max()
-        .unwrap_or(0) as u32;
-    let most_l = topo.leaves.len() as u32 * max_s / t;
-    shapes(k, t, most_l, max_s)
+    ocs_shapes(topo, k)
         .into_iter()
         .find_map(|(l, s)| several(st, free, &leaves, k / l, (l, s)))
 }

@@ -426,6 +426,20 @@ pub(crate) fn take_first<T>(
     (left == 0).then_some(out)
 }
 
+/// The Stage 3 shapes of OCS-vClos for `k` servers: a leaf may host
+/// several virtual leaves (A.3), so `l` goes up to every leaf's uplinks
+/// over `T`, and `s` up to a leaf's uplinks (one per slot).
+pub(crate) fn ocs_shapes(topo: &Topology, k: u32) -> Vec<(u32, u32)> {
+    let t = u32::from(topo.gpus_per_server);
+    let max_up = topo
+        .leaves
+        .iter()
+        .map(|l| l.uplinks.len())
+        .max()
+        .unwrap_or(0) as u32;
+    shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up)
+}
+
 /// Tiny deterministic PRNG (xorshift) for the placement unit tests.
 #[cfg(test)]
 pub(crate) struct Rng(pub u64);

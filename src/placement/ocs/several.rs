@@ -57,7 +57,7 @@ use super::{first_idle, spine_order, Pools, STAGE3_TRIES};
 use crate::decision::Stage;
 use crate::placement::plan::Plan;
 use crate::placement::view::{LinkView, OcsView};
-use crate::placement::{local, shapes, take_first, vclos};
+use crate::placement::{local, ocs_shapes, take_first, vclos};
 use crate::state::FabricState;
 use crate::topology::{LeafId, SpineId};
 
@@ -152,15 +152,9 @@ fn several_spines_with(
 ) -> Option<Plan> {
     let topo = st.topology();
     let t = u32::from(topo.gpus_per_server);
-    let max_up = topo
-        .leaves
-        .iter()
-        .map(|l| l.uplinks.len())
-        .max()
-        .unwrap_or(0) as u32;
     // (shape, candidate leaves) of every shape with enough of them.
     let mut tried = Vec::new();
-    for (l, s) in shapes(k, t, topo.leaves.len() as u32 * max_up / t, max_up) {
+    for (l, s) in ocs_shapes(topo, k) {
         let per_vleaf = s / t;
         // (leaf, virtual leaves it can host), fewest idle servers first.
         let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
