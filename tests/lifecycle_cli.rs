@@ -493,3 +493,68 @@ fn a_size_without_a_slice_shape_is_rounded_up_and_says_so() {
         text(&o)
     );
 }
+
+#[test]
+fn partial_servers_configure_a_slice_on_partly_used_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve(dir.path(), &[]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Eight 3-GPU jobs: one per server (stage 0), one GPU of each free.
+    for i in 1..=8 {
+        let id = format!("h{i}");
+        let o = vclos(
+            &topo,
+            &state,
+            &["job", "submit", "--id", &id, "--gpus", "3"],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let submit = |extra: &[&str]| {
+        let mut args = vec!["job", "submit", "--id", "p", "--gpus", "8"];
+        args.extend_from_slice(extra);
+        vclos(&topo, &state, &args)
+    };
+    // Whole servers: none is idle.
+    let o = submit(&[]);
+    assert!(
+        !o.status.success() && text(&o).contains("cannot be placed now"),
+        "{}",
+        text(&o)
+    );
+    // Partial servers: the free GPU of every server, isolated on the
+    // devices (leaf source routes, OCS circuits), verified from their
+    // running configurations.
+    let o = submit(&["--partial-servers", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vclos(&topo, &state, &["job", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "p")
+        .unwrap_or_else(|| panic!("{jobs}"));
+    let gpus = p["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 8, "{p}");
+    let servers: std::collections::HashSet<_> = gpus.iter().map(|g| &g["server"]).collect();
+    assert_eq!(servers.len(), 8, "one GPU on each server: {p}");
+    assert_eq!(p["source_routes"].as_array().unwrap().len(), 8, "{p}");
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vclos(&topo, &state, &["status"]);
+    assert!(
+        o.status.success() && text(&o).contains("in sync"),
+        "{}",
+        text(&o)
+    );
+    let o = vclos(&topo, &state, &["job", "release", "--id", "p"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vclos(&topo, &state, &["status"]);
+    assert!(
+        o.status.success() && text(&o).contains("in sync"),
+        "{}",
+        text(&o)
+    );
+}

@@ -35,6 +35,33 @@ pub struct FabricArgs {
     pub wait: u64,
 }
 
+/// How the engine may shape a job (`--round-up`, `--partial-servers`):
+/// shared by `job submit`, `plan` and `replay`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SlicingArgs {
+    /// vclos / ocs-vclos: when no slice of the job's size is free now,
+    /// take up to this many more whole servers if that has one, holding
+    /// their GPUs idle (reported as reserved idle GPUs); 0 (default) waits
+    /// or refuses instead.
+    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
+    pub round_up: u32,
+    /// A job beyond one server takes exactly its GPUs, free GPUs on partly
+    /// used servers first, instead of whole idle servers; each GPU still
+    /// gets its own server port and uplink (isolation unchanged). Every
+    /// policy but titan (which always does).
+    #[arg(long)]
+    pub partial_servers: bool,
+}
+
+impl SlicingArgs {
+    pub fn options(self) -> vclos::placement::SliceOptions {
+        vclos::placement::SliceOptions {
+            round_up: self.round_up,
+            partial_servers: self.partial_servers,
+        }
+    }
+}
+
 impl FabricArgs {
     /// Load without touching any device or taking the state lock.
     pub fn load(&self) -> Result<Fabric> {

@@ -32,11 +32,8 @@ pub struct SubmitArgs {
     dry_run: bool,
     #[arg(long)]
     json: bool,
-    /// When no slice of the job's size is free now, take up to this many
-    /// more whole servers if that has one, holding their GPUs idle (shown
-    /// in the plan as reserved idle GPUs); 0 (default) refuses instead.
-    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
-    round_up: u32,
+    #[command(flatten)]
+    slicing: super::fabric::SlicingArgs,
 }
 
 #[derive(Debug, Args)]
@@ -61,11 +58,9 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
     match cmd {
         JobCmd::Submit(a) => {
             let id = JobId::new(a.id.as_str())?;
-            let rounding = vclos::placement::Rounding {
-                round_up: a.round_up,
-            };
+            let slicing = a.slicing.options();
             if a.dry_run {
-                let f = a.fabric.load()?.with_rounding(rounding);
+                let f = a.fabric.load()?.with_slicing(slicing);
                 super::fabric::warn_pending(f.dir(), "this plan")?;
                 let plan = f.plan_submit(&id, a.gpus)?;
                 if a.json {
@@ -82,7 +77,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                     .fabric
                     .open("job submit", Some(&id))
                     .await?
-                    .with_rounding(rounding);
+                    .with_slicing(slicing);
                 let plan = f.plan_submit(&id, a.gpus)?;
                 let report = f.apply(&plan, &Bars::new()).await?;
                 f.shutdown().await;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use vclos::decision::Decision;
 use vclos::diff::colorize;
 use vclos::names::JobId;
-use vclos::placement::{self, Blocked, JobRequest, Outcome, Policy, Rounding};
+use vclos::placement::{self, Blocked, JobRequest, Outcome, Policy, SliceOptions};
 use vclos::plan::{self, Action, Plan};
 use vclos::state::{store, FabricState};
 use vclos::topology;
@@ -40,10 +40,9 @@ pub struct PlanArgs {
     /// Admit a hand-written decision (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     decision: Option<PathBuf>,
-    /// With --submit: when no slice of a job's size is free, take up to
-    /// this many more whole servers if that has one (reserved idle GPUs).
-    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
-    round_up: u32,
+    /// With --submit: how the engine may shape a job.
+    #[command(flatten)]
+    slicing: super::fabric::SlicingArgs,
     /// Print the plan as JSON.
     #[arg(long)]
     json: bool,
@@ -64,7 +63,7 @@ fn place(
     topo: &Arc<topology::Topology>,
     held: &[Decision],
     spec: &str,
-    round_up: u32,
+    slicing: SliceOptions,
 ) -> Result<Decision> {
     let (id, gpus) = super::apply::parse_submit(spec)?;
     vclos::intent::name::check_job_id(topo, &id)?;
@@ -75,7 +74,7 @@ fn place(
     } else {
         Policy::OcsVclos
     };
-    let mut placer = placement::placer_on(policy, state, Rounding { round_up })?;
+    let mut placer = placement::placer_on(policy, state, slicing)?;
     match placer.place(&JobRequest::new(id, gpus))? {
         Outcome::Placed(d) => Ok(std::sync::Arc::unwrap_or_clone(d)),
         Outcome::Blocked(Blocked::Gpu) => {
@@ -106,7 +105,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     } else if let Some(path) = &args.decision {
         Action::Admit(read_decision(path)?)
     } else if let Some(spec) = args.submit.first() {
-        Action::Admit(place(&topo, &held, spec, args.round_up)?)
+        Action::Admit(place(&topo, &held, spec, args.slicing.options())?)
     } else {
         bail!("one of --submit, --release, --decision is required")
     };
@@ -132,7 +131,7 @@ fn submit_several(
 ) -> Result<ExitCode> {
     let mut plans = Vec::new();
     for (i, spec) in args.submit.iter().enumerate() {
-        let d = place(topo, &held, spec, args.round_up)?;
+        let d = place(topo, &held, spec, args.slicing.options())?;
         // Saved running configurations describe the devices before the first job only.
         let none = plan::Running::new();
         let p = plan::plan(

@@ -89,7 +89,7 @@ use crate::controller::{
 use crate::decision::Decision;
 use crate::intent::{self, FabricIntent};
 use crate::names::JobId;
-use crate::placement::{self, Blocked, JobRequest, Policy, Rounding};
+use crate::placement::{self, Blocked, JobRequest, Policy, SliceOptions};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
 use crate::state::lock::{self, Holder, StateLock};
 use crate::state::{store, FabricState};
@@ -110,7 +110,7 @@ pub struct Fabric {
     /// The session pool behind `factory`, when [`Fabric::load`] made one.
     pool: Option<Arc<SessionPool>>,
     policy: Policy,
-    rounding: Rounding,
+    slicing: SliceOptions,
     /// How transactions are run.
     pub options: ApplyOptions,
     /// Bound on reading one device (recovery, reconcile, status).
@@ -324,7 +324,7 @@ impl Fabric {
             factory,
             pool: None,
             policy,
-            rounding: Rounding::default(),
+            slicing: SliceOptions::default(),
             options: ApplyOptions::default(),
             read_timeout: Duration::from_secs(30),
             wait: lock::DEFAULT_WAIT,
@@ -406,9 +406,10 @@ impl Fabric {
         self
     }
 
-    /// Let the engine round jobs up (`--round-up`, [`placement::sizing`]).
-    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
-        self.rounding = rounding;
+    /// Let the engine round jobs up (`--round-up`, [`placement::sizing`])
+    /// or take partly used servers (`--partial-servers`).
+    pub fn with_slicing(mut self, slicing: SliceOptions) -> Self {
+        self.slicing = slicing;
         self
     }
 
@@ -471,7 +472,7 @@ impl Fabric {
                     .into(),
             }));
         }
-        let mut placer = placement::placer_on(self.policy, self.state.clone(), self.rounding)?;
+        let mut placer = placement::placer_on(self.policy, self.state.clone(), self.slicing)?;
         let req = JobRequest::new(job.clone(), gpus);
         match placer.place(&req)? {
             placement::Outcome::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),

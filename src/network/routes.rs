@@ -655,6 +655,56 @@ mod tests {
     }
 
     #[test]
+    fn partial_server_slices_share_no_link_with_other_jobs() {
+        // 8 leaves x 4 servers x 2 GPUs, 8 spines; GPU 0 of every server
+        // held, so only partial-server slices exist (issue 15, item 2).
+        use crate::decision::{GpuRef, Stage, VirtualClos};
+        use crate::placement::{placer_on, SliceOptions};
+        use crate::state::FabricState;
+        let topo = uniform_topology(8, 8, 2, 0);
+        let mut st = FabricState::new(topo.clone());
+        for (i, s) in topo.servers.iter().enumerate() {
+            st.admit(&Decision {
+                requested_gpus: None,
+                job: JobId::new(format!("one{i}")).unwrap(),
+                stage: Stage::Server,
+                gpus: vec![GpuRef {
+                    server: s.name.clone(),
+                    gpu: 0,
+                }],
+                vclos: VirtualClos::default(),
+                source_routes: vec![],
+            })
+            .unwrap();
+        }
+        let partial = SliceOptions {
+            partial_servers: true,
+            ..SliceOptions::default()
+        };
+        let mut p = placer_on(Policy::Vclos, st, partial).unwrap();
+        let ds: Vec<Decision> = [8u32, 6, 12]
+            .iter()
+            .enumerate()
+            .map(|(i, &gpus)| {
+                let id = JobId::new(format!("j{i}")).unwrap();
+                match p.place(&JobRequest::new(id, gpus)).unwrap() {
+                    Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
+                    Outcome::Blocked(b) => panic!("job {i} ({gpus} GPUs) blocked: {b:?}"),
+                }
+            })
+            .collect();
+        assert!(ds.iter().all(|d| d.touches_network()));
+        for c in Collective::ALL {
+            let mut r = Router::new(&topo, Routing::Decision);
+            let (all, on) = route_all(&mut r, &ds, c);
+            assert!(on.values().all(|jobs| jobs.len() == 1), "{c}: {on:?}");
+            // One GPU per server: rails line up leaf by leaf, so the
+            // slices run at full rate as whole-server ones do.
+            assert!(lambdas(&r, &all).iter().all(|&x| x == 1.0), "{c}");
+        }
+    }
+
+    #[test]
     fn source_routing_without_isolation_shares_links_and_slows_jobs() {
         let topo = uniform_topology(8, 8, 2, 0);
         let ds = placed(Policy::Sr, &topo, &[12, 20, 8, 16]);

@@ -3,7 +3,9 @@
 //! * `best`: an ideal non-blocking fabric. Only GPUs and locality matter:
 //!   stages 0 and 1 as vClos, otherwise any `ceil(N/T)` whole idle servers
 //!   (leaves with the fewest idle servers first). Decisions have no network
-//!   part.
+//!   part. With partial servers (`--partial-servers`) a job whole servers
+//!   cannot hold now takes exactly `N` free GPUs instead ([`Grain::Gpus`]):
+//!   the ideal fabric under the same rule as `vclos --partial-servers`.
 //! * `sr`: source routing without isolation. GPUs are chosen as for `best`;
 //!   every server port of a multi-leaf job is routed to a FIXED uplink (the
 //!   uplink with the same index as the server port, modulo the uplinks),
@@ -22,18 +24,32 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::{
-    commit, local, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer,
+    commit, local, precheck, release_held, take_first, Blocked, JobRequest, Outcome,
+    PlacementError, Placer, SliceOptions,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
-use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+use crate::topology::{LeafId, PortRef, SpineId, Topology};
 
-/// GPUs under locality only: stage 0, stage 1, else whole idle servers
-/// anywhere (leaves with the fewest idle servers first).
-fn gpus_only(st: &FabricState, gpus: u32) -> Result<Plan, Blocked> {
+/// GPUs under locality only, with the first of `grains` that has them.
+fn gpus_only(st: &FabricState, grains: &[Grain], gpus: u32) -> Result<Plan, Blocked> {
+    let mut last = Err(Blocked::Gpu);
+    for &grain in grains {
+        last = gpus_with(st, grain, gpus);
+        if last.is_ok() {
+            break;
+        }
+    }
+    last
+}
+
+/// Stage 0, stage 1, else `grain`'s free units anywhere (whole idle
+/// servers by default; leaves with the fewest free units first).
+fn gpus_with(st: &FabricState, grain: Grain, gpus: u32) -> Result<Plan, Blocked> {
     let topo = st.topology();
     let t = u32::from(topo.gpus_per_server);
     if gpus <= t {
@@ -41,30 +57,22 @@ fn gpus_only(st: &FabricState, gpus: u32) -> Result<Plan, Blocked> {
             .map(|g| Plan::local(Stage::Server, g))
             .ok_or(Blocked::Gpu);
     }
-    let k = local::servers_needed(gpus, t);
-    if let Some((_, servers)) = local::stage1(st, k) {
-        return Ok(Plan::local(
-            Stage::Leaf,
-            local::whole(&servers, topo.gpus_per_server),
-        ));
+    let k = grain.needed(topo, gpus);
+    if let Some(g) = local::stage1(st, grain, k) {
+        return Ok(Plan::local(Stage::Leaf, g));
     }
-    let mut leaves: Vec<LeafId> = (0..topo.leaves.len() as u32)
+    let mut leaves: Vec<(u32, LeafId)> = (0..topo.leaves.len() as u32)
         .map(LeafId)
-        .filter(|&l| st.idle_servers(l) > 0)
+        .map(|l| (grain.free(st, l), l))
+        .filter(|&(f, _)| f > 0)
         .collect();
-    leaves.sort_by_key(|&l| (st.idle_servers(l), l));
-    let servers: Vec<ServerId> = leaves
-        .iter()
-        .flat_map(|&l| st.idle_server_ids(l))
-        .take(k as usize)
+    leaves.sort_unstable();
+    let take = take_first(leaves.into_iter().map(|(f, l)| (l, f)), k).ok_or(Blocked::Gpu)?;
+    let gpus = take
+        .into_iter()
+        .flat_map(|(l, n)| grain.take(st, l, n))
         .collect();
-    if servers.len() < k as usize {
-        return Err(Blocked::Gpu);
-    }
-    Ok(Plan::local(
-        Stage::Manual,
-        local::whole(&servers, topo.gpus_per_server),
-    ))
+    Ok(Plan::local(Stage::Manual, gpus))
 }
 
 /// The ideal-fabric baseline.
@@ -73,6 +81,7 @@ pub struct BestPlacer {
     state: FabricState,
     /// `best`, or the ECMP policy placing GPUs the same way.
     name: &'static str,
+    grains: &'static [Grain],
 }
 
 impl BestPlacer {
@@ -84,7 +93,14 @@ impl BestPlacer {
         BestPlacer {
             state: state.ideal_network(),
             name: "best",
+            grains: &[Grain::Servers],
         }
+    }
+
+    /// With partial servers ([`SliceOptions::grains`]).
+    pub fn with_options(mut self, options: SliceOptions) -> Self {
+        self.grains = options.grains();
+        self
     }
 
     /// The same placement under another policy's name (`ecmp` and
@@ -101,7 +117,7 @@ impl Placer for BestPlacer {
     }
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         precheck(&self.state, job)?;
-        match gpus_only(&self.state, job.gpus) {
+        match gpus_only(&self.state, self.grains, job.gpus) {
             Ok(plan) => commit(&mut self.state, self.name, job, &plan),
             Err(b) => Ok(Outcome::Blocked(b)),
         }
@@ -120,6 +136,7 @@ pub struct SrPlacer {
     state: FabricState,
     /// Full decisions (with shared links), by job.
     full: HashMap<JobId, Decision>,
+    grains: &'static [Grain],
 }
 
 impl SrPlacer {
@@ -135,7 +152,17 @@ impl SrPlacer {
             .into_iter()
             .map(|d| (d.job.clone(), d.clone()))
             .collect();
-        SrPlacer { state, full }
+        SrPlacer {
+            state,
+            full,
+            grains: &[Grain::Servers],
+        }
+    }
+
+    /// With partial servers ([`SliceOptions::grains`]).
+    pub fn with_options(mut self, options: SliceOptions) -> Self {
+        self.grains = options.grains();
+        self
     }
 }
 
@@ -202,7 +229,7 @@ impl Placer for SrPlacer {
     }
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         precheck(&self.state, job)?;
-        let mut plan = match gpus_only(&self.state, job.gpus) {
+        let mut plan = match gpus_only(&self.state, self.grains, job.gpus) {
             Ok(p) => p,
             Err(b) => return Ok(Outcome::Blocked(b)),
         };

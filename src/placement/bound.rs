@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::plan::Plan;
-use super::sizing::{Probe, Rounding, Sizes};
+use super::sizing::{Probe, Sizes};
 use super::{
     local, ocs_shapes, place_staged, release_held, take_first, JobRequest, Outcome, PlacementError,
     Placer,
@@ -124,7 +124,7 @@ fn counting(st: &FabricState, free: &[u32], k: u32) -> Option<Booking> {
         let take = take_first(leaves.iter().map(|&n| (n, st.idle_servers(n))), k)?;
         return Some((servers_of(st, take.into_iter()), vec![(m, k * t)]));
     }
-    ocs_shapes(topo, k)
+    ocs_shapes(topo, k, u32::from(topo.gpus_per_server))
         .into_iter()
         .find_map(|(l, s)| several(st, free, &leaves, k / l, (l, s)))
 }
@@ -173,13 +173,15 @@ impl Placer for CountingPlacer {
         let mut ports = Vec::new();
         // Sizes with no slice even on the empty fabric run one size up,
         // decided by the same counting (as the engine, `super::sizing`).
-        let mut probe =
-            |st: &FabricState, gpus: u32| match counting(st, &full, local::servers_needed(gpus, t))
-            {
-                Some(_) => Probe::Yes,
-                None => Probe::No,
-            };
-        let mut network = |st: &FabricState, gpus: u32| {
+        let mut probe = |st: &FabricState, _: super::Grain, gpus: u32| match counting(
+            st,
+            &full,
+            local::servers_needed(gpus, t),
+        ) {
+            Some(_) => Probe::Yes,
+            None => Probe::No,
+        };
+        let mut network = |st: &FabricState, _: super::Grain, gpus: u32| {
             let (servers, p) = counting(st, free, local::servers_needed(gpus, t))?;
             ports = p;
             Some(Plan::local(Stage::Manual, local::whole(&servers, t as u16)))
@@ -188,7 +190,7 @@ impl Placer for CountingPlacer {
             &mut self.state,
             "counting-bound",
             job,
-            (Rounding::default(), &mut self.sizes),
+            (super::SliceOptions::default(), &mut self.sizes),
             &mut network,
             &mut probe,
         )?;

@@ -36,10 +36,10 @@ use crate::topology::Topology;
 use crate::trace::Collective;
 
 pub use baseline::{BestPlacer, SrPlacer};
+pub use local::Grain;
 #[doc(hidden)]
 pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
-pub use sizing::Rounding;
 use sizing::{Probe, Sizes};
 pub use titan::TitanPlacer;
 pub use vclos::VclosPlacer;
@@ -207,23 +207,49 @@ impl FromStr for Policy {
     }
 }
 
+/// How a placer may shape a job beyond its own size and whole servers
+/// (`--round-up`, `--partial-servers`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SliceOptions {
+    /// Whole servers a blocked job may grow by to find a free slice
+    /// ([`sizing`]; vClos and OCS-vClos; 0: never, the paper's engine).
+    pub round_up: u32,
+    /// Take free GPUs on partly used servers instead of whole idle servers
+    /// ([`local`] module doc; issue 15 item 2). Applies to every policy
+    /// that places by whole servers (all but `titan`, which always takes
+    /// GPUs).
+    pub partial_servers: bool,
+}
+
+impl SliceOptions {
+    /// The grains a job is tried with, in order: whole servers, then (with
+    /// partial servers) GPUs ([`local`] module doc for why in that order).
+    pub fn grains(self) -> &'static [Grain] {
+        if self.partial_servers {
+            &[Grain::Servers, Grain::Gpus]
+        } else {
+            &[Grain::Servers]
+        }
+    }
+}
+
 /// Build the placer for `policy` on an empty `topology`.
 pub fn placer(
     policy: Policy,
     topology: Arc<Topology>,
 ) -> Result<Box<dyn Placer + Send>, PlacementError> {
-    placer_on(policy, FabricState::new(topology), Rounding::default())
+    placer_on(policy, FabricState::new(topology), SliceOptions::default())
 }
 
-/// Build the placer for `policy` continuing from `state`, rounding jobs up
-/// as `rounding` allows ([`sizing`]; the baselines never need to).
+/// Build the placer for `policy` continuing from `state`, shaping jobs as
+/// `options` allow ([`sizing`] and [`local`]).
 pub fn placer_on(
     policy: Policy,
     state: FabricState,
-    rounding: Rounding,
+    options: SliceOptions,
 ) -> Result<Box<dyn Placer + Send>, PlacementError> {
     Ok(match policy {
-        Policy::Vclos => Box::new(VclosPlacer::with_state(state).with_rounding(rounding)),
+        Policy::Vclos => Box::new(VclosPlacer::with_state(state).with_options(options)),
         Policy::OcsVclos => {
             if state.topology().ocs.is_empty() {
                 return Err(PlacementError::NoOcs {
@@ -231,12 +257,14 @@ pub fn placer_on(
                     topology: state.topology().name.clone(),
                 });
             }
-            Box::new(OcsVclosPlacer::with_state(state).with_rounding(rounding))
+            Box::new(OcsVclosPlacer::with_state(state).with_options(options))
         }
-        Policy::Best => Box::new(BestPlacer::with_state(state)),
-        Policy::Ecmp => Box::new(BestPlacer::with_state(state).named("ecmp")),
-        Policy::BalancedEcmp => Box::new(BestPlacer::with_state(state).named("balanced-ecmp")),
-        Policy::Sr => Box::new(SrPlacer::with_state(state)),
+        Policy::Best | Policy::Ecmp | Policy::BalancedEcmp => Box::new(
+            BestPlacer::with_state(state)
+                .named(policy.name())
+                .with_options(options),
+        ),
+        Policy::Sr => Box::new(SrPlacer::with_state(state).with_options(options)),
         Policy::Titan => Box::new(TitanPlacer::with_state(state)),
     })
 }
@@ -260,73 +288,101 @@ pub(crate) fn precheck(state: &FabricState, job: &JobRequest) -> Result<(), Plac
     Ok(())
 }
 
-/// The vClos and OCS-vClos placement skeleton: shared checks, the size to
-/// place at ([`sizing`]), stages 0-1, then `network` (the policy's
-/// multi-leaf stages), then admission. `probe` is `network` on the empty
-/// fabric, saying whether its search was cut off.
+/// The vClos and OCS-vClos placement skeleton: shared checks, then per
+/// grain `options` allows ([`SliceOptions::grains`]) the size to place at
+/// ([`sizing`]), stages 0-1, `network` (the policy's multi-leaf stages)
+/// and admission; the first grain that places the job wins. `probe` is
+/// `network` on the empty fabric, saying whether its search was cut off.
 pub(crate) fn place_staged(
     state: &mut FabricState,
     policy: &'static str,
     job: &JobRequest,
-    (rounding, sizes): (Rounding, &mut Sizes),
-    network: &mut dyn FnMut(&FabricState, u32) -> Option<plan::Plan>,
-    probe: &mut dyn FnMut(&FabricState, u32) -> Probe,
+    (options, sizes): (SliceOptions, &mut Sizes),
+    network: &mut dyn FnMut(&FabricState, Grain, u32) -> Option<plan::Plan>,
+    probe: &mut dyn FnMut(&FabricState, Grain, u32) -> Probe,
 ) -> Result<Outcome, PlacementError> {
     precheck(state, job)?;
-    let t = u32::from(state.topology().gpus_per_server);
+    let grains = options.grains();
+    let mut last = Err(PlacementError::NoShape {
+        job: job.id.clone(),
+        gpus: job.gpus,
+        policy,
+    });
+    for &grain in grains {
+        let plan = match place_grain(state, job, (options, grain, sizes), network, probe) {
+            Ok(Ok(plan)) => plan,
+            Ok(Err(b)) => {
+                last = Ok(Outcome::Blocked(b));
+                continue;
+            }
+            Err(PlacementError::NoShape { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        return commit(state, policy, job, &plan);
+    }
+    last
+}
+
+/// [`place_staged`] with one grain: the plan, or why not now.
+fn place_grain(
+    state: &FabricState,
+    job: &JobRequest,
+    (options, grain, sizes): (SliceOptions, Grain, &mut Sizes),
+    network: &mut dyn FnMut(&FabricState, Grain, u32) -> Option<plan::Plan>,
+    probe: &mut dyn FnMut(&FabricState, Grain, u32) -> Probe,
+) -> Result<Result<plan::Plan, Blocked>, PlacementError> {
     let topology = Arc::clone(state.topology());
-    let Sizes { verdicts, empty } = sizes;
+    let unit = grain.size(&topology);
+    let (verdicts, empty) = sizes.for_grain(grain);
     let mut empty = EmptyProbe {
         topology: &topology,
+        grain,
         empty,
         network: probe,
     };
-    let own = match local::servers_needed(job.gpus, t) {
+    let own = match grain.needed(&topology, job.gpus) {
         0 => job.gpus,
         k => {
-            let most = state.topology().servers.len() as u32;
-            match verdicts.covering(k, most, &mut |c| empty.probe(c * t)) {
+            let most = grain.total(&topology);
+            match verdicts.covering(k, most, &mut |c| empty.probe(c * unit)) {
                 Some(c) if c == k => job.gpus,
-                Some(c) => c * t,
+                Some(c) => c * unit,
                 None => {
                     return Err(PlacementError::NoShape {
                         job: job.id.clone(),
                         gpus: job.gpus,
-                        policy,
-                    })
+                        policy: "",
+                    });
                 }
             }
         }
     };
-    let plan = match place_local(state, own) {
-        Err(b) => return Ok(Outcome::Blocked(b)),
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            let found = network(state, own).or_else(|| {
-                // `--round-up`: a few more whole servers, if that has a
-                // free slice now (sizing module doc).
-                let servers = own.div_ceil(t);
-                let idle = local::idle_total(state);
-                (servers + 1..=servers.saturating_add(rounding.round_up))
-                    .take_while(|&c| c <= idle)
-                    .filter(|&c| verdicts.has_slice(c, &mut |c| empty.probe(c * t)))
-                    .find_map(|c| network(state, c * t))
-            });
-            match found {
-                Some(p) => p,
-                None => return Ok(Outcome::Blocked(Blocked::Network)),
-            }
-        }
-    };
-    commit(state, policy, job, &plan)
+    Ok(match place_local(state, grain, own) {
+        Err(b) => Err(b),
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => network(state, grain, own)
+            .or_else(|| {
+                // `--round-up`: a few more whole servers' worth, if that
+                // has a free slice now (sizing module doc).
+                let units = own.div_ceil(unit);
+                let more = options.round_up * (u32::from(topology.gpus_per_server) / unit);
+                let free = grain.free_total(state);
+                (units + 1..=units.saturating_add(more))
+                    .take_while(|&c| c <= free)
+                    .filter(|&c| verdicts.has_slice(c, &mut |c| empty.probe(c * unit)))
+                    .find_map(|c| network(state, grain, c * unit))
+            })
+            .ok_or(Blocked::Network),
+    })
 }
 
 /// The staged placement on the empty fabric (kept in [`Sizes`], built on
 /// first use), for [`Sizes`]: does a size have a slice at all?
 struct EmptyProbe<'a> {
     topology: &'a Arc<Topology>,
+    grain: Grain,
     empty: &'a mut Option<FabricState>,
-    network: &'a mut dyn FnMut(&FabricState, u32) -> Probe,
+    network: &'a mut dyn FnMut(&FabricState, Grain, u32) -> Probe,
 }
 
 impl EmptyProbe<'_> {
@@ -335,10 +391,10 @@ impl EmptyProbe<'_> {
         let empty = self
             .empty
             .get_or_insert_with(|| FabricState::new(Arc::clone(topo)));
-        match place_local(empty, gpus) {
+        match place_local(empty, self.grain, gpus) {
             Ok(Some(_)) => Probe::Yes,
             Err(_) => Probe::No,
-            Ok(None) => (self.network)(empty, gpus),
+            Ok(None) => (self.network)(empty, self.grain, gpus),
         }
     }
 }
@@ -375,28 +431,32 @@ pub(crate) fn release_held(
 
 /// Stages 0 and 1 (shared by vClos and OCS-vClos): `Ok(Some)` when placed
 /// locally, `Ok(None)` when the job needs a network slice, or the block.
-pub(crate) fn place_local(state: &FabricState, gpus: u32) -> Result<Option<plan::Plan>, Blocked> {
+pub(crate) fn place_local(
+    state: &FabricState,
+    grain: Grain,
+    gpus: u32,
+) -> Result<Option<plan::Plan>, Blocked> {
     use crate::decision::Stage;
-    let t = u32::from(state.topology().gpus_per_server);
-    if gpus <= t {
+    let topo = state.topology();
+    if gpus <= u32::from(topo.gpus_per_server) {
         return local::stage0(state, gpus)
             .map(|g| Some(plan::Plan::local(Stage::Server, g)))
             .ok_or(Blocked::Gpu);
     }
-    let k = local::servers_needed(gpus, t);
-    if let Some((_, servers)) = local::stage1(state, k) {
-        let gpus = local::whole(&servers, state.topology().gpus_per_server);
+    let k = grain.needed(topo, gpus);
+    if let Some(gpus) = local::stage1(state, grain, k) {
         return Ok(Some(plan::Plan::local(Stage::Leaf, gpus)));
     }
-    if local::idle_total(state) < k {
+    if grain.free_total(state) < k {
         return Err(Blocked::Gpu);
     }
     Ok(None)
 }
 
-/// The virtual Clos shapes `(l, s)` for a job of `k` whole servers, in the
-/// paper's preference order (Algorithm 3): fewest leaves (largest `s`)
-/// first. `s` is a multiple of `T` (whole servers per leaf), `l * s = k * T`,
+/// The virtual Clos shapes `(l, s)` for a job of `k` units of `t` GPUs
+/// (whole servers, or single GPUs with partial servers), in the paper's
+/// preference order (Algorithm 3): fewest leaves (largest `s`) first. `s`
+/// is a multiple of `t` (whole units per leaf), `l * s = k * t`,
 /// `2 <= l <= leaves` and `s <= max_s` (spines / uplinks reachable).
 pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
     (1..=k)
@@ -426,11 +486,10 @@ pub(crate) fn take_first<T>(
     (left == 0).then_some(out)
 }
 
-/// The Stage 3 shapes of OCS-vClos for `k` servers: a leaf may host
-/// several virtual leaves (A.3), so `l` goes up to every leaf's uplinks
-/// over `T`, and `s` up to a leaf's uplinks (one per slot).
-pub(crate) fn ocs_shapes(topo: &Topology, k: u32) -> Vec<(u32, u32)> {
-    let t = u32::from(topo.gpus_per_server);
+/// The Stage 3 shapes of OCS-vClos for `k` units of `t` GPUs: a leaf may
+/// host several virtual leaves (A.3), so `l` goes up to every leaf's
+/// uplinks over `t`, and `s` up to a leaf's uplinks (one per slot).
+pub(crate) fn ocs_shapes(topo: &Topology, k: u32, t: u32) -> Vec<(u32, u32)> {
     let max_up = topo
         .leaves
         .iter()

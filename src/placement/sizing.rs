@@ -23,7 +23,7 @@
 //!    counts as "has a slice" (the job keeps its size and waits). If no
 //!    size up to the whole fabric has a slice, the job is refused
 //!    ([`super::PlacementError::NoShape`]).
-//! 2. **`round_up`** ([`Rounding`], `--round-up SERVERS`; 0 by default, the
+//! 2. **`round_up`** ([`super::SliceOptions`], `--round-up SERVERS`; 0 by default, the
 //!    paper's behaviour): when the job's size has no FREE slice now, up to
 //!    that many more whole servers may be taken, the first larger size with
 //!    a free slice wins. It trades idle GPUs for waiting: under FIFO a
@@ -33,14 +33,6 @@
 use std::collections::HashMap;
 
 use crate::state::FabricState;
-
-/// How far the engine may round a job up beyond its own size when no slice
-/// of that size is free now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Rounding {
-    /// Whole servers beyond the job's size (0: never; the paper's engine).
-    pub round_up: u32,
-}
 
 /// What the empty fabric says about one size (probe result).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +49,27 @@ pub enum Probe {
 /// first use) and their verdicts.
 #[derive(Debug, Clone, Default)]
 pub struct Sizes {
-    pub(crate) verdicts: Verdicts,
-    pub(crate) empty: Option<FabricState>,
+    /// Per grain ([`super::Grain`]: whole servers, GPUs).
+    verdicts: [Verdicts; 2],
+    empty: Option<FabricState>,
 }
 
-/// Memoised empty-fabric verdicts, by size in whole servers.
+impl Sizes {
+    /// The verdicts of `grain` and the shared empty fabric.
+    pub(crate) fn for_grain(
+        &mut self,
+        grain: super::Grain,
+    ) -> (&mut Verdicts, &mut Option<FabricState>) {
+        let i = match grain {
+            super::Grain::Servers => 0,
+            super::Grain::Gpus => 1,
+        };
+        (&mut self.verdicts[i], &mut self.empty)
+    }
+}
+
+/// Memoised empty-fabric verdicts, by size in units of the placer's
+/// [`super::Grain`] (whole servers, or GPUs with partial servers).
 #[derive(Debug, Clone, Default)]
 pub struct Verdicts {
     has_slice: HashMap<u32, bool>,

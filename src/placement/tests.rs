@@ -432,7 +432,7 @@ fn ocs_vclos_never_splits_a_job_that_fits_one_leaf() {
     random_walk(Policy::OcsVclos, 5, |st, job| {
         let per = u32::from(st.topology().gpus_per_server);
         let k = local::servers_needed(job.gpus, per);
-        let fits_leaf = k > 0 && local::stage1(st, k).is_some();
+        let fits_leaf = k > 0 && local::stage1(st, Grain::Servers, k).is_some();
         let fits_server = k == 0 && local::stage0(st, job.gpus).is_some();
         if fits_leaf || fits_server {
             local_cases += 1;
@@ -565,7 +565,8 @@ fn stage2_solver_matches_brute_force_on_random_fabrics() {
         for l in 2..=leaves as usize {
             for s in (2..=spines as usize).step_by(2) {
                 let want = brute_exists(&st, l, s);
-                let got = vclos::find_slice(&st, &view, (l, s), 50, u64::MAX).unwrap();
+                let got =
+                    vclos::find_slice(&st, Grain::Servers, &view, (l, s), 50, u64::MAX).unwrap();
                 cases += 1;
                 assert_eq!(got.is_some(), want, "round {round} l={l} s={s}");
                 if let Some(plan) = got {
@@ -692,7 +693,7 @@ fn ocs_vclos_blocks_for_the_network_only_when_brute_force_finds_no_slice() {
                 multi_leaf += u32::from(d.vclos.leaves.len() > 1);
                 return;
             }
-            if local::idle_total(st) < k || local::stage1(st, k).is_some() {
+            if Grain::Servers.free_total(st) < k || local::stage1(st, Grain::Servers, k).is_some() {
                 return;
             }
             blocked += 1;
@@ -776,7 +777,10 @@ fn round_up_takes_a_larger_free_slice_only_when_allowed() {
         strict.place(&req("j", 12)).unwrap(),
         Outcome::Blocked(Blocked::Network)
     );
-    let mut p = VclosPlacer::new(testbed()).with_rounding(Rounding { round_up: 1 });
+    let mut p = VclosPlacer::new(testbed()).with_options(SliceOptions {
+        round_up: 1,
+        ..SliceOptions::default()
+    });
     fill(&mut p);
     let d = placed(p.place(&req("j", 12)).unwrap());
     assert_eq!((d.gpus.len(), d.requested_gpus), (16, Some(12)));
@@ -800,5 +804,124 @@ fn every_policy_records_what_the_job_asked_for() {
             assert_eq!(d.requested_gpus, Some(gpus), "{policy}");
             assert!(d.gpus.len() as u32 >= gpus, "{policy}");
         }
+    }
+}
+
+/// A fabric of `topo` where every server has exactly one GPU held (by a
+/// one-GPU job), so no server is idle: whole-server placement is stuck.
+fn one_gpu_per_server(topo: Arc<Topology>) -> FabricState {
+    let mut st = FabricState::new(topo.clone());
+    for i in 0..topo.servers.len() {
+        let d = Decision {
+            requested_gpus: None,
+            job: JobId::new(format!("one{i}")).unwrap(),
+            stage: Stage::Server,
+            gpus: vec![GpuRef {
+                server: topo.servers[i].name.clone(),
+                gpu: 0,
+            }],
+            vclos: VirtualClos::default(),
+            source_routes: vec![],
+        };
+        st.admit(&d).unwrap();
+    }
+    st
+}
+
+#[test]
+fn grain_takes_partly_used_servers_with_most_free_first_then_idle_ones() {
+    // 2 leaves x 2 servers x 4 GPUs (8 spines).
+    let t = topo(2, 8, 4, 0);
+    let mut st = FabricState::new(t.clone());
+    let leaf = LeafId(0);
+    let servers = &t.leaf(leaf).servers;
+    // Server 0: 3 held (1 free); server 1: idle.
+    let d = placed(
+        VclosPlacer::with_state(st.clone())
+            .place(&req("a", 3))
+            .unwrap(),
+    );
+    st.admit(&d).unwrap();
+    let s0 = t.server_id(&d.gpus[0].server).unwrap();
+    assert_eq!(t.server(s0).leaf, leaf);
+    assert_eq!(Grain::Gpus.free(&st, leaf), 5);
+    assert_eq!(Grain::Servers.free(&st, leaf), 1);
+    let got = Grain::Gpus.take(&st, leaf, 3);
+    let other = *servers.iter().find(|&&s| s != s0).unwrap();
+    assert_eq!(got[0].0, s0, "the partly used server first: {got:?}");
+    assert!(got[1..].iter().all(|&(s, _)| s == other), "{got:?}");
+    // Whole servers: only the idle one, all of its GPUs.
+    let whole = Grain::Servers.take(&st, leaf, 1);
+    assert_eq!(whole.len(), 4);
+    assert!(whole.iter().all(|&(s, _)| s == other));
+    // Sizes: 6 GPUs need 6 units of GPUs, or 2 whole servers.
+    assert_eq!(Grain::Gpus.needed(&t, 6), 6);
+    assert_eq!(Grain::Servers.needed(&t, 6), 2);
+    assert_eq!(Grain::Gpus.needed(&t, 4), 0);
+}
+
+#[test]
+fn partial_servers_place_what_whole_servers_cannot_with_a_full_slice() {
+    // 8 leaves x 4 servers x 2 GPUs, 8 spines; one GPU of every server held.
+    let t = topo(8, 8, 2, 0);
+    let st = one_gpu_per_server(t.clone());
+    let partial = SliceOptions {
+        partial_servers: true,
+        ..SliceOptions::default()
+    };
+    for policy in [Policy::Vclos, Policy::Best] {
+        let mut whole = placer_on(policy, st.clone(), SliceOptions::default()).unwrap();
+        assert_eq!(
+            whole.place(&req("x", 8)).unwrap(),
+            Outcome::Blocked(Blocked::Gpu),
+            "{policy}"
+        );
+    }
+    let mut p = placer_on(Policy::Vclos, st.clone(), partial).unwrap();
+    // 4 GPUs: one leaf's four free GPUs (stage 1, no network).
+    let d = placed(p.place(&req("leaf", 4)).unwrap());
+    assert_eq!((d.stage, d.gpus.len()), (Stage::Leaf, 4));
+    // 8 GPUs over 2 leaves x 4 spines: exactly 8 GPUs, no whole server.
+    let d = placed(p.place(&req("x", 8)).unwrap());
+    assert_eq!((d.stage, d.gpus.len()), (Stage::Vclos, 8));
+    assert_eq!((d.vclos.leaves.len(), d.vclos.spines.len()), (2, 4));
+    assert_eq!(d.source_routes.len(), 8, "one route per GPU");
+    let ups: HashSet<_> = d
+        .source_routes
+        .iter()
+        .map(|r| (&r.leaf, &r.uplink))
+        .collect();
+    assert_eq!(ups.len(), 8, "each GPU its own uplink");
+    // A second one takes other leaves; the fabric state (which refuses any
+    // shared port or link) admitted both.
+    let e = placed(p.place(&req("y", 8)).unwrap());
+    assert_eq!(e.stage, Stage::Vclos);
+    assert!(e.vclos.leaves.iter().all(|l| !d.vclos.leaves.contains(l)));
+    // Released, the state is the one before.
+    for j in ["leaf", "x", "y"] {
+        p.release(&JobId::new(j).unwrap()).unwrap();
+    }
+    assert!(p.fabric().unwrap().decisions().len() == st.decisions().len());
+    // OCS-vClos too.
+    let ot = topo(8, 8, 2, 2);
+    let mut o = placer_on(Policy::OcsVclos, one_gpu_per_server(ot), partial).unwrap();
+    let d = placed(o.place(&req("x", 8)).unwrap());
+    assert_eq!(d.gpus.len(), 8);
+    assert!(d.touches_network());
+}
+
+#[test]
+fn partial_servers_keep_whole_server_slices_when_they_exist() {
+    // On the empty fabric the decisions are the paper's: whole servers.
+    let t = topo(8, 8, 2, 0);
+    let partial = SliceOptions {
+        partial_servers: true,
+        ..SliceOptions::default()
+    };
+    let mut a = placer_on(Policy::Vclos, FabricState::new(t.clone()), partial).unwrap();
+    let mut b = placer(Policy::Vclos, t).unwrap();
+    for (i, n) in [3u32, 12, 20, 5, 16].into_iter().enumerate() {
+        let j = req(&format!("j{i}"), n);
+        assert_eq!(a.place(&j).unwrap(), b.place(&j).unwrap(), "job {i}");
     }
 }

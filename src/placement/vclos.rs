@@ -12,16 +12,22 @@
 //!
 //! On an OCS fabric vClos uses the links as currently patched and never
 //! rewires (that is OCS-vClos).
+//!
+//! With partial servers ([`Grain::Gpus`], [`super::local`] module doc) a
+//! leaf gives `s` free GPUs instead of `s / T` whole idle servers, so `s`
+//! is any divisor of `N` up to the spines, and the eq. 6 leaf cost is the
+//! leaf's free GPUs.
 
 use std::sync::Arc;
 
 use super::assign::Cutoff;
 use super::biclique::{self, Graph};
+use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::sizing::{Probe, Rounding, Sizes};
+use super::sizing::{Probe, Sizes};
 use super::view::LinkView;
 use super::{
-    local, place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer,
+    place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer, SliceOptions,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -43,7 +49,7 @@ pub struct VclosPlacer {
     budget: u64,
     /// Shapes whose search stopped at [`SEARCH_LIMIT`].
     cutoffs: u64,
-    rounding: Rounding,
+    options: SliceOptions,
     sizes: Sizes,
 }
 
@@ -58,14 +64,15 @@ impl VclosPlacer {
             state,
             budget: DEFAULT_BUDGET,
             cutoffs: 0,
-            rounding: Rounding::default(),
+            options: SliceOptions::default(),
             sizes: Sizes::default(),
         }
     }
 
-    /// Let the engine round jobs up ([`super::sizing`]).
-    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
-        self.rounding = rounding;
+    /// Let the engine round jobs up ([`super::sizing`]) or take partly
+    /// used servers ([`super::local`]).
+    pub fn with_options(mut self, options: SliceOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -84,9 +91,9 @@ impl Placer for VclosPlacer {
         let cutoffs = &mut self.cutoffs;
         // The biclique search is complete for feasibility (biclique module
         // doc): an empty-fabric "no" is a proof, unless it was cut off.
-        let mut probe = |st: &FabricState, gpus| {
+        let mut probe = |st: &FabricState, grain, gpus| {
             let mut cut = 0;
-            match stage2(st, gpus, budget, &mut cut) {
+            match stage2(st, grain, gpus, budget, &mut cut) {
                 Some(_) => Probe::Yes,
                 None if cut == 0 => Probe::No,
                 None => Probe::Unknown,
@@ -96,8 +103,8 @@ impl Placer for VclosPlacer {
             &mut self.state,
             "vclos",
             job,
-            (self.rounding, &mut self.sizes),
-            &mut |st, gpus| stage2(st, gpus, budget, cutoffs),
+            (self.options, &mut self.sizes),
+            &mut |st, grain, gpus| stage2(st, grain, gpus, budget, cutoffs),
             &mut probe,
         )
     }
@@ -117,10 +124,16 @@ impl Placer for VclosPlacer {
 
 /// vClos Stage 2 for a job of `gpus` GPUs (already known not to fit stages
 /// 0-1); `cutoffs` counts shapes whose search stopped at [`SEARCH_LIMIT`].
-pub fn stage2(st: &FabricState, gpus: u32, budget: u64, cutoffs: &mut u64) -> Option<Plan> {
+pub fn stage2(
+    st: &FabricState,
+    grain: Grain,
+    gpus: u32,
+    budget: u64,
+    cutoffs: &mut u64,
+) -> Option<Plan> {
     let topo = st.topology();
-    let t = u32::from(topo.gpus_per_server);
-    let k = local::servers_needed(gpus, t);
+    let t = grain.size(topo);
+    let k = grain.needed(topo, gpus);
     let view = LinkView::new(st);
     let max_up = topo
         .leaves
@@ -132,12 +145,18 @@ pub fn stage2(st: &FabricState, gpus: u32, budget: u64, cutoffs: &mut u64) -> Op
     shapes(k, t, topo.leaves.len() as u32, max_s)
         .into_iter()
         .find_map(|(l, s)| {
-            find_slice(st, &view, (l as usize, s as usize), budget, SEARCH_LIMIT).unwrap_or_else(
-                |Cutoff| {
-                    *cutoffs += 1;
-                    None
-                },
+            find_slice(
+                st,
+                grain,
+                &view,
+                (l as usize, s as usize),
+                budget,
+                SEARCH_LIMIT,
             )
+            .unwrap_or_else(|Cutoff| {
+                *cutoffs += 1;
+                None
+            })
         })
 }
 
@@ -146,20 +165,21 @@ pub fn stage2(st: &FabricState, gpus: u32, budget: u64, cutoffs: &mut u64) -> Op
 /// [`super::biclique`]).
 pub fn find_slice(
     st: &FabricState,
+    grain: Grain,
     view: &LinkView,
     (l, s): (usize, usize),
     budget: u64,
     limit: u64,
 ) -> Result<Option<Plan>, Cutoff> {
     let topo = st.topology();
-    let t = topo.gpus_per_server as usize;
+    let t = grain.size(topo) as usize;
     if !s.is_multiple_of(t) {
         return Ok(None);
     }
     let per_leaf = (s / t) as u32;
     let cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
         .map(LeafId)
-        .filter(|&n| st.idle_servers(n) >= per_leaf)
+        .filter(|&n| grain.free(st, n) >= per_leaf)
         .collect();
     if cand.len() < l {
         return Ok(None);
@@ -170,32 +190,31 @@ pub fn find_slice(
         left_bits: cand.iter().map(|n| view.bits[n.index()].clone()).collect(),
         left_cost: cand
             .iter()
-            .map(|&n| u64::from(st.idle_servers(n)) * t as u64)
+            .map(|&n| u64::from(grain.free(st, n)) * t as u64)
             .collect(),
     };
     let Some(sol) = biclique::solve(&g, l, s, budget, limit)? else {
         return Ok(None);
     };
-    Ok(slice_plan(st, view, &cand, &sol, s))
+    Ok(slice_plan(st, grain, view, (&cand, &sol), per_leaf))
 }
 
-/// The plan for biclique `sol` over candidate leaves `cand`.
+/// The plan for biclique `sol` over candidate leaves `cand`, `per_leaf`
+/// units from each leaf.
 fn slice_plan(
     st: &FabricState,
+    grain: Grain,
     view: &LinkView,
-    cand: &[LeafId],
-    sol: &biclique::Biclique,
-    s: usize,
+    (cand, sol): (&[LeafId], &biclique::Biclique),
+    per_leaf: u32,
 ) -> Option<Plan> {
     let topo = st.topology();
-    let per_leaf = s / topo.gpus_per_server as usize;
+    let s = sol.right.len();
     let leaves: Vec<LeafId> = sol.left.iter().map(|&i| cand[i]).collect();
     let spines: Vec<SpineId> = sol.right.iter().map(|&r| SpineId(r as u32)).collect();
     let mut plan = Plan::local(Stage::Vclos, Vec::new());
     for &n in &leaves {
-        let servers: Vec<_> = st.idle_server_ids(n).take(per_leaf).collect();
-        plan.gpus
-            .extend(local::whole(&servers, topo.gpus_per_server));
+        plan.gpus.extend(grain.take(st, n, per_leaf));
     }
     plan.leaves = leaves.clone();
     plan.spines = spines.clone();

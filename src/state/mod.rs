@@ -159,6 +159,8 @@ pub(crate) struct Occupancy {
     pub patch: Vec<u32>,
     pub server_free: Vec<u16>,
     pub leaf_idle: Vec<u32>,
+    /// Free GPUs under each leaf.
+    pub leaf_free: Vec<u32>,
 }
 
 /// Typed resources taken by one admitted decision (flat indices).
@@ -234,6 +236,11 @@ impl FabricState {
             patch,
             server_free: vec![t; topo.servers.len()],
             leaf_idle: topo.leaves.iter().map(|l| l.servers.len() as u32).collect(),
+            leaf_free: topo
+                .leaves
+                .iter()
+                .map(|l| l.servers.len() as u32 * u32::from(t))
+                .collect(),
         };
         FabricState {
             topo,
@@ -376,10 +383,12 @@ impl FabricState {
         for &(s, g) in &r.gpus {
             o.gpu[l.gpu(s, g)] = slot;
             let si = s.index();
+            let leaf = self.topo.servers[si].leaf.index();
             if o.server_free[si] == self.topo.gpus_per_server {
-                o.leaf_idle[self.topo.servers[si].leaf.index()] -= 1;
+                o.leaf_idle[leaf] -= 1;
             }
             o.server_free[si] -= 1;
+            o.leaf_free[leaf] -= 1;
         }
         for &i in &r.server_ports {
             o.server_port[i] = slot;
@@ -412,9 +421,11 @@ impl FabricState {
         for &(s, g) in &r.gpus {
             o.gpu[l.gpu(s, g)] = FREE;
             let si = s.index();
+            let leaf = self.topo.servers[si].leaf.index();
             o.server_free[si] += 1;
+            o.leaf_free[leaf] += 1;
             if o.server_free[si] == self.topo.gpus_per_server {
-                o.leaf_idle[self.topo.servers[si].leaf.index()] += 1;
+                o.leaf_idle[leaf] += 1;
             }
         }
         for &i in &r.server_ports {
@@ -506,6 +517,11 @@ impl FabricState {
     /// Number of idle (wholly free) servers under `leaf`.
     pub fn idle_servers(&self, leaf: LeafId) -> u32 {
         self.occ.leaf_idle[leaf.index()]
+    }
+
+    /// Number of free GPUs under `leaf` (on idle and partly used servers).
+    pub fn leaf_free_gpus(&self, leaf: LeafId) -> u32 {
+        self.occ.leaf_free[leaf.index()]
     }
 
     /// The idle servers under `leaf`, in topology order.

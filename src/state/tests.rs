@@ -11,7 +11,7 @@ use super::*;
 use crate::decision::{
     CrossConnect, GpuRef, OcsHop, ReservedLink, SourceRoute, Stage, VirtualClos, VirtualLeaf,
 };
-use crate::placement::{placer, JobRequest, Outcome, Policy};
+use crate::placement::{placer, placer_on, JobRequest, Outcome, Policy, SliceOptions};
 
 fn testbed(ocs: bool) -> Arc<Topology> {
     let (name, text) = if ocs {
@@ -384,10 +384,20 @@ fn same_holders(a: &FabricState, b: &FabricState) -> bool {
         && cmp(&a.occ.ocs_port, &b.occ.ocs_port)
         && a.occ.server_free == b.occ.server_free
         && a.occ.leaf_idle == b.occ.leaf_idle
+        && a.occ.leaf_free == b.occ.leaf_free
 }
 
 fn run_sequence(policy: Policy, topo: Arc<Topology>, ops: &[(bool, u32, usize)]) {
-    let mut pl = placer(policy, topo.clone()).unwrap();
+    run_sequence_with(policy, SliceOptions::default(), topo, ops)
+}
+
+fn run_sequence_with(
+    policy: Policy,
+    options: SliceOptions,
+    topo: Arc<Topology>,
+    ops: &[(bool, u32, usize)],
+) {
+    let mut pl = placer_on(policy, FabricState::new(topo.clone()), options).unwrap();
     let fresh = FabricState::new(topo.clone()).occ;
     let mut live: Vec<JobId> = Vec::new();
     for (i, &(release, size, pick)) in ops.iter().enumerate() {
@@ -473,6 +483,14 @@ proptest! {
     #[test]
     fn vclos_on_ocs_fabric_admit_release_are_inverses(ops in ops()) {
         run_sequence(Policy::Vclos, generated(4, 8, 2, 2), &ops);
+    }
+
+    #[test]
+    fn partial_server_slices_admit_release_are_inverses(ops in ops()) {
+        // Servers of 4 GPUs, so a job of 3, 5 or 6 leaves partly used servers.
+        let partial = SliceOptions { partial_servers: true, ..SliceOptions::default() };
+        run_sequence_with(Policy::Vclos, partial, generated(4, 8, 4, 0), &ops);
+        run_sequence_with(Policy::OcsVclos, partial, generated(4, 8, 4, 2), &ops);
     }
 }
 

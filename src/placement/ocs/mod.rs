@@ -39,14 +39,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::flow::Flow;
+use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::sizing::{Probe, Rounding, Sizes};
+use super::sizing::{Probe, Sizes};
 use super::view::{ocs_id, OcsView};
-use super::{local, place_staged, release_held, JobRequest, Outcome, PlacementError, Placer};
+use super::{
+    place_staged, release_held, JobRequest, Outcome, PlacementError, Placer, SliceOptions,
+};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
-use crate::topology::{LeafId, PortRef, ServerId, SpineId, Topology};
+use crate::topology::{LeafId, PortRef, SpineId, Topology};
 
 /// A leaf in a one-spine plan: servers taken, (OCS, flow edge) pairs and
 /// the direct-cable flow edge.
@@ -67,7 +70,7 @@ pub struct OcsVclosPlacer {
     state: FabricState,
     /// Stage 3 shapes whose exact search ran out of budget.
     cutoffs: u64,
-    rounding: Rounding,
+    options: SliceOptions,
     sizes: Sizes,
 }
 
@@ -79,13 +82,14 @@ impl OcsVclosPlacer {
         OcsVclosPlacer {
             state,
             cutoffs: 0,
-            rounding: Rounding::default(),
+            options: SliceOptions::default(),
             sizes: Sizes::default(),
         }
     }
-    /// Let the engine round jobs up ([`super::sizing`]).
-    pub fn with_rounding(mut self, rounding: Rounding) -> Self {
-        self.rounding = rounding;
+    /// Let the engine round jobs up ([`super::sizing`]) or take partly
+    /// used servers ([`super::local`]).
+    pub fn with_options(mut self, options: SliceOptions) -> Self {
+        self.options = options;
         self
     }
     pub fn state(&self) -> &FabricState {
@@ -101,9 +105,9 @@ impl Placer for OcsVclosPlacer {
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let cutoffs = &mut self.cutoffs;
         // On the empty fabric: a cut-off search proves nothing.
-        let mut probe = |st: &FabricState, gpus| {
+        let mut probe = |st: &FabricState, grain, gpus| {
             let mut cut = 0;
-            match network(st, gpus, &mut cut) {
+            match network(st, grain, gpus, &mut cut) {
                 Some(_) => Probe::Yes,
                 None if cut == 0 => Probe::No,
                 None => Probe::Unknown,
@@ -113,8 +117,8 @@ impl Placer for OcsVclosPlacer {
             &mut self.state,
             "ocs-vclos",
             job,
-            (self.rounding, &mut self.sizes),
-            &mut |st, gpus| network(st, gpus, cutoffs),
+            (self.options, &mut self.sizes),
+            &mut |st, grain, gpus| network(st, grain, gpus, cutoffs),
             &mut probe,
         )
     }
@@ -134,13 +138,12 @@ impl Placer for OcsVclosPlacer {
 
 /// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines;
 /// `cutoffs` counts Stage 3 searches stopped by their budget.
-pub fn network(st: &FabricState, gpus: u32, cutoffs: &mut u64) -> Option<Plan> {
-    let t = u32::from(st.topology().gpus_per_server);
-    let k = local::servers_needed(gpus, t);
+pub fn network(st: &FabricState, grain: Grain, gpus: u32, cutoffs: &mut u64) -> Option<Plan> {
+    let k = grain.needed(st.topology(), gpus);
     let view = OcsView::new(st);
-    two_leaf(st, &view, k)
-        .or_else(|| one_spine(st, &view, k))
-        .or_else(|| several_spines(st, &view, k, cutoffs))
+    two_leaf(st, grain, &view, k)
+        .or_else(|| one_spine(st, grain, &view, k))
+        .or_else(|| several_spines(st, grain, &view, k, cutoffs))
 }
 
 /// Mutable pools of usable ports while one plan is being built.
@@ -231,24 +234,20 @@ impl<'a> Pools<'a> {
     }
 }
 
-fn first_idle(st: &FabricState, n: LeafId, r: u32) -> Vec<ServerId> {
-    st.idle_server_ids(n).take(r as usize).collect()
-}
-
-/// Leaf-to-leaf through the OCS: `k` (even) servers, half on each leaf.
-fn two_leaf(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+/// Leaf-to-leaf through the OCS: `k` (even) units, half on each leaf.
+fn two_leaf(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> Option<Plan> {
     if !k.is_multiple_of(2) {
         return None;
     }
     let topo = st.topology();
-    let t = u32::from(topo.gpus_per_server);
+    let t = grain.size(topo);
     let half = k / 2;
     let need = (half * t) as usize;
     let mut cand: Vec<LeafId> = (0..topo.leaves.len() as u32)
         .map(LeafId)
-        .filter(|&n| st.idle_servers(n) >= half && view.leaf_usable(n) >= need)
+        .filter(|&n| grain.free(st, n) >= half && view.leaf_usable(n) >= need)
         .collect();
-    cand.sort_by_key(|&n| (st.idle_servers(n), n));
+    cand.sort_by_key(|&n| (grain.free(st, n), n));
     for (i, &a) in cand.iter().enumerate() {
         for &b in &cand[i + 1..] {
             let cap: usize = (0..view.k)
@@ -259,8 +258,7 @@ fn two_leaf(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
             }
             let mut plan = Plan::local(Stage::OcsTwoLeaf, Vec::new());
             for n in [a, b] {
-                plan.gpus
-                    .extend(local::whole(&first_idle(st, n, half), topo.gpus_per_server));
+                plan.gpus.extend(grain.take(st, n, half));
             }
             plan.leaves = vec![a, b];
             let (mut ua, mut ub) = (Vec::new(), Vec::new());
@@ -319,15 +317,15 @@ fn spine_order(st: &FabricState, view: &OcsView, min_usable: usize) -> Vec<Spine
 }
 
 /// Stage 2: all of the job's uplinks to one spine.
-fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
+fn one_spine(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> Option<Plan> {
     let topo = st.topology();
-    let t = u32::from(topo.gpus_per_server);
+    let t = grain.size(topo);
     let need = (k * t) as usize;
     let mut leaves: Vec<LeafId> = (0..topo.leaves.len() as u32)
         .map(LeafId)
-        .filter(|&n| st.idle_servers(n) > 0)
+        .filter(|&n| grain.free(st, n) > 0)
         .collect();
-    leaves.sort_by_key(|&n| (st.idle_servers(n), n));
+    leaves.sort_by_key(|&n| (grain.free(st, n), n));
     for m in spine_order(st, view, need) {
         // Nodes: 0 source, 1 sink, 2.. OCS, then leaves as added.
         let mut f = Flow::new(2 + view.k);
@@ -344,7 +342,7 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
                 .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
                 .sum::<usize>()
                 + view.direct_count(n, m);
-            let rmax = st.idle_servers(n).min(remaining).min(reach as u32 / t);
+            let rmax = grain.free(st, n).min(remaining).min(reach as u32 / t);
             if rmax == 0 {
                 continue;
             }
@@ -388,8 +386,7 @@ fn one_spine(st: &FabricState, view: &OcsView, k: u32) -> Option<Plan> {
         let mut plan = Plan::local(Stage::OcsSpine, Vec::new());
         plan.spines = vec![m];
         for (n, r, edges, de) in &chosen {
-            plan.gpus
-                .extend(local::whole(&first_idle(st, *n, *r), topo.gpus_per_server));
+            plan.gpus.extend(grain.take(st, *n, *r));
             plan.leaves.push(*n);
             let mut links = Vec::new();
             for &(o, e) in edges {

@@ -53,11 +53,12 @@ use std::cmp::Reverse;
 
 use super::super::assign::{assign, Assignment, Budget, Cutoff};
 use super::super::stage3::{self, Problem};
-use super::{first_idle, spine_order, Pools, STAGE3_TRIES};
+use super::{spine_order, Pools, STAGE3_TRIES};
 use crate::decision::Stage;
+use crate::placement::local::Grain;
 use crate::placement::plan::Plan;
 use crate::placement::view::{LinkView, OcsView};
-use crate::placement::{local, ocs_shapes, take_first, vclos};
+use crate::placement::{ocs_shapes, take_first, vclos};
 use crate::state::FabricState;
 use crate::topology::{LeafId, SpineId};
 
@@ -74,11 +75,13 @@ pub const CALL_BUDGET: u64 = 700;
 /// the OCS can give it parallel links to a spine, one per virtual leaf.
 pub(super) fn several_spines(
     st: &FabricState,
+    grain: Grain,
     view: &OcsView,
     k: u32,
     cutoffs: &mut u64,
 ) -> Option<Plan> {
-    several_spines_with(st, view, k, &mut windows, cutoffs, &mut Budget(CALL_BUDGET))
+    let call = &mut Budget(CALL_BUDGET);
+    several_spines_with((st, grain), view, k, &mut windows, cutoffs, call)
 }
 
 /// Candidate leaf sets: windows of the candidate list (fewest idle servers
@@ -119,8 +122,8 @@ fn take_vleaves(cand: &[(LeafId, u32)], l: u32) -> Option<Vec<(LeafId, u32)>> {
 pub fn stage3_wide(st: &FabricState, gpus: u32, rounds: usize, seed: u64) -> bool {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
-    let t = u32::from(st.topology().gpus_per_server);
-    let k = local::servers_needed(gpus, t);
+    let grain = Grain::Servers;
+    let k = grain.needed(st.topology(), gpus);
     let view = OcsView::new(st);
     let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
     let mut pick = |cand: &[(LeafId, u32)], l: u32| {
@@ -132,7 +135,8 @@ pub fn stage3_wide(st: &FabricState, gpus: u32, rounds: usize, seed: u64) -> boo
         }
         sets
     };
-    several_spines_with(st, &view, k, &mut pick, &mut 0, &mut Budget(CALL_BUDGET)).is_some()
+    let call = &mut Budget(CALL_BUDGET);
+    several_spines_with((st, grain), &view, k, &mut pick, &mut 0, call).is_some()
 }
 
 /// Proposes candidate leaf sets `(leaf, virtual leaves)` of `l` virtual
@@ -143,7 +147,7 @@ type LeafSets<'a> = dyn FnMut(&[(LeafId, u32)], u32) -> Vec<Vec<(LeafId, u32)>> 
 /// exact search within `call` (nodes left for this call); `cutoffs` counts
 /// shapes whose search ran out of budget.
 fn several_spines_with(
-    st: &FabricState,
+    (st, grain): (&FabricState, Grain),
     view: &OcsView,
     k: u32,
     pick: &mut LeafSets,
@@ -151,27 +155,27 @@ fn several_spines_with(
     call: &mut Budget,
 ) -> Option<Plan> {
     let topo = st.topology();
-    let t = u32::from(topo.gpus_per_server);
+    let t = grain.size(topo);
     // (shape, candidate leaves) of every shape with enough of them.
     let mut tried = Vec::new();
-    for (l, s) in ocs_shapes(topo, k) {
+    for (l, s) in ocs_shapes(topo, k, t) {
         let per_vleaf = s / t;
-        // (leaf, virtual leaves it can host), fewest idle servers first.
+        // (leaf, virtual leaves it can host), fewest free units first.
         let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
             .map(LeafId)
             .map(|n| {
-                let by_servers = st.idle_servers(n) / per_vleaf;
+                let by_units = grain.free(st, n) / per_vleaf;
                 let by_ports = (view.leaf_usable(n) / s as usize) as u32;
-                (n, by_servers.min(by_ports))
+                (n, by_units.min(by_ports))
             })
             .filter(|&(_, a)| a > 0)
             .collect();
-        cand.sort_by_key(|&(n, _)| (st.idle_servers(n), n));
+        cand.sort_by_key(|&(n, _)| (grain.free(st, n), n));
         if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
             continue;
         }
         for set in pick(&cand, l) {
-            if let Some(plan) = fill_spines(st, view, &set, s as usize, per_vleaf) {
+            if let Some(plan) = fill_spines(st, view, &set, s as usize, (grain, per_vleaf)) {
                 return Some(plan);
             }
         }
@@ -183,7 +187,7 @@ fn several_spines_with(
     for ((l, s), cand) in tried {
         let grant = SEARCH_BUDGET.min(call.0);
         let mut shape = Budget(grant);
-        let found = exact(st, view, &links, &cand, (l, s), s / t, &mut shape);
+        let found = exact(st, view, &links, &cand, (l, s), (grain, s / t), &mut shape);
         call.0 -= grant - shape.0;
         match found {
             Ok(Some(plan)) => return Some(plan),
@@ -245,7 +249,7 @@ fn fill_spines(
     view: &OcsView,
     set: &[(LeafId, u32)],
     s: usize,
-    per_vleaf: u32,
+    per_vleaf: (Grain, u32),
 ) -> Option<Plan> {
     let leaf_cap: Vec<Vec<u32>> = set.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
     let slots = slot_layout(st, view, set, s)?;
@@ -293,9 +297,10 @@ fn exact(
     links: &LinkView,
     cand: &[(LeafId, u32)],
     (l, s): (u32, u32),
-    per_vleaf: u32,
+    per_vleaf: (Grain, u32),
     budget: &mut Budget,
 ) -> Result<Option<Plan>, Cutoff> {
+    let grain = per_vleaf.0;
     let ns = st.topology().spines.len();
     let mut direct = vec![vec![0u32; ns]; st.topology().leaves.len()];
     for &(n, _, m, _) in &view.direct {
@@ -305,7 +310,7 @@ fn exact(
     // what the search's symmetry cut looks at.
     let mut leaves: Vec<(u32, Vec<u32>, LeafId, u32)> = cand
         .iter()
-        .map(|&(n, a)| (st.idle_servers(n), leaf_caps(view, n), n, a))
+        .map(|&(n, a)| (grain.free(st, n), leaf_caps(view, n), n, a))
         .collect();
     leaves.sort_by(|x, y| {
         (x.0, &x.1, &direct[x.2.index()], x.2).cmp(&(y.0, &y.1, &direct[y.2.index()], y.2))
@@ -346,8 +351,8 @@ fn exact(
     // Bounded by its own node limit: a cut-off quick search is no answer,
     // and the complete search below still decides.
     let quick = (l as usize, s as usize);
-    if let Ok(Some(plan)) = vclos::find_slice(st, links, quick, vclos::DEFAULT_BUDGET, QUICK_LIMIT)
-    {
+    let found = vclos::find_slice(st, grain, links, quick, vclos::DEFAULT_BUDGET, QUICK_LIMIT);
+    if let Ok(Some(plan)) = found {
         return Ok(Some(plan));
     }
     leaves.reverse();
@@ -358,7 +363,8 @@ fn exact(
 
 /// The plan for a slice: `set` (leaf, virtual leaves), `slots` (spine,
 /// slots), links per (leaf, spine, OCS) in `x` and over direct cables in
-/// `dx`. Each virtual leaf gets exactly one link to every slot.
+/// `dx`. Each virtual leaf gets exactly one link to every slot and
+/// `per_vleaf` units of the grain.
 fn build(
     st: &FabricState,
     view: &OcsView,
@@ -366,7 +372,7 @@ fn build(
     slots: &[(SpineId, u32)],
     x: &Assignment,
     dx: &[Vec<u32>],
-    per_vleaf: u32,
+    (grain, per_vleaf): (Grain, u32),
 ) -> Option<Plan> {
     let topo = st.topology();
     let s: u32 = slots.iter().map(|&(_, c)| c).sum();
@@ -375,10 +381,7 @@ fn build(
     plan.leaves = set.iter().map(|&(n, _)| n).collect();
     plan.spines = slots.iter().map(|&(m, _)| m).collect();
     for (i, &(n, a)) in set.iter().enumerate() {
-        plan.gpus.extend(local::whole(
-            &first_idle(st, n, a * per_vleaf),
-            topo.gpus_per_server,
-        ));
+        plan.gpus.extend(grain.take(st, n, a * per_vleaf));
         // Per spine, the leaf's `a * t_m` links; virtual leaf `q` takes
         // the `q`-th run of `t_m` of them, so that uplink `j` of every
         // virtual leaf goes to the same (spine, slot).
