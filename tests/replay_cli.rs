@@ -30,6 +30,31 @@ fn replay_512(trace: &Path, policy: &str, extra: &[&str]) -> String {
     stdout(&o)
 }
 
+/// 600 jobs at load 0.8 on 512 GPUs, sizes any multiple of 2 GPUs up to
+/// 64 (not multiples of a server): the trace file in `dir`.
+fn awkward_512(dir: &Path) -> PathBuf {
+    let gen = vclos(&[
+        "trace",
+        "generate",
+        "--jobs",
+        "600",
+        "--gpus",
+        "512",
+        "--load",
+        "0.8",
+        "--seed",
+        "5",
+        "--sizes",
+        "uniform",
+        "--size-step",
+        "2",
+        "--max-gpus",
+        "64",
+    ]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    write(dir, "t.csv", &stdout(&gen))
+}
+
 /// [`replay_512`] with `--json`, parsed.
 fn replay_512_json(trace: &Path, policy: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["--json"];
@@ -415,26 +440,7 @@ fn sweep_writes_csv_and_charts_deterministically() {
 #[test]
 fn titan_never_slows_a_job_and_waits_less_for_gpus_than_whole_servers() {
     let dir = tempfile::tempdir().unwrap();
-    let gen = vclos(&[
-        "trace",
-        "generate",
-        "--jobs",
-        "600",
-        "--gpus",
-        "512",
-        "--load",
-        "0.8",
-        "--seed",
-        "5",
-        "--sizes",
-        "uniform",
-        "--size-step",
-        "2",
-        "--max-gpus",
-        "64",
-    ]);
-    assert!(gen.status.success(), "{}", stderr(&gen));
-    let trace = write(dir.path(), "t.csv", &stdout(&gen));
+    let trace = awkward_512(dir.path());
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     let titan = replay_512_json(&trace, "titan", &[]);
     let best = replay_512_json(&trace, "best", &[]);
@@ -458,5 +464,40 @@ fn titan_never_slows_a_job_and_waits_less_for_gpus_than_whole_servers() {
         "titan {} best {}",
         titan["blocked_gpu"],
         best["blocked_gpu"]
+    );
+}
+
+#[test]
+fn partial_servers_take_partly_used_servers_and_keep_isolation() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let whole = replay_512_json(&trace, "vclos", &[]);
+    let partial = replay_512_json(&trace, "vclos", &["--partial-servers"]);
+    for r in [&whole, &partial] {
+        assert_eq!(r["completed"], 600, "{r}");
+        assert_eq!(r["isolation_violations"], 0, "{r}");
+        assert_eq!(r["gpu_conflicts"], 0, "{r}");
+    }
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    assert_eq!(n(&whole, "partial_server_jobs"), 0);
+    assert!(n(&partial, "partial_server_jobs") > 0, "{partial}");
+    // Only titan splits a job that fits one server.
+    let titan = replay_512_json(&trace, "titan", &[]);
+    assert_eq!(n(&partial, "split_small_jobs"), 0);
+    assert!(n(&titan, "split_small_jobs") > 0, "{titan}");
+    assert!(
+        n(&partial, "blocked_gpu") < n(&whole, "blocked_gpu"),
+        "partial {} whole {}",
+        partial["blocked_gpu"],
+        whole["blocked_gpu"]
+    );
+    // The text report says how many.
+    let text = replay_512(&trace, "vclos", &["--partial-servers"]);
+    assert!(
+        text.contains(&format!(
+            "{} multi-server jobs on partly held servers",
+            n(&partial, "partial_server_jobs")
+        )),
+        "{text}"
     );
 }

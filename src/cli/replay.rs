@@ -30,11 +30,10 @@ pub struct ReplayArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
-    /// vclos / ocs-vclos: when a job's size has no free slice now, take up
-    /// to this many more whole servers if that has one, holding their GPUs
-    /// idle (reported as `rounded_jobs` / `reserved_idle_gpus`); 0 waits.
-    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
-    round_up: u32,
+    /// How the engine may shape a job (`rounded_jobs` /
+    /// `reserved_idle_gpus` report what `--round-up` took).
+    #[command(flatten)]
+    slicing: super::fabric::SlicingArgs,
     /// Network model: `fair-share` (jobs sharing links slow each other's
     /// communication, max-min fair; docs/performance.md) or `ideal` (every
     /// job runs for exactly its duration_s).
@@ -59,11 +58,8 @@ fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
 pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;
-    let rounding = placement::Rounding {
-        round_up: a.round_up,
-    };
     let state = vclos::state::FabricState::new(Arc::clone(&topo));
-    let mut placer = placement::placer_on(a.policy, state, rounding)
+    let mut placer = placement::placer_on(a.policy, state, a.slicing.options())
         .with_context(|| format!("cannot replay on {}", a.topology.display()))?;
     let opts = ReplayOptions {
         queue: a.queue,
@@ -133,6 +129,13 @@ fn table(r: &Report) -> String {
             format!(
                 "{} jobs, {} GPUs reserved idle ({:.0} GPU-s)",
                 r.rounded_jobs, r.reserved_idle_gpus, r.reserved_idle_gpu_s
+            ),
+        ),
+        (
+            "partial servers",
+            format!(
+                "{} multi-server jobs on partly held servers, {} small jobs split over servers",
+                r.partial_server_jobs, r.split_small_jobs
             ),
         ),
     ];

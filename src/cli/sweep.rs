@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use vclos::placement::Policy;
 use vclos::replay::QueuePolicy;
-use vclos::sweep::{self, chart, Grid};
+use vclos::sweep::{self, chart, Grid, Variant};
 use vclos::topology;
 use vclos::trace::generate::Sizes;
 
@@ -26,9 +26,10 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     jobs: u32,
     /// Policies, comma-separated (default: every policy the fabric has;
-    /// ocs-vclos only with OCS devices).
-    #[arg(long, value_delimiter = ',', value_enum)]
-    policies: Vec<Policy>,
+    /// ocs-vclos only with OCS devices); `NAME+partial` is the policy with
+    /// `--partial-servers` (e.g. `vclos,vclos+partial,best,titan`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_variant)]
+    policies: Vec<Variant>,
     /// Offered loads, comma-separated (each finite, > 0).
     #[arg(long, value_delimiter = ',', default_value = "0.5,0.7,0.9", value_parser = super::trace::positive_finite)]
     loads: Vec<f64>,
@@ -38,10 +39,18 @@ pub struct SweepArgs {
     /// Trace seeds, comma-separated (each also seeds ECMP).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
-    /// Size model of the traces: `helios` or `uniform` (every multiple of 8
-    /// GPUs up to a quarter of the fabric; docs/traces.md).
+    /// Size model of the traces: `helios` or `uniform` (every multiple of
+    /// --size-step GPUs up to --max-gpus; docs/traces.md).
     #[arg(long, default_value = "helios", value_parser = ["helios", "uniform"])]
     sizes: String,
+    /// With `--sizes uniform`: job sizes are multiples of this many GPUs
+    /// (default: a server's GPUs).
+    #[arg(long, value_name = "GPUS", value_parser = clap::value_parser!(u32).range(1..))]
+    size_step: Option<u32>,
+    /// With `--sizes uniform`: the largest job (default: a quarter of the
+    /// fabric).
+    #[arg(long, value_name = "GPUS", value_parser = clap::value_parser!(u32).range(1..))]
+    max_gpus: Option<u32>,
     /// Network model (as `vclos replay --network`).
     #[arg(long, value_enum, default_value_t = NetworkModel::FairShare)]
     network: NetworkModel,
@@ -54,12 +63,17 @@ fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
     s.parse()
 }
 
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    s.parse()
+}
+
 pub fn run(a: SweepArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&a.topology)?);
     let policies = if a.policies.is_empty() {
         Policy::ALL
             .into_iter()
             .filter(|p| *p != Policy::OcsVclos || !topo.ocs.is_empty())
+            .map(Variant::from)
             .collect()
     } else {
         a.policies
@@ -73,8 +87,10 @@ pub fn run(a: SweepArgs) -> Result<ExitCode> {
         jobs: a.jobs,
         sizes: match a.sizes.as_str() {
             "uniform" => Sizes::Uniform {
-                step: u32::from(topo.gpus_per_server),
-                max: gpus / 4,
+                step: a
+                    .size_step
+                    .unwrap_or_else(|| u32::from(topo.gpus_per_server)),
+                max: a.max_gpus.unwrap_or(gpus / 4),
             },
             _ => Sizes::Helios,
         },
@@ -108,13 +124,13 @@ fn summary(rows: &[sweep::Row], grid: &Grid) -> String {
         "avg JCT (s), {queue}, mean over {} seed(s)\n",
         grid.seeds.len()
     );
-    out += &format!("{:<14}", "policy");
+    out += &format!("{:<18}", "policy");
     for l in &grid.loads {
         out += &format!("{:>14}", format!("load {l}"));
     }
     out.push('\n');
     for (p, points) in sweep::means(rows, grid, queue, |r| r.avg_jct_s) {
-        out += &format!("{:<14}", p.name());
+        out += &format!("{:<18}", p.to_string());
         for (_, v) in points {
             out += &format!("{v:>14.1}");
         }

@@ -296,7 +296,13 @@ impl Run<'_> {
         if let Some(o) = &mut self.occupancy {
             o.start(now, d, job.workload.collective);
         }
-        let beyond = beyond_whole_servers(self.placer, job.gpus, d);
+        let Held {
+            beyond,
+            partial,
+            split,
+        } = held(self.placer, job.gpus, d);
+        self.report.partial_server_jobs += u64::from(partial);
+        self.report.split_small_jobs += u64::from(split);
         if beyond > 0 {
             self.report.rounded_jobs += 1;
             self.report.reserved_idle_gpus += u64::from(beyond);
@@ -437,21 +443,44 @@ impl Run<'_> {
     }
 }
 
-/// GPUs `d` holds beyond the job's `ceil(N / T)` whole servers (or its `N`
-/// GPUs inside one server): what rounding to a larger shape reserved.
-fn beyond_whole_servers(placer: &dyn Placer, gpus: u32, d: &Decision) -> u32 {
+/// How a decision holds its job's GPUs, beyond what the job asked for.
+#[derive(Debug, Default)]
+struct Held {
+    /// GPUs beyond the job's `ceil(N / T)` whole servers (or its `N` GPUs
+    /// inside one server, or on partly held servers): what rounding to a
+    /// larger shape reserved.
+    beyond: u32,
+    /// A job beyond one server holding some server only partly
+    /// (`--partial-servers`, `titan`).
+    partial: bool,
+    /// A job of at most one server's GPUs spread over several servers
+    /// (only `titan` does that: Titan's `split_small_jobs`).
+    split: bool,
+}
+
+/// [`Held`] for `d`, a decision for a job of `gpus` GPUs.
+fn held(placer: &dyn Placer, gpus: u32, d: &Decision) -> Held {
     let Some(t) = placer
         .fabric()
         .map(|f| u32::from(f.topology().gpus_per_server))
     else {
-        return 0;
+        return Held::default();
     };
-    let own = if gpus <= t {
-        gpus
-    } else {
+    let mut per_server: BTreeMap<&str, u32> = BTreeMap::new();
+    for g in &d.gpus {
+        *per_server.entry(&g.server).or_default() += 1;
+    }
+    let partial = gpus > t && per_server.values().any(|&n| n < t);
+    let own = if gpus > t && !partial {
         gpus.div_ceil(t) * t
+    } else {
+        gpus
     };
-    (d.gpus.len() as u32).saturating_sub(own)
+    Held {
+        beyond: (d.gpus.len() as u32).saturating_sub(own),
+        partial,
+        split: gpus <= t && per_server.len() > 1,
+    }
 }
 
 /// Count of decisions per stage, as the report carries it.

@@ -31,6 +31,13 @@ pub struct Report {
     /// The same GPUs times the jobs' run times: GPU-seconds held idle by
     /// rounding (not counted as work in `utilization`).
     pub reserved_idle_gpu_s: f64,
+    /// Jobs beyond one server placed on partly held servers
+    /// (`--partial-servers`, or `titan`): exactly their GPUs, some server
+    /// shared with another job.
+    pub partial_server_jobs: u64,
+    /// Jobs of at most one server's GPUs placed over several servers (only
+    /// `titan` splits them; Titan's `split_small_jobs`).
+    pub split_small_jobs: u64,
     /// Mean of start - arrival over completed jobs.
     pub avg_jwt_s: f64,
     /// Mean of completion - arrival.
@@ -121,6 +128,8 @@ impl Report {
             rounded_jobs: 0,
             reserved_idle_gpus: 0,
             reserved_idle_gpu_s: 0.0,
+            partial_server_jobs: 0,
+            split_small_jobs: 0,
             avg_jwt_s: 0.0,
             avg_jct_s: 0.0,
             avg_jrt_s: 0.0,

@@ -88,7 +88,7 @@ pub fn jct_vs_load(rows: &[Row], grid: &Grid) -> Result<String, ChartError> {
             chart
                 .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))
                 .map_err(|e| fail(e.to_string()))?
-                .label(policy.name())
+                .label(policy.to_string())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
@@ -154,7 +154,7 @@ pub fn times(rows: &[Row], grid: &Grid) -> Result<String, ChartError> {
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
-        let names: Vec<&str> = grid.policies.iter().map(|p| p.name()).collect();
+        let names: Vec<String> = grid.policies.iter().map(|p| p.to_string()).collect();
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!("avg JWT / JRT / JCT per policy, load {load} ({queue})"),

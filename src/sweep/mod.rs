@@ -19,16 +19,67 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::network::routes::{Router, Routing};
-use crate::placement::{self, PlacementError, Policy};
+use crate::placement::{self, PlacementError, Policy, SliceOptions};
 use crate::replay::{self, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
 use crate::topology::Topology;
 use crate::trace::generate::{self, GenError, Params, Sizes};
 use crate::trace::Job;
 
+/// A policy as a sweep runs it: `NAME`, or `NAME+partial` for the policy
+/// with `--partial-servers` ([`SliceOptions::partial_servers`]), so one
+/// sweep compares both on the same traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Variant {
+    pub policy: Policy,
+    pub partial_servers: bool,
+}
+
+impl From<Policy> for Variant {
+    fn from(policy: Policy) -> Self {
+        Variant {
+            policy,
+            partial_servers: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.policy.name())?;
+        if self.partial_servers {
+            f.write_str(PARTIAL)?;
+        }
+        Ok(())
+    }
+}
+
+/// The suffix of a [`Variant`] with partial servers.
+const PARTIAL: &str = "+partial";
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, partial_servers) = match s.strip_suffix(PARTIAL) {
+            Some(name) => (name, true),
+            None => (s, false),
+        };
+        let policy: Policy = name.parse().map_err(|e: placement::UnknownPolicy| {
+            format!("{e}; add `{PARTIAL}` for the policy with --partial-servers")
+        })?;
+        if partial_servers && policy == Policy::Titan {
+            return Err("`titan+partial`: titan always takes partly used servers".into());
+        }
+        Ok(Variant {
+            policy,
+            partial_servers,
+        })
+    }
+}
+
 /// What to sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grid {
-    pub policies: Vec<Policy>,
+    pub policies: Vec<Variant>,
     pub loads: Vec<f64>,
     pub queues: Vec<QueuePolicy>,
     pub seeds: Vec<u64>,
@@ -42,7 +93,7 @@ pub struct Grid {
 /// One replay of the grid.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    pub policy: Policy,
+    pub policy: Variant,
     pub load: f64,
     pub queue: QueuePolicy,
     pub seed: u64,
@@ -64,13 +115,13 @@ pub enum SweepError {
     },
     #[error("policy {policy}: {source}")]
     Placer {
-        policy: Policy,
+        policy: Variant,
         #[source]
         source: PlacementError,
     },
     #[error("{policy}, load {load}, queue {queue}, seed {seed}: {source}")]
     Replay {
-        policy: Policy,
+        policy: Variant,
         load: f64,
         queue: QueuePolicy,
         seed: u64,
@@ -160,9 +211,14 @@ fn one(
     grid: &Grid,
     (load, seed, jobs): (f64, u64, &[Job]),
     queue: QueuePolicy,
-    policy: Policy,
+    policy: Variant,
 ) -> Result<Row, SweepError> {
-    let mut placer = placement::placer(policy, Arc::clone(topo))
+    let options = SliceOptions {
+        partial_servers: policy.partial_servers,
+        ..SliceOptions::default()
+    };
+    let state = crate::state::FabricState::new(Arc::clone(topo));
+    let mut placer = placement::placer_on(policy.policy, state, options)
         .map_err(|source| SweepError::Placer { policy, source })?;
     let opts = ReplayOptions {
         queue,
@@ -171,7 +227,7 @@ fn one(
         ledger: Ledger::from_topology(topo),
         network: grid
             .fair_share
-            .then(|| Router::new(topo, Routing::for_policy(policy, seed))),
+            .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
     };
     let report =
         replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {
@@ -216,6 +272,8 @@ pub const COLUMNS: &[&str] = &[
     "machine_fragmentation",
     "avg_used_servers",
     "cross_server_traffic",
+    "partial_server_jobs",
+    "split_small_jobs",
 ];
 
 /// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
@@ -226,7 +284,7 @@ pub fn csv(rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{}",
             row.policy,
             row.load,
             row.queue,
@@ -251,6 +309,8 @@ pub fn csv(rows: &[Row]) -> String {
             r.machine_fragmentation.unwrap_or(0.0),
             r.avg_used_servers.unwrap_or(0.0),
             r.cross_server_traffic.unwrap_or(0.0),
+            r.partial_server_jobs,
+            r.split_small_jobs,
         );
     }
     out
@@ -263,7 +323,7 @@ pub fn means(
     grid: &Grid,
     queue: QueuePolicy,
     f: impl Fn(&Report) -> f64,
-) -> Vec<(Policy, Vec<(f64, f64)>)> {
+) -> Vec<(Variant, Vec<(f64, f64)>)> {
     grid.policies
         .iter()
         .map(|&p| {

@@ -11,7 +11,11 @@ fn cluster512() -> Arc<Topology> {
 
 fn grid() -> Grid {
     Grid {
-        policies: vec![Policy::Vclos, Policy::Best, Policy::Ecmp],
+        policies: vec![
+            Policy::Vclos.into(),
+            Policy::Best.into(),
+            Policy::Ecmp.into(),
+        ],
         loads: vec![0.6, 0.9],
         queues: vec![QueuePolicy::Fifo],
         seeds: vec![1, 2],
@@ -32,7 +36,10 @@ fn every_cell_runs_once_in_grid_order_and_threads_do_not_change_a_byte() {
     .unwrap();
     assert_eq!(calls.load(Ordering::Relaxed), 12);
     assert_eq!(two.len(), 12);
-    let order: Vec<(f64, u64, Policy)> = two.iter().map(|r| (r.load, r.seed, r.policy)).collect();
+    let order: Vec<(f64, u64, Policy)> = two
+        .iter()
+        .map(|r| (r.load, r.seed, r.policy.policy))
+        .collect();
     assert_eq!(order[0], (0.6, 1, Policy::Vclos));
     assert_eq!(order[2], (0.6, 1, Policy::Ecmp));
     assert_eq!(order[3], (0.6, 2, Policy::Vclos));
@@ -52,7 +59,7 @@ fn every_cell_runs_once_in_grid_order_and_threads_do_not_change_a_byte() {
 fn csv_has_a_row_per_replay_and_the_documented_columns() {
     let topo = cluster512();
     let mut g = grid();
-    g.policies = vec![Policy::Sr];
+    g.policies = vec![Policy::Sr.into()];
     g.loads = vec![0.8];
     g.seeds = vec![3];
     let rows = run(&topo, &g, 1, &|| {}).unwrap();
@@ -83,7 +90,7 @@ fn charts_draw_every_policy_and_are_deterministic() {
     let a = chart::jct_vs_load(&rows, &g).unwrap();
     assert!(a.starts_with("<svg"));
     for p in &g.policies {
-        assert!(a.contains(p.name()), "{}", p.name());
+        assert!(a.contains(p.policy.name()), "{p}");
     }
     assert_eq!(a, chart::jct_vs_load(&rows, &g).unwrap());
     let b = chart::times(&rows, &g).unwrap();
@@ -111,4 +118,44 @@ fn empty_and_oversized_grids_are_refused() {
     g.loads = vec![-1.0];
     let e = run(&topo, &g, 1, &|| {}).unwrap_err().to_string();
     assert!(e.contains("load -1") && e.contains("seed 1"), "{e}");
+}
+
+#[test]
+fn partial_variants_parse_run_and_are_labelled() {
+    let v: Variant = "vclos+partial".parse().unwrap();
+    assert_eq!(
+        (v.policy, v.partial_servers, v.to_string().as_str()),
+        (Policy::Vclos, true, "vclos+partial")
+    );
+    assert_eq!("best".parse::<Variant>().unwrap(), Policy::Best.into());
+    let e = "titan+partial".parse::<Variant>().unwrap_err();
+    assert!(e.contains("always"), "{e}");
+    let e = "vclo+partial".parse::<Variant>().unwrap_err();
+    assert!(e.contains("unknown placement policy `vclo`"), "{e}");
+    // In a grid: its own rows, its own label, the same trace as `vclos`.
+    let topo = cluster512();
+    let mut g = grid();
+    g.policies = vec![Policy::Vclos.into(), v];
+    g.loads = vec![0.9];
+    g.seeds = vec![1];
+    g.sizes = Sizes::Uniform { step: 2, max: 64 };
+    let rows = run(&topo, &g, 1, &|| {}).unwrap();
+    let text = csv(&rows);
+    assert!(
+        text.lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("vclos+partial,0.9,"),
+        "{text}"
+    );
+    assert_eq!(rows[0].report.jobs, rows[1].report.jobs);
+    assert_eq!(rows[0].report.partial_server_jobs, 0);
+    assert!(
+        rows[1].report.partial_server_jobs > 0,
+        "{:?}",
+        rows[1].report
+    );
+    assert!(chart::jct_vs_load(&rows, &g)
+        .unwrap()
+        .contains("vclos+partial"));
 }
