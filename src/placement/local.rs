@@ -32,8 +32,10 @@
 //! order) took vClos's avg JCT from 14 896 s to 42 680 s (seed 2), because
 //! slices of odd shapes on partly used servers leave spine bicliques the
 //! next large job cannot find; whole servers first with GPUs as the
-//! fallback changed vClos's avg JCT by -3% / +9% / -2% and cut OCS-vClos's
-//! by 7-8% (seeds 3-5), with fewer jobs blocked on GPUs in every run.
+//! fallback changed vClos's avg JCT by -3% / +9% / -2% and OCS-vClos's by
+//! -0.5% / -6.5% / -9% (load 0.9, seeds 3-5), and cut both by 7% and 14%
+//! on the issue-13 hard traces, with fewer jobs blocked on GPUs in every
+//! run.
 //!
 //! Which GPUs of a leaf: Titan's objective (Eq. 1) on that leaf, fewest
 //! idle servers first, then fewest servers: partly used servers with the

@@ -38,6 +38,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::assign::Budget;
 use super::flow::Flow;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
@@ -57,9 +58,9 @@ type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
 
 mod several;
 
-use several::several_spines;
 #[doc(hidden)]
 pub use several::stage3_wide;
+use several::{several_spines, CALL_BUDGET};
 
 /// Candidate leaf sets tried per Stage 3 shape.
 const STAGE3_TRIES: usize = 4;
@@ -104,10 +105,14 @@ impl Placer for OcsVclosPlacer {
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let cutoffs = &mut self.cutoffs;
+        // One exact-search budget for the whole call: every grain and
+        // every `--round-up` size draw on it ([`several`] module doc).
+        let mut call = Budget(CALL_BUDGET);
         // On the empty fabric: a cut-off search proves nothing.
         let mut probe = |st: &FabricState, grain, gpus| {
             let mut cut = 0;
-            match network(st, grain, gpus, &mut cut) {
+            let fresh = &mut Budget(CALL_BUDGET);
+            match network(st, grain, gpus, (&mut cut, fresh)) {
                 Some(_) => Probe::Yes,
                 None if cut == 0 => Probe::No,
                 None => Probe::Unknown,
@@ -118,7 +123,7 @@ impl Placer for OcsVclosPlacer {
             "ocs-vclos",
             job,
             (self.options, &mut self.sizes),
-            &mut |st, grain, gpus| network(st, grain, gpus, cutoffs),
+            &mut |st, grain, gpus| network(st, grain, gpus, (&mut *cutoffs, &mut call)),
             &mut probe,
         )
     }
@@ -137,13 +142,19 @@ impl Placer for OcsVclosPlacer {
 }
 
 /// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines;
-/// `cutoffs` counts Stage 3 searches stopped by their budget.
-pub fn network(st: &FabricState, grain: Grain, gpus: u32, cutoffs: &mut u64) -> Option<Plan> {
+/// `cutoffs` counts Stage 3 searches stopped by their budget, `call` is
+/// what the exact search may still spend in this `place` call.
+pub fn network(
+    st: &FabricState,
+    grain: Grain,
+    gpus: u32,
+    (cutoffs, call): (&mut u64, &mut Budget),
+) -> Option<Plan> {
     let k = grain.needed(st.topology(), gpus);
     let view = OcsView::new(st);
     two_leaf(st, grain, &view, k)
         .or_else(|| one_spine(st, grain, &view, k))
-        .or_else(|| several_spines(st, grain, &view, k, cutoffs))
+        .or_else(|| several_spines((st, grain), &view, k, cutoffs, call))
 }
 
 /// Mutable pools of usable ports while one plan is being built.

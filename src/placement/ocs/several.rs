@@ -23,7 +23,8 @@
 //!
 //! **Bounded per call** (issue 13): the exact search may spend at most
 //! [`SEARCH_BUDGET`] units per shape and [`CALL_BUDGET`] over all shapes of
-//! one `place` call, a unit being one search node or one max-flow it runs
+//! one `place` call (over both grains with `--partial-servers` and every
+//! size `--round-up` tries, too), a unit being one search node or one max-flow it runs
 //! (a node at the spine level runs one flow per chosen leaf, so counting
 //! nodes alone let one node cost a hundred flows); shapes left without
 //! budget count as cut off. Before, each shape had a 2 000-node pass in the
@@ -74,13 +75,12 @@ pub const CALL_BUDGET: u64 = 700;
 /// idle OCS ports; a leaf may host several virtual leaves (A.3, eq. 7-8):
 /// the OCS can give it parallel links to a spine, one per virtual leaf.
 pub(super) fn several_spines(
-    st: &FabricState,
-    grain: Grain,
+    (st, grain): (&FabricState, Grain),
     view: &OcsView,
     k: u32,
     cutoffs: &mut u64,
+    call: &mut Budget,
 ) -> Option<Plan> {
-    let call = &mut Budget(CALL_BUDGET);
     several_spines_with((st, grain), view, k, &mut windows, cutoffs, call)
 }
 
