@@ -501,3 +501,48 @@ fn partial_servers_take_partly_used_servers_and_keep_isolation() {
         "{text}"
     );
 }
+
+/// Issue 15, item 3: Titan's benchmarks as `hived-like` and
+/// `tiresias-like` run through the CLI, and on the same trace titan moves
+/// the least traffic between servers and uses the fewest servers (the
+/// trends of Titan's Exp#1 and Exp#3).
+#[test]
+fn titan_moves_less_cross_server_traffic_than_its_packing_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let titan = replay_512_json(&trace, "titan", &[]);
+    for policy in ["hived-like", "tiresias-like"] {
+        let r = replay_512_json(&trace, policy, &[]);
+        assert_eq!(r["policy"], policy);
+        assert_eq!(r["completed"], 600, "{r}");
+        assert!(
+            f(&titan, "cross_server_traffic") < f(&r, "cross_server_traffic"),
+            "{policy}: titan {} vs {}",
+            titan["cross_server_traffic"],
+            r["cross_server_traffic"]
+        );
+        assert!(
+            f(&titan, "avg_used_servers") < f(&r, "avg_used_servers"),
+            "{policy}"
+        );
+        // Nothing isolates them: jobs that share a link slow each other.
+        assert!(f(&r, "p99_slowdown") > 1.0, "{r}");
+    }
+    let o = vclos(&[
+        "replay",
+        "--topology",
+        "topologies/cluster512.yaml",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--policy",
+        "titan",
+        "--partial-servers",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("`--partial-servers` does not apply to policy `titan`"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -47,8 +47,9 @@ pub struct SlicingArgs {
     pub round_up: u32,
     /// A job beyond one server takes exactly its GPUs, free GPUs on partly
     /// used servers first, instead of whole idle servers; each GPU still
-    /// gets its own server port and uplink (isolation unchanged). Every
-    /// policy but titan (which always does).
+    /// gets its own server port and uplink (isolation unchanged). Policies
+    /// that always use partly used servers (titan, hived-like,
+    /// tiresias-like) refuse it.
     #[arg(long)]
     pub partial_servers: bool,
 }

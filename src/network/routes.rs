@@ -80,7 +80,9 @@ impl Routing {
             Policy::Vclos | Policy::OcsVclos | Policy::Sr => Routing::Decision,
             Policy::Best => Routing::None,
             Policy::Ecmp => Routing::Ecmp { seed },
-            Policy::BalancedEcmp | Policy::Titan => Routing::Balanced,
+            Policy::BalancedEcmp | Policy::Titan | Policy::HivedLike | Policy::TiresiasLike => {
+                Routing::Balanced
+            }
         }
     }
 }

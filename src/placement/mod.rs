@@ -3,8 +3,9 @@
 //! A [`Placer`] owns its view of the fabric state and turns a
 //! [`JobRequest`] into a [`Decision`] (and holds the resources), or says why
 //! it could not ([`Blocked`]). The policies are vClos and OCS-vClos (the
-//! paper's algorithms) and the baselines `best` and `sr`; the trace replay
-//! drives any of them through this one trait.
+//! paper's algorithms), the baselines `best`, `sr` and the ECMP ones, Titan
+//! and the packing baselines of its evaluation ([`packing`]); the trace
+//! replay drives any of them through this one trait.
 
 mod assign;
 mod baseline;
@@ -14,6 +15,7 @@ pub mod bound;
 mod flow;
 mod local;
 mod ocs;
+mod packing;
 mod plan;
 pub mod sizing;
 mod stage3;
@@ -40,6 +42,7 @@ pub use local::Grain;
 #[doc(hidden)]
 pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
+pub use packing::{Packing, PackingPlacer};
 use sizing::{Probe, Sizes};
 pub use titan::TitanPlacer;
 pub use vclos::VclosPlacer;
@@ -52,6 +55,9 @@ pub struct JobRequest {
     /// Its collective, for policies that place by traffic (`titan`;
     /// `None`: [`titan::DEFAULT_COLLECTIVE`]); the others ignore it.
     pub collective: Option<Collective>,
+    /// Its model (the trace's `model`), for `tiresias-like`, which
+    /// consolidates by model ([`packing`]); the others ignore it.
+    pub model: Option<String>,
 }
 
 impl JobRequest {
@@ -60,6 +66,7 @@ impl JobRequest {
             id,
             gpus,
             collective: None,
+            model: None,
         }
     }
 }
@@ -93,6 +100,11 @@ pub enum PlacementError {
         job: JobId,
         gpus: u32,
         policy: &'static str,
+    },
+    #[error("`{option}` does not apply to policy `{policy}`: it already places jobs on partly used servers")]
+    NotForPolicy {
+        policy: Policy,
+        option: &'static str,
     },
     #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]
     NoOcs { policy: Policy, topology: String },
@@ -152,10 +164,18 @@ pub enum Policy {
     /// then fewest servers), no phase of any job over a link; routed as
     /// `balanced-ecmp`.
     Titan,
+    /// HiveD-like buddy cells (Titan's benchmark; an approximation, see
+    /// [`packing`]); routed as `balanced-ecmp`.
+    #[value(name = "hived-like")]
+    HivedLike,
+    /// Tiresias-like consolidation by model (Titan's benchmark; an
+    /// approximation, see [`packing`]); routed as `balanced-ecmp`.
+    #[value(name = "tiresias-like")]
+    TiresiasLike,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 7] = [
+    pub const ALL: [Policy; 9] = [
         Policy::Vclos,
         Policy::OcsVclos,
         Policy::Best,
@@ -163,6 +183,8 @@ impl Policy {
         Policy::Ecmp,
         Policy::BalancedEcmp,
         Policy::Titan,
+        Policy::HivedLike,
+        Policy::TiresiasLike,
     ];
 
     pub fn name(self) -> &'static str {
@@ -174,7 +196,18 @@ impl Policy {
             Policy::Ecmp => "ecmp",
             Policy::BalancedEcmp => "balanced-ecmp",
             Policy::Titan => "titan",
+            Policy::HivedLike => "hived-like",
+            Policy::TiresiasLike => "tiresias-like",
         }
+    }
+
+    /// Whether the policy places a job beyond one server on whole servers
+    /// (so `--partial-servers` applies to it).
+    pub fn whole_servers(self) -> bool {
+        !matches!(
+            self,
+            Policy::Titan | Policy::HivedLike | Policy::TiresiasLike
+        )
     }
 
     /// A comparison baseline of the simulation: it configures no isolation
@@ -193,7 +226,7 @@ impl fmt::Display for Policy {
 /// An unknown policy name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "unknown placement policy `{0}` (expected vclos, ocs-vclos, best, sr, ecmp, balanced-ecmp or titan)"
+    "unknown placement policy `{0}` (expected vclos, ocs-vclos, best, sr, ecmp, balanced-ecmp, titan, hived-like or tiresias-like)"
 )]
 pub struct UnknownPolicy(pub String);
 
@@ -216,8 +249,8 @@ pub struct SliceOptions {
     pub round_up: u32,
     /// Take free GPUs on partly used servers instead of whole idle servers
     /// ([`local`] module doc; issue 15 item 2). Applies to every policy
-    /// that places by whole servers (all but `titan`, which always takes
-    /// GPUs).
+    /// that places by whole servers ([`Policy::whole_servers`]); the others
+    /// refuse it.
     pub partial_servers: bool,
 }
 
@@ -248,6 +281,12 @@ pub fn placer_on(
     state: FabricState,
     options: SliceOptions,
 ) -> Result<Box<dyn Placer + Send>, PlacementError> {
+    if options.partial_servers && !policy.whole_servers() {
+        return Err(PlacementError::NotForPolicy {
+            policy,
+            option: "--partial-servers",
+        });
+    }
     Ok(match policy {
         Policy::Vclos => Box::new(VclosPlacer::with_state(state).with_options(options)),
         Policy::OcsVclos => {
@@ -266,6 +305,8 @@ pub fn placer_on(
         ),
         Policy::Sr => Box::new(SrPlacer::with_state(state).with_options(options)),
         Policy::Titan => Box::new(TitanPlacer::with_state(state)),
+        Policy::HivedLike => Box::new(PackingPlacer::with_state(state, Packing::Buddy)),
+        Policy::TiresiasLike => Box::new(PackingPlacer::with_state(state, Packing::Tiresias)),
     })
 }
 

@@ -925,3 +925,21 @@ fn partial_servers_keep_whole_server_slices_when_they_exist() {
         assert_eq!(a.place(&j).unwrap(), b.place(&j).unwrap(), "job {i}");
     }
 }
+
+#[test]
+fn partial_servers_are_refused_where_they_mean_nothing() {
+    let partial = SliceOptions {
+        partial_servers: true,
+        ..SliceOptions::default()
+    };
+    for policy in Policy::ALL {
+        let got = placer_on(policy, FabricState::new(topo(2, 8, 4, 2)), partial);
+        match got {
+            Ok(p) => assert!(policy.whole_servers(), "{}", p.name()),
+            Err(e) => {
+                assert!(!policy.whole_servers(), "{policy}: {e}");
+                assert!(e.to_string().contains("--partial-servers"), "{e}");
+            }
+        }
+    }
+}

@@ -540,6 +540,7 @@ mod tests {
             id: JobId::new(id).unwrap(),
             gpus,
             collective: Some(c),
+            model: None,
         }
     }
 
@@ -695,6 +696,7 @@ mod tests {
                     id: id.clone(),
                     gpus,
                     collective: Some(c),
+                    model: None,
                 });
                 match out.unwrap() {
                     Outcome::Placed(d) => {

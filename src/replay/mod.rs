@@ -222,6 +222,7 @@ impl Run<'_> {
                 id: job.id.clone(),
                 gpus: job.gpus,
                 collective: Some(job.workload.collective),
+                model: job.workload.model.clone(),
             };
             let t0 = Instant::now();
             let outcome = self.placer.place(&request);

@@ -66,8 +66,8 @@ impl std::str::FromStr for Variant {
         let policy: Policy = name.parse().map_err(|e: placement::UnknownPolicy| {
             format!("{e}; add `{PARTIAL}` for the policy with --partial-servers")
         })?;
-        if partial_servers && policy == Policy::Titan {
-            return Err("`titan+partial`: titan always takes partly used servers".into());
+        if partial_servers && !policy.whole_servers() {
+            return Err(format!("`{s}`: {policy} always takes partly used servers"));
         }
         Ok(Variant {
             policy,
