@@ -395,6 +395,13 @@ fn sweep_writes_csv_and_charts_deterministically() {
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(stdout(&o).contains("12 replays"), "{}", stdout(&o));
         let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+        for f in [
+            "used_servers_vs_load.svg",
+            "machine_fragmentation_vs_load.svg",
+            "cross_server_traffic_vs_load.svg",
+        ] {
+            assert!(read(f).starts_with("<svg"), "{f}");
+        }
         (
             read("sweep.csv"),
             read("jct_vs_load.svg"),

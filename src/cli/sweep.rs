@@ -19,7 +19,10 @@ pub struct SweepArgs {
     /// Topology file (YAML); traces are generated for its GPU count.
     #[arg(long)]
     topology: PathBuf,
-    /// Directory for sweep.csv, jct_vs_load.svg and times.svg (created).
+    /// Directory for sweep.csv, times.svg and the charts against load
+    /// (jct_vs_load.svg, used_servers_vs_load.svg,
+    /// machine_fragmentation_vs_load.svg, cross_server_traffic_vs_load.svg);
+    /// created.
     #[arg(long)]
     out: PathBuf,
     /// Jobs per generated trace.
@@ -106,11 +109,13 @@ pub fn run(a: SweepArgs) -> Result<ExitCode> {
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
     write("sweep.csv", &sweep::csv(&rows))?;
-    write("jct_vs_load.svg", &chart::jct_vs_load(&rows, &grid)?)?;
+    for c in &chart::LOAD_CHARTS {
+        write(c.file, &chart::vs_load(&rows, &grid, c)?)?;
+    }
     write("times.svg", &chart::times(&rows, &grid)?)?;
     print!("{}", summary(&rows, &grid));
     println!(
-        "{} replays; wrote {}/sweep.csv, jct_vs_load.svg, times.svg",
+        "{} replays; wrote {}/sweep.csv, times.svg and *_vs_load.svg",
         rows.len(),
         a.out.display()
     );

@@ -2,7 +2,10 @@
 //! no system libraries, the same bytes for the same rows).
 //!
 //! * [`jct_vs_load`]: avg JCT against offered load, one line per policy
-//!   (the paper's Fig. 13 shape), mean over seeds, first queue of the grid.
+//!   (the paper's Fig. 13 shape), mean over seeds, first queue of the grid;
+//!   [`vs_load`] draws the other figures of [`LOAD_CHARTS`] the same way
+//!   (Titan's Exp#1-3: servers in use, machine fragmentation, cross-server
+//!   traffic).
 //! * [`times`]: avg JWT, JRT and JCT per policy as grouped bars at the
 //!   highest load (the paper's Table 5/6 as a picture).
 
@@ -45,9 +48,54 @@ fn err(chart: &'static str) -> impl Fn(String) -> ChartError {
 
 /// Avg JCT against load, one line per policy.
 pub fn jct_vs_load(rows: &[Row], grid: &Grid) -> Result<String, ChartError> {
-    let fail = err("JCT vs load");
+    vs_load(rows, grid, &LOAD_CHARTS[0])
+}
+
+/// A figure against offered load, one line per policy (mean over seeds).
+#[derive(Debug, Clone, Copy)]
+pub struct LoadChart {
+    /// The file `vclos sweep` writes it to.
+    pub file: &'static str,
+    pub title: &'static str,
+    pub y: &'static str,
+    pub metric: Metric,
+}
+
+/// The charts against load `vclos sweep` draws: avg JCT, and Titan's
+/// Exp#1-3 figures (seed 002, Section V: used machines, machine
+/// fragmentation, cross-machine traffic).
+pub const LOAD_CHARTS: [LoadChart; 4] = [
+    LoadChart {
+        file: "jct_vs_load.svg",
+        title: "avg JCT vs offered load",
+        y: "avg JCT (s)",
+        metric: |r| r.avg_jct_s,
+    },
+    LoadChart {
+        file: "used_servers_vs_load.svg",
+        title: "servers in use (time average) vs offered load",
+        y: "servers in use",
+        metric: |r| r.avg_used_servers.unwrap_or(0.0),
+    },
+    LoadChart {
+        file: "machine_fragmentation_vs_load.svg",
+        title: "machine fragmentation (idle share of used servers) vs offered load",
+        y: "machine fragmentation",
+        metric: |r| r.machine_fragmentation.unwrap_or(0.0),
+    },
+    LoadChart {
+        file: "cross_server_traffic_vs_load.svg",
+        title: "cross-server traffic (time average) vs offered load",
+        y: "vectors in flight between servers",
+        metric: |r| r.cross_server_traffic.unwrap_or(0.0),
+    },
+];
+
+/// `chart`'s figure against load, one line per policy.
+pub fn vs_load(rows: &[Row], grid: &Grid, chart: &LoadChart) -> Result<String, ChartError> {
+    let fail = err(chart.title);
     let queue = grid.queues.first().copied().unwrap_or_default();
-    let lines = means(rows, grid, queue, |r| r.avg_jct_s);
+    let lines = means(rows, grid, queue, chart.metric);
     let (x0, x1) = grid
         .loads
         .iter()
@@ -61,17 +109,16 @@ pub fn jct_vs_load(rows: &[Row], grid: &Grid) -> Result<String, ChartError> {
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
         .fold(0.0, f64::max)
-        .max(1.0)
+        .max(f64::MIN_POSITIVE)
         * 1.1;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
+        let title = chart.title;
+        let y = chart.y;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("avg JCT vs offered load ({queue})"),
-                ("sans-serif", 20),
-            )
+            .caption(format!("{title} ({queue})"), ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(80)
@@ -80,7 +127,7 @@ pub fn jct_vs_load(rows: &[Row], grid: &Grid) -> Result<String, ChartError> {
         chart
             .configure_mesh()
             .x_desc("offered load")
-            .y_desc("avg JCT (s)")
+            .y_desc(y)
             .draw()
             .map_err(|e| fail(e.to_string()))?;
         for (i, (policy, points)) in lines.iter().enumerate() {
@@ -116,7 +163,7 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
 }
 
 /// A figure of a report.
-type Metric = fn(&Report) -> f64;
+pub type Metric = fn(&Report) -> f64;
 
 /// The three times of a report, in bar order.
 const TIMES: [(&str, Metric); 3] = [
