@@ -309,6 +309,7 @@ mod tests {
             comm_fraction: alpha,
             collective: Collective::Ring,
             model: None,
+            iteration_ms: None,
         }
     }
 

@@ -705,6 +705,7 @@ mod tests {
                             comm_fraction: 1.0,
                             collective: c,
                             model: None,
+                            iteration_ms: None,
                         };
                         model.start(i, now, 1e9, &w, &d).unwrap();
                         running.push((i, id));

@@ -6,7 +6,7 @@
 //! optional ones, each at most once, in any order:
 //!
 //! ```text
-//! job_id,arrival_s,gpus,duration_s[,deadline_s][,comm_fraction][,collective][,model]
+//! job_id,arrival_s,gpus,duration_s[,deadline_s][,comm_fraction][,collective][,model][,iteration_ms]
 //! ```
 //!
 //! An empty optional field takes the column's default ([`workload`] for the
@@ -73,7 +73,13 @@ pub const HEADER: [&str; 4] = ["job_id", "arrival_s", "gpus", "duration_s"];
 /// The optional deadline column.
 pub const DEADLINE: &str = "deadline_s";
 /// The optional columns, in the order [`write_csv`] writes them.
-pub const OPTIONAL: [&str; 4] = [DEADLINE, "comm_fraction", "collective", "model"];
+pub const OPTIONAL: [&str; 5] = [
+    DEADLINE,
+    "comm_fraction",
+    "collective",
+    "model",
+    "iteration_ms",
+];
 
 /// Largest `arrival_s` and `duration_s`: 10 years of 365 days, in seconds.
 pub const MAX_SECONDS: f64 = 10.0 * 365.0 * 86_400.0;
@@ -376,14 +382,16 @@ enum Column {
     CommFraction,
     Collective,
     Model,
+    IterationMs,
 }
 
 impl Column {
-    const ALL: [Column; 4] = [
+    const ALL: [Column; 5] = [
         Column::Deadline,
         Column::CommFraction,
         Column::Collective,
         Column::Model,
+        Column::IterationMs,
     ];
 
     fn name(self) -> &'static str {
@@ -518,6 +526,21 @@ fn optional(job: &mut Job, c: Column, f: Field<'_>) -> Result<(), BadRow> {
             workload::check_model(f.text).map_err(|m| BadRow::at(f, m))?;
             job.workload.model = Some(f.text.to_string());
         }
+        Column::IterationMs => match f.text.parse::<u32>() {
+            Ok(v) if (1..=workload::MAX_ITERATION_MS).contains(&v) => {
+                job.workload.iteration_ms = Some(v)
+            }
+            _ => {
+                return Err(BadRow::at(
+                    f,
+                    format!(
+                        "iteration_ms `{}` is not a whole number of milliseconds from 1 to {}",
+                        shorten(f.text),
+                        workload::MAX_ITERATION_MS
+                    ),
+                ))
+            }
+        },
     }
     Ok(())
 }
@@ -598,6 +621,7 @@ pub fn write_csv(out: &mut dyn Write, jobs: &[Job]) -> std::io::Result<()> {
                 Column::CommFraction => j.workload.comm_fraction != d.comm_fraction,
                 Column::Collective => j.workload.collective != d.collective,
                 Column::Model => j.workload.model.is_some(),
+                Column::IterationMs => j.workload.iteration_ms.is_some(),
             })
         })
         .collect();
@@ -621,6 +645,10 @@ pub fn write_csv(out: &mut dyn Write, jobs: &[Job]) -> std::io::Result<()> {
                 Column::CommFraction => write!(out, ",{:.3}", j.workload.comm_fraction)?,
                 Column::Collective => write!(out, ",{}", j.workload.collective)?,
                 Column::Model => write!(out, ",{}", j.workload.model.as_deref().unwrap_or(""))?,
+                Column::IterationMs => match j.workload.iteration_ms {
+                    Some(ms) => write!(out, ",{ms}")?,
+                    None => write!(out, ",")?,
+                },
             }
         }
         writeln!(out)?;

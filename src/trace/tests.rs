@@ -306,6 +306,7 @@ fn write_then_parse_round_trips() {
                 comm_fraction: 0.55,
                 collective: Collective::Alltoall,
                 model: Some("dlrm large".into()),
+                iteration_ms: Some(255),
             },
         },
         Job {
@@ -384,6 +385,29 @@ fn bad_workload_fields_name_line_and_column() {
         "m".repeat(workload::MAX_MODEL_CHARS + 1)
     );
     assert!(problems(&long)[0].message.contains("longer than"));
+}
+
+#[test]
+fn iteration_ms_is_a_whole_number_of_milliseconds_in_range() {
+    let text = "job_id,arrival_s,gpus,duration_s,iteration_ms\n\
+                a,0,16,10,255\n\
+                b,0,16,10,\n";
+    let jobs = parse("t.csv", text.as_bytes()).unwrap();
+    assert_eq!(jobs[0].workload.iteration_ms, Some(255));
+    assert_eq!(jobs[1].workload.iteration_ms, None);
+    let text = "job_id,arrival_s,gpus,duration_s,iteration_ms\n\
+                a,0,16,10,0\n\
+                b,0,16,10,2.5\n\
+                c,0,16,10,3600001\n";
+    let p = problems(text);
+    assert_eq!(p.len(), 3, "{p:?}");
+    assert_eq!((p[0].line, p[0].column), (2, Some(11)));
+    assert!(
+        p.iter().all(|x| x
+            .message
+            .contains("whole number of milliseconds from 1 to 3600000")),
+        "{p:?}"
+    );
 }
 
 #[test]

@@ -13,6 +13,10 @@
 //! * `model`: free text naming the model, for reports; at most
 //!   [`MAX_MODEL_CHARS`] printable characters, no comma (the CSV has no
 //!   quoting).
+//! * `iteration_ms` (issue 16, item 1): the job's training iteration time
+//!   on its own network, a whole number of milliseconds from 1 to
+//!   [`MAX_ITERATION_MS`], for the periodic profile Cassini's sharing
+//!   reads ([`crate::sharing::profile`]); absent: that module's default.
 //!
 //! ## The generator's mix, and where its numbers come from
 //!
@@ -51,6 +55,8 @@ use serde::Serialize;
 pub const DEFAULT_COMM_FRACTION: f64 = 0.3;
 /// Longest `model` text, in characters.
 pub const MAX_MODEL_CHARS: usize = 64;
+/// Longest `iteration_ms`: one hour.
+pub const MAX_ITERATION_MS: u32 = 3_600_000;
 
 /// A job's collective communication pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -96,6 +102,9 @@ pub struct Workload {
     pub collective: Collective,
     /// Free text for reports (validated: [`check_model`]).
     pub model: Option<String>,
+    /// Training iteration time, milliseconds (module doc).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration_ms: Option<u32>,
 }
 
 impl Default for Workload {
@@ -104,6 +113,7 @@ impl Default for Workload {
             comm_fraction: DEFAULT_COMM_FRACTION,
             collective: Collective::Ring,
             model: None,
+            iteration_ms: None,
         }
     }
 }
@@ -182,6 +192,7 @@ pub fn draw(u_model: f64, u_alpha: f64, u_coll: f64) -> Workload {
         comm_fraction: alpha,
         collective,
         model: Some(pick.model.to_string()),
+        iteration_ms: None,
     }
 }
 
