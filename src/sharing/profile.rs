@@ -16,8 +16,33 @@
 //! `comm_fraction` of the iteration (the network model's exposed
 //! communication share, [`crate::trace::workload`]). Fig. 4.3(c) draws the
 //! Down phase first, starting at angle 0; so does this.
+//!
+//! **A profiles file** ([`Profiles::read_file`]) gives multi-phase
+//! patterns by model name (Section 4.5.1 profiles each model once; Fig.
+//! 4.1(d)'s GPT-3 has six Up-Down phases), YAML or JSON:
+//!
+//! ```yaml
+//! gpt3:               # the trace's `model`
+//!   - {ms: 40, demand: 0}
+//!   - {ms: 12, demand: 0.6}
+//!   - {ms: 30, demand: 0}
+//!   - {ms: 18, demand: 1}
+//! ```
+//!
+//! A job whose `model` is listed gets that pattern (its iteration is the
+//! phases' sum; a trace `iteration_ms` then stretches it to that length),
+//! any other the default above. The file is bounded like every input
+//! (docs/input-limits.md): [`MAX_PROFILES_BYTES`], nesting, aliases, at
+//! most [`MAX_MODELS`] models of [`MAX_PHASES`] phases; an error names the
+//! file, the line where known, the model and the phase.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
 use thiserror::Error;
+
+use crate::yaml::{self, LimitError, Limits};
 
 use crate::trace::workload::MAX_ITERATION_MS;
 use crate::trace::Workload;
@@ -145,9 +170,237 @@ impl Profile {
     }
 }
 
+/// Largest profiles file read.
+pub const MAX_PROFILES_BYTES: usize = 1024 * 1024;
+/// Most models in one profiles file.
+pub const MAX_MODELS: usize = 1024;
+const PROFILES_LIMITS: Limits = Limits {
+    max_bytes: MAX_PROFILES_BYTES,
+    max_depth: 8,
+    max_alias_nodes: 10_000,
+};
+
+/// One phase as written in a profiles file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhaseSpec {
+    ms: u32,
+    demand: f64,
+}
+
+/// Profiles by model name, from a profiles file (module doc).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Profiles {
+    by_model: BTreeMap<String, Profile>,
+}
+
+/// Why a profiles file could not be used.
+#[derive(Debug, Error)]
+pub enum ProfilesError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not UTF-8 text")]
+    NotUtf8 { file: String },
+    #[error("{}: {reason}", at(file, *line))]
+    Limit {
+        file: String,
+        line: Option<usize>,
+        reason: LimitError,
+    },
+    #[error("{}: not a profiles file (model: list of {{ms, demand}} phases): {message}", at(file, *line))]
+    Parse {
+        file: String,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{file}: {count} models; at most {MAX_MODELS}")]
+    TooMany { file: String, count: usize },
+    #[error("{file}: model `{model}`: {reason}")]
+    Model {
+        file: String,
+        model: String,
+        reason: ProfileError,
+    },
+}
+
+fn at(file: &str, line: Option<usize>) -> String {
+    match line {
+        Some(l) => format!("{file}:{l}"),
+        None => file.to_string(),
+    }
+}
+
+impl Profiles {
+    /// Read a profiles file (module doc).
+    pub fn read_file(path: &Path) -> Result<Self, ProfilesError> {
+        let file = path.display().to_string();
+        let bytes =
+            yaml::read_capped(path, MAX_PROFILES_BYTES).map_err(|source| ProfilesError::Io {
+                file: file.clone(),
+                source,
+            })?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| ProfilesError::NotUtf8 { file: file.clone() })?;
+        Self::from_text(&file, text)
+    }
+
+    /// Parse a profiles file's text; `file` names it in errors.
+    pub fn from_text(file: &str, text: &str) -> Result<Self, ProfilesError> {
+        let limit = |reason: LimitError| ProfilesError::Limit {
+            file: file.into(),
+            line: reason.line(),
+            reason,
+        };
+        if text.len() > MAX_PROFILES_BYTES {
+            return Err(limit(LimitError::TooLarge {
+                size: text.len(),
+                limit: MAX_PROFILES_BYTES,
+            }));
+        }
+        yaml::check(text, &PROFILES_LIMITS).map_err(limit)?;
+        let raw: BTreeMap<String, Vec<PhaseSpec>> =
+            serde_yaml_ng::from_str(text).map_err(|e| ProfilesError::Parse {
+                file: file.into(),
+                line: e.location().map(|l| l.line()),
+                message: e.to_string(),
+            })?;
+        if raw.len() > MAX_MODELS {
+            return Err(ProfilesError::TooMany {
+                file: file.into(),
+                count: raw.len(),
+            });
+        }
+        let mut by_model = BTreeMap::new();
+        for (model, phases) in raw {
+            let phases = phases
+                .into_iter()
+                .map(|p| Phase {
+                    ms: p.ms,
+                    demand: p.demand,
+                })
+                .collect();
+            let profile = Profile::new(phases).map_err(|reason| ProfilesError::Model {
+                file: file.into(),
+                model: model.clone(),
+                reason,
+            })?;
+            by_model.insert(model, profile);
+        }
+        Ok(Profiles { by_model })
+    }
+
+    /// The profile of a job: its model's from the file, stretched to its
+    /// `iteration_ms` if it has one, else the default of
+    /// [`Profile::of_workload`].
+    pub fn of_workload(&self, w: &Workload) -> Profile {
+        let Some(p) = w.model.as_deref().and_then(|m| self.by_model.get(m)) else {
+            return Profile::of_workload(w);
+        };
+        match w.iteration_ms {
+            Some(ms) if ms != p.iteration_ms => p.stretched(ms),
+            _ => p.clone(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_model.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_model.is_empty()
+    }
+}
+
+impl Profile {
+    /// The same pattern over an iteration of `ms` milliseconds (phase
+    /// lengths scaled, each at least 1 ms, the last one absorbing the
+    /// rounding).
+    pub fn stretched(&self, ms: u32) -> Profile {
+        let ms = ms.clamp(self.phases.len() as u32, MAX_ITERATION_MS);
+        let k = f64::from(ms) / f64::from(self.iteration_ms);
+        let n = self.phases.len();
+        let mut phases: Vec<Phase> = self
+            .phases
+            .iter()
+            .map(|p| Phase {
+                ms: ((f64::from(p.ms) * k).round() as u32).max(1),
+                demand: p.demand,
+            })
+            .collect();
+        let head: u32 = phases[..n - 1].iter().map(|p| p.ms).sum();
+        phases[n - 1].ms = ms.saturating_sub(head).max(1);
+        let iteration_ms = phases.iter().map(|p| p.ms).sum();
+        Profile {
+            phases,
+            iteration_ms,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_profiles_file_gives_multi_phase_patterns_by_model() {
+        let text = "gpt3:\n  - {ms: 40, demand: 0}\n  - {ms: 12, demand: 0.6}\n  - {ms: 30, demand: 0}\n  - {ms: 18, demand: 1}\n";
+        let p = Profiles::from_text("p.yaml", text).unwrap();
+        assert_eq!(p.len(), 1);
+        let mut w = Workload {
+            model: Some("gpt3".into()),
+            ..Workload::default()
+        };
+        let g = p.of_workload(&w);
+        assert_eq!((g.iteration_ms(), g.phases().len()), (100, 4));
+        assert!((g.duty() - (12.0 * 0.6 + 18.0) / 100.0).abs() < 1e-12);
+        // The trace's iteration time stretches the pattern.
+        w.iteration_ms = Some(200);
+        let s = p.of_workload(&w);
+        assert_eq!(s.iteration_ms(), 200);
+        assert!((s.duty() - g.duty()).abs() < 1e-9);
+        // Any other model: the default Up-Down.
+        w.model = Some("resnet50".into());
+        assert_eq!(p.of_workload(&w), Profile::of_workload(&w));
+        // JSON too.
+        let j = Profiles::from_text("p.json", r#"{"m": [{"ms": 5, "demand": 1}]}"#).unwrap();
+        assert_eq!(j.len(), 1);
+    }
+
+    #[test]
+    fn bad_profiles_files_name_the_file_line_model_and_phase() {
+        let e = Profiles::from_text("p.yaml", "m:\n  - {ms: 10, demand: 2}\n").unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("p.yaml: model `m`: phase 0: demand 2"), "{e}");
+        let e = Profiles::from_text("p.yaml", "m:\n  - {ms: 10, rate: 1}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.yaml:2:") && e.contains("unknown field `rate`"),
+            "{e}"
+        );
+        let e = Profiles::from_text("p.yaml", "m: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("model `m`: a profile needs 1 to 64 phases"),
+            "{e}"
+        );
+        let deep = format!("m: {}{}\n", "[".repeat(20), "]".repeat(20));
+        let e = Profiles::from_text("p.yaml", &deep)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nesting deeper than 8"), "{e}");
+        let e = Profiles::read_file(Path::new("/nonexistent/p.yaml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/p.yaml: cannot read"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn vgg16_of_fig_4_3_is_a_200_degree_down_arc_then_up() {
