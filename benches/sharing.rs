@@ -13,13 +13,7 @@ use vclos::sharing::circle::{fit, OnLink};
 use vclos::sharing::profile::Profile;
 
 fn case(c: &mut Criterion, name: &str, profiles: &[Profile]) {
-    let jobs: Vec<OnLink> = profiles
-        .iter()
-        .map(|p| OnLink {
-            profile: p,
-            load: 1.0,
-        })
-        .collect();
+    let jobs = OnLink::at_full_load(profiles);
     c.bench_function(name, |b| b.iter(|| black_box(fit(black_box(&jobs), 1.0))));
 }
 

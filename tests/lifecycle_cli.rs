@@ -60,6 +60,16 @@ fn vclos(topo: &Path, state: &Path, args: &[&str]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `vclos status` succeeds and reports every device in sync.
+fn assert_in_sync(topo: &Path, state: &Path) {
+    let o = vclos(topo, state, &["status"]);
+    assert!(
+        o.status.success() && text(&o).contains("in sync"),
+        "{}",
+        text(&o)
+    );
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -130,12 +140,7 @@ fn job_verbs_and_a_real_kill_9_mid_apply() {
         "{}",
         text(&o)
     );
-    let o = vclos(&topo, &state, &["status"]);
-    assert!(
-        o.status.success() && text(&o).contains("in sync"),
-        "{}",
-        text(&o)
-    );
+    assert_in_sync(&topo, &state);
     let o = vclos(&topo, &state, &["job", "release", "--id", "a"]);
     assert!(o.status.success(), "{}", text(&o));
     let before = std::fs::read(state.join("state.json")).unwrap();
@@ -543,18 +548,8 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     assert_eq!(p["source_routes"].as_array().unwrap().len(), 8, "{p}");
     let o = vclos(&topo, &state, &["verify"]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = vclos(&topo, &state, &["status"]);
-    assert!(
-        o.status.success() && text(&o).contains("in sync"),
-        "{}",
-        text(&o)
-    );
+    assert_in_sync(&topo, &state);
     let o = vclos(&topo, &state, &["job", "release", "--id", "p"]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = vclos(&topo, &state, &["status"]);
-    assert!(
-        o.status.success() && text(&o).contains("in sync"),
-        "{}",
-        text(&o)
-    );
+    assert_in_sync(&topo, &state);
 }

@@ -13,8 +13,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// `vclos replay` of `trace` on cluster512 with `policy` and `extra`; stdout.
-fn replay_512(trace: &Path, policy: &str, extra: &[&str]) -> String {
+/// `vclos replay` of `trace` on cluster512 with `policy` and `extra`.
+fn run_512(trace: &Path, policy: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "replay",
         "--topology",
@@ -25,7 +25,12 @@ fn replay_512(trace: &Path, policy: &str, extra: &[&str]) -> String {
         policy,
     ];
     args.extend_from_slice(extra);
-    let o = vclos(&args);
+    vclos(&args)
+}
+
+/// [`run_512`], which must succeed: its stdout.
+fn replay_512(trace: &Path, policy: &str, extra: &[&str]) -> String {
+    let o = run_512(trace, policy, extra);
     assert!(o.status.success(), "{policy}: {}", stderr(&o));
     stdout(&o)
 }
@@ -53,6 +58,13 @@ fn awkward_512(dir: &Path) -> PathBuf {
     ]);
     assert!(gen.status.success(), "{}", stderr(&gen));
     write(dir, "t.csv", &stdout(&gen))
+}
+
+/// [`run_512`], which must fail: its stderr.
+fn replay_512_refused(trace: &Path, policy: &str, extra: &[&str]) -> String {
+    let o = run_512(trace, policy, extra);
+    assert!(!o.status.success(), "{policy} {extra:?} succeeded");
+    stderr(&o)
 }
 
 /// [`replay_512`] with `--json`, parsed.
@@ -536,20 +548,9 @@ fn titan_moves_less_cross_server_traffic_than_its_packing_baselines() {
         // Nothing isolates them: jobs that share a link slow each other.
         assert!(f(&r, "p99_slowdown") > 1.0, "{r}");
     }
-    let o = vclos(&[
-        "replay",
-        "--topology",
-        "topologies/cluster512.yaml",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--policy",
-        "titan",
-        "--partial-servers",
-    ]);
-    assert!(!o.status.success());
+    let err = replay_512_refused(&trace, "titan", &["--partial-servers"]);
     assert!(
-        stderr(&o).contains("`--partial-servers` does not apply to policy `titan`"),
-        "{}",
-        stderr(&o)
+        err.contains("`--partial-servers` does not apply to policy `titan`"),
+        "{err}"
     );
 }

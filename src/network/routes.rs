@@ -597,7 +597,11 @@ mod tests {
 
     /// Place `sizes` (GPUs) in order with `policy`; the decisions.
     fn placed(policy: Policy, topo: &std::sync::Arc<Topology>, sizes: &[u32]) -> Vec<Decision> {
-        let mut p = placer(policy, topo.clone()).unwrap();
+        place_all(placer(policy, topo.clone()).unwrap().as_mut(), sizes)
+    }
+
+    /// Place `sizes` (GPUs) in order with `p`; the decisions.
+    fn place_all(p: &mut dyn crate::placement::Placer, sizes: &[u32]) -> Vec<Decision> {
         sizes
             .iter()
             .enumerate()
@@ -684,17 +688,7 @@ mod tests {
             ..SliceOptions::default()
         };
         let mut p = placer_on(Policy::Vclos, st, partial).unwrap();
-        let ds: Vec<Decision> = [8u32, 6, 12]
-            .iter()
-            .enumerate()
-            .map(|(i, &gpus)| {
-                let id = JobId::new(format!("j{i}")).unwrap();
-                match p.place(&JobRequest::new(id, gpus)).unwrap() {
-                    Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
-                    Outcome::Blocked(b) => panic!("job {i} ({gpus} GPUs) blocked: {b:?}"),
-                }
-            })
-            .collect();
+        let ds = place_all(p.as_mut(), &[8, 6, 12]);
         assert!(ds.iter().all(|d| d.touches_network()));
         for c in Collective::ALL {
             let mut r = Router::new(&topo, Routing::Decision);

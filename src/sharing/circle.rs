@@ -58,6 +58,16 @@ pub struct OnLink<'a> {
     pub load: f64,
 }
 
+impl<'a> OnLink<'a> {
+    /// Each of `profiles` at full load on the link (one flow at line rate).
+    pub fn at_full_load(profiles: &'a [Profile]) -> Vec<OnLink<'a>> {
+        profiles
+            .iter()
+            .map(|profile| OnLink { profile, load: 1.0 })
+            .collect()
+    }
+}
+
 /// The best rotation found for the jobs of one link.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fit {
@@ -417,13 +427,7 @@ mod tests {
                     Profile::up_down(iter, rng.below(60) as f64 / 100.0)
                 })
                 .collect();
-            let jobs: Vec<OnLink> = profiles
-                .iter()
-                .map(|p| OnLink {
-                    profile: p,
-                    load: 1.0,
-                })
-                .collect();
+            let jobs = OnLink::at_full_load(&profiles);
             let (c, _) = Circle::new(&jobs, 1.0);
             let ex = c.score(c.excess(&c.sum_at(&c.exhaustive())));
             let de = c.score(c.excess(&c.sum_at(&c.descent())));
