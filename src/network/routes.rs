@@ -38,7 +38,8 @@
 //! ([`Topology::initial_fabric_links`]) except where a decision's reserved
 //! links say otherwise (OCS-vClos rewires).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::fairshare::Class;
 use super::traffic;
@@ -237,6 +238,36 @@ pub struct Router {
     /// job being routed, and the links it touched.
     sum: Vec<f64>,
     touched: Vec<u32>,
+    /// Scratch of [`Router::balanced`]: the leaf pair of the current run
+    /// of flows, and its paths by how loaded they are.
+    run: Option<(LeafId, LeafId)>,
+    by_load: BinaryHeap<Reverse<(Load, u32)>>,
+}
+
+/// A path's busiest link load as a heap key: totally ordered, and every
+/// load at or below 0 equal to 0 (the least-loaded scan takes the first
+/// idle path it meets, whatever float residue it has).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Load(f64);
+
+impl Eq for Load {}
+
+impl PartialOrd for Load {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Load {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Load {
+    fn of(busiest: f64) -> Load {
+        Load(if busiest <= 0.0 { 0.0 } else { busiest })
+    }
 }
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
@@ -255,6 +286,8 @@ impl Router {
         let mut r = Router {
             sum: vec![0.0; fabric.links],
             touched: Vec::new(),
+            run: None,
+            by_load: BinaryHeap::new(),
             fabric,
             routing,
             load,
@@ -338,6 +371,8 @@ impl Router {
     ) -> Option<Class> {
         let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
         let mut stopped = false;
+        // Loads may have moved since the last call (unroute, restore).
+        self.run = None;
         for f in traffic::flows(collective, &servers) {
             let (src, dst) = (placed[f.src as usize], placed[f.dst as usize]);
             if src.1 == dst.1 {
@@ -558,27 +593,50 @@ impl Router {
         self.via(&Own::default(), from, u, far, (to, 0), mix(h))
     }
 
+    /// The least-loaded path from `from` to `to` (the first of the
+    /// busiest-link minima in path order), charged `weight`.
+    ///
+    /// Consecutive flows of one leaf pair (an all-to-all job's flows come
+    /// server pair by server pair) share a min-heap of the pair's paths by
+    /// load instead of a scan of every path per flow. Within such a run
+    /// loads only grow (weights are positive), so a heap entry is never
+    /// above its path's real load: an entry popped whose load is still
+    /// current is the minimum, and a stale one is pushed back with its
+    /// load now. Ties go to the lower path index, as the scan's did, so
+    /// the choice is exactly the scan's.
     fn balanced(&mut self, from: LeafId, to: LeafId, weight: f64) -> Option<Path> {
         let n = self.fabric.leaves.len();
         let paths = &self.paths[from.index() * n + to.index()];
-        let mut best: Option<(f64, Path)> = None;
-        for &p in paths {
-            let busiest = p
-                .links()
+        let busiest = |load: &[f64], p: &Path| {
+            p.links()
                 .iter()
-                .map(|&l| self.load[l as usize])
-                .fold(0.0, f64::max);
-            if best.is_none_or(|(b, _)| busiest < b) {
-                best = Some((busiest, p));
-                if busiest <= 0.0 {
-                    break; // idle: nothing can be less loaded
-                }
-            }
+                .map(|&l| load[l as usize])
+                .fold(0.0, f64::max)
+        };
+        if self.run != Some((from, to)) {
+            self.run = Some((from, to));
+            self.by_load.clear();
+            self.by_load.extend(
+                paths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| Reverse((Load::of(busiest(&self.load, p)), i as u32))),
+            );
         }
-        let (_, p) = best?;
+        let (p, i) = loop {
+            let Reverse((key, i)) = self.by_load.pop()?;
+            let p = paths[i as usize];
+            let now = Load::of(busiest(&self.load, &p));
+            if now == key {
+                break (p, i);
+            }
+            self.by_load.push(Reverse((now, i)));
+        };
         for &l in p.links() {
             self.load[l as usize] += weight;
         }
+        self.by_load
+            .push(Reverse((Load::of(busiest(&self.load, &p)), i)));
         Some(p)
     }
 }
@@ -817,6 +875,77 @@ mod ocs_tests {
             }
         }
         (t, out)
+    }
+
+    /// The least-loaded scan the heap of [`Router::balanced`] replaced.
+    fn scan(r: &Router, from: LeafId, to: LeafId) -> Option<Path> {
+        let n = r.fabric.leaves.len();
+        let mut best: Option<(f64, Path)> = None;
+        for &p in &r.paths[from.index() * n + to.index()] {
+            let busiest = p
+                .links()
+                .iter()
+                .map(|&l| r.load[l as usize])
+                .fold(0.0, f64::max);
+            if best.is_none_or(|(b, _)| busiest < b) {
+                best = Some((busiest, p));
+                if busiest <= 0.0 {
+                    break;
+                }
+            }
+        }
+        best.map(|b| b.1)
+    }
+
+    #[test]
+    fn balanced_choice_is_the_least_loaded_scan_even_where_paths_share_links() {
+        // Two uplinks of every leaf to each spine: a leaf pair's paths
+        // share links, so one choice changes the load of the others.
+        let mgmt = "mgmt: {host: 127.0.0.1, port: 22, protocol: ssh-cli, dialect: huawei-ce, credential: c}";
+        let mut y = String::from(
+            "name: par\ngpus_per_server: 4\ncredentials:\n  c: {username: a, password_env: P}\nleaves:\n",
+        );
+        for l in 1..=3 {
+            y += &format!(
+                "  - {{name: l{l}, {mgmt}, server_ports: \"e[1-4]\", uplink_ports: \"u[1-4]\"}}\n"
+            );
+        }
+        y += "spines:\n";
+        for s in 1..=2 {
+            y += &format!("  - {{name: s{s}, {mgmt}, ports: \"e[1-6]\"}}\n");
+        }
+        y += "servers:\n";
+        for l in 1..=3 {
+            y += &format!("  - {{name: h{l}, leaf: l{l}, ports: \"e[1-4]\"}}\n");
+        }
+        y += "links:\n";
+        for l in 1..=3u32 {
+            for (u, s, p) in [
+                (1, 1, 2 * l - 1),
+                (2, 1, 2 * l),
+                (3, 2, 2 * l - 1),
+                (4, 2, 2 * l),
+            ] {
+                y += &format!("  - [l{l}:u{u}, s{s}:e{p}]\n");
+            }
+        }
+        let t = crate::topology::from_str("par.yaml", &y).unwrap();
+        let mut r = Router::new(&t, Routing::Balanced);
+        assert_eq!(r.paths[1].len(), 8, "2 x 2 paths per spine");
+        let mut rng = crate::placement::Rng(5);
+        for i in 0..3000 {
+            if i % 500 == 0 {
+                r.run = None; // as a new job's routing starts
+            }
+            // Runs of one pair, then another.
+            let from = LeafId(rng.below(3) as u32);
+            let to = LeafId((from.0 + 1 + rng.below(2) as u32) % 3);
+            for _ in 0..1 + rng.below(6) {
+                let w = (1 + rng.below(4)) as f64 / 8.0;
+                let want = scan(&r, from, to);
+                assert_eq!(r.balanced(from, to, w), want, "step {i}");
+            }
+        }
     }
 
     #[test]
