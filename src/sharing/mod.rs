@@ -19,7 +19,9 @@
 //!    are rejected (Algorithm 2).
 //!
 //! What is not here yet: the sharing mode of the placer that uses it
-//! (issue 16, item 4), MLTCP in the network model (item 5).
+//! (issue 16, item 4), MLTCP in the network model (item 5); their design,
+//! including how two jobs' VRFs share one physical port (802.1Q
+//! sub-interfaces), is in docs/cassini.md.
 
 pub mod affinity;
 pub mod circle;
