@@ -15,7 +15,7 @@ pub mod bound;
 mod flow;
 mod local;
 mod ocs;
-mod packing;
+pub mod packing;
 mod plan;
 pub mod sizing;
 mod stage3;
@@ -248,7 +248,7 @@ pub struct SliceOptions {
     /// ([`sizing`]; vClos and OCS-vClos; 0: never, the paper's engine).
     pub round_up: u32,
     /// Take free GPUs on partly used servers instead of whole idle servers
-    /// ([`local`] module doc; issue 15 item 2). Applies to every policy
+    /// ([`Grain`] and the `local` module doc; issue 15 item 2). Applies to every policy
     /// that places by whole servers ([`Policy::whole_servers`]); the others
     /// refuse it.
     pub partial_servers: bool,
@@ -256,7 +256,7 @@ pub struct SliceOptions {
 
 impl SliceOptions {
     /// The grains a job is tried with, in order: whole servers, then (with
-    /// partial servers) GPUs ([`local`] module doc for why in that order).
+    /// partial servers) GPUs (the `local` module doc says why in that order).
     pub fn grains(self) -> &'static [Grain] {
         if self.partial_servers {
             &[Grain::Servers, Grain::Gpus]
@@ -275,7 +275,7 @@ pub fn placer(
 }
 
 /// Build the placer for `policy` continuing from `state`, shaping jobs as
-/// `options` allow ([`sizing`] and [`local`]).
+/// `options` allow ([`sizing`] and [`Grain`]).
 pub fn placer_on(
     policy: Policy,
     state: FabricState,

@@ -70,7 +70,7 @@ impl VclosPlacer {
     }
 
     /// Let the engine round jobs up ([`super::sizing`]) or take partly
-    /// used servers ([`super::local`]).
+    /// used servers ([`super::Grain`]).
     pub fn with_options(mut self, options: SliceOptions) -> Self {
         self.options = options;
         self
