@@ -758,6 +758,58 @@ mod tests {
         }
     }
 
+    /// The most any link carries in any one phase when `d`'s job runs
+    /// `collective` alone on its slice.
+    fn phase_peak(topo: &Topology, d: &Decision, collective: Collective) -> f64 {
+        let mut r = Router::new(topo, Routing::Decision);
+        let placed = r.resolve(d).unwrap();
+        let own = r.own(d);
+        let mut per: HashMap<(LinkId, u16), f64> = HashMap::new();
+        r.route_placed(1, &placed, &own, collective, &mut |f, path| {
+            for &l in path.links() {
+                *per.entry((l, f.phase)).or_default() += f.rate;
+            }
+            true
+        });
+        per.values().copied().fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn halving_doubling_slices_get_a_rank_order_with_no_phase_over_a_link() {
+        // 8 leaves x 8 servers x 4 GPUs, 32 spines. 80 GPUs = 4 leaves x 5
+        // servers: listed leaf by leaf, HD's distance-4 phase sends two
+        // flows down one link; in the rank order of `order_for_hd`, none.
+        let topo = uniform_topology(8, 32, 4, 0);
+        let job = |gpus: u32, c: Option<Collective>| {
+            let mut p = placer(Policy::Vclos, topo.clone()).unwrap();
+            let mut req = JobRequest::new(JobId::new("j").unwrap(), gpus);
+            req.collective = c;
+            match p.place(&req).unwrap() {
+                Outcome::Placed(d) => std::sync::Arc::unwrap_or_clone(d),
+                Outcome::Blocked(b) => panic!("{gpus}: {b:?}"),
+            }
+        };
+        let leafwise = job(80, None);
+        assert_eq!(leafwise.vclos.leaves.len(), 4);
+        assert_eq!(phase_peak(&topo, &leafwise, Collective::Hd), 2.0);
+        let hd = job(80, Some(Collective::Hd));
+        assert_eq!(phase_peak(&topo, &hd, Collective::Hd), 1.0);
+        // Same GPUs, links and routes; only the rank order differs.
+        let set = |d: &Decision| {
+            let mut g: Vec<_> = d.gpus.iter().map(|g| (g.server.clone(), g.gpu)).collect();
+            g.sort();
+            g
+        };
+        assert_eq!(set(&hd), set(&leafwise));
+        assert_eq!(hd.vclos, leafwise.vclos);
+        assert_eq!(hd.source_routes, leafwise.source_routes);
+        assert_ne!(hd.gpus, leafwise.gpus);
+        // Power-of-two servers per leaf: leaf by leaf is already right.
+        let eight = job(96 + 32, Some(Collective::Hd));
+        assert_eq!(phase_peak(&topo, &eight, Collective::Hd), 1.0);
+        assert_eq!(eight.gpus, job(128, None).gpus);
+    }
+
     #[test]
     fn source_routing_without_isolation_shares_links_and_slows_jobs() {
         let topo = uniform_topology(8, 8, 2, 0);

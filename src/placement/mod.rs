@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::decision::Decision;
+use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::Topology;
@@ -441,12 +441,23 @@ impl EmptyProbe<'_> {
 }
 
 /// Turn a plan into a decision and admit it; a refusal is an engine bug.
+/// A halving-doubling job's Stage 2 slice gets its rank order
+/// ([`plan::Plan::order_for_hd`]).
 pub(crate) fn commit(
     state: &mut FabricState,
     policy: &'static str,
     job: &JobRequest,
     plan: &plan::Plan,
 ) -> Result<Outcome, PlacementError> {
+    let reordered;
+    let plan = if job.collective == Some(Collective::Hd) && plan.stage == Stage::Vclos {
+        let mut p = plan.clone();
+        p.order_for_hd(state.topology());
+        reordered = p;
+        &reordered
+    } else {
+        plan
+    };
     let mut d = plan.to_decision(state.topology(), &job.id);
     d.requested_gpus = Some(job.gpus);
     let d = Arc::new(d);

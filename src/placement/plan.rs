@@ -69,6 +69,60 @@ impl Plan {
         }
     }
 
+    /// Rank order for a halving-doubling job (the decision's GPU order is
+    /// the rank order a scheduler launches the job with, and the one the
+    /// network model reads: [`crate::network::traffic`]).
+    ///
+    /// HD pairs rank `i` with `i XOR d` in the phase at distance `d`. Listed
+    /// leaf by leaf, a slice of `l` leaves of `k` servers keeps every phase
+    /// a leaf-wise permutation (Lemma 5.1's condition: a partner on another
+    /// leaf sits at the same position there, so the two ends share the
+    /// slot's spine) only when `k` is a power of two; otherwise a phase can
+    /// send two flows down one link of the slice. Listed position by
+    /// position across the leaves (rank `b * l + a` for server `b` of leaf
+    /// `a`), every phase is either inside a leaf or a permutation across
+    /// leaves at the same position whenever `l` is a power of two, the
+    /// fold included (`p` is then a multiple of `l`). So a Stage 2 slice of
+    /// a power-of-two number of leaves and a non-power-of-two number of
+    /// servers per leaf, each server holding as many of the job's GPUs, is
+    /// reordered that way; each leaf's own order, hence its source routes,
+    /// is unchanged. Other slices keep their order.
+    pub fn order_for_hd(&mut self, topo: &Topology) {
+        let l = self.leaves.len();
+        if self.stage != Stage::Vclos || l < 2 || !l.is_power_of_two() {
+            return;
+        }
+        let mut servers: Vec<Vec<ServerId>> = vec![Vec::new(); l];
+        let mut count: std::collections::HashMap<ServerId, usize> = Default::default();
+        for &(s, _) in &self.gpus {
+            let Some(a) = self.leaves.iter().position(|&n| n == topo.server(s).leaf) else {
+                return;
+            };
+            let c = count.entry(s).or_default();
+            if *c == 0 {
+                servers[a].push(s);
+            }
+            *c += 1;
+        }
+        let k = servers[0].len();
+        let per = count.values().next().copied().unwrap_or(0);
+        if k.is_power_of_two()
+            || servers.iter().any(|v| v.len() != k)
+            || count.values().any(|&c| c != per)
+        {
+            return;
+        }
+        let mut by_server: std::collections::HashMap<ServerId, Vec<(ServerId, u16)>> =
+            Default::default();
+        for &g in &self.gpus {
+            by_server.entry(g.0).or_default().push(g);
+        }
+        self.gpus = (0..k)
+            .flat_map(|b| servers.iter().map(move |v| v[b]))
+            .flat_map(|s| by_server.remove(&s).unwrap_or_default())
+            .collect();
+    }
+
     /// The typed resources the plan takes, as admission would resolve them
     /// from its decision (checked against that in debug builds).
     pub(crate) fn resources(&self, st: &FabricState) -> Resources {
