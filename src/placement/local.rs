@@ -56,14 +56,6 @@ pub enum Grain {
 }
 
 impl Grain {
-    pub fn new(partial_servers: bool) -> Self {
-        if partial_servers {
-            Grain::Gpus
-        } else {
-            Grain::Servers
-        }
-    }
-
     /// GPUs per unit: `T` for whole servers, 1 for GPUs.
     pub fn size(self, topo: &Topology) -> u32 {
         match self {
