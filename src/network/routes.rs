@@ -241,32 +241,18 @@ pub struct Router {
     /// Scratch of [`Router::balanced`]: the leaf pair of the current run
     /// of flows, and its paths by how loaded they are.
     run: Option<(LeafId, LeafId)>,
-    by_load: BinaryHeap<Reverse<(Load, u32)>>,
+    by_load: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
-/// A path's busiest link load as a heap key: totally ordered, and every
-/// load at or below 0 equal to 0 (the least-loaded scan takes the first
-/// idle path it meets, whatever float residue it has).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Load(f64);
-
-impl Eq for Load {}
-
-impl PartialOrd for Load {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Load {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-impl Load {
-    fn of(busiest: f64) -> Load {
-        Load(if busiest <= 0.0 { 0.0 } else { busiest })
+/// A path's busiest link load as a heap key: the bits of the load, every
+/// load at or below 0 taken as 0 (the least-loaded scan takes the first
+/// idle path it meets, whatever float residue it has). For non-negative
+/// floats the bit patterns order as the numbers do.
+fn load_key(busiest: f64) -> u64 {
+    if busiest <= 0.0 {
+        0
+    } else {
+        busiest.to_bits()
     }
 }
 
@@ -620,13 +606,13 @@ impl Router {
                 paths
                     .iter()
                     .enumerate()
-                    .map(|(i, p)| Reverse((Load::of(busiest(&self.load, p)), i as u32))),
+                    .map(|(i, p)| Reverse((load_key(busiest(&self.load, p)), i as u32))),
             );
         }
         let (p, i) = loop {
             let Reverse((key, i)) = self.by_load.pop()?;
             let p = paths[i as usize];
-            let now = Load::of(busiest(&self.load, &p));
+            let now = load_key(busiest(&self.load, &p));
             if now == key {
                 break (p, i);
             }
@@ -636,7 +622,7 @@ impl Router {
             self.load[l as usize] += weight;
         }
         self.by_load
-            .push(Reverse((Load::of(busiest(&self.load, &p)), i)));
+            .push(Reverse((load_key(busiest(&self.load, &p)), i)));
         Some(p)
     }
 }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::{
-    commit, local, precheck, release_held, take_first, Blocked, JobRequest, Outcome,
-    PlacementError, Placer, SliceOptions,
+    commit, local, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer,
+    SliceOptions,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -61,17 +61,7 @@ fn gpus_with(st: &FabricState, grain: Grain, gpus: u32) -> Result<Plan, Blocked>
     if let Some(g) = local::stage1(st, grain, k) {
         return Ok(Plan::local(Stage::Leaf, g));
     }
-    let mut leaves: Vec<(u32, LeafId)> = (0..topo.leaves.len() as u32)
-        .map(LeafId)
-        .map(|l| (grain.free(st, l), l))
-        .filter(|&(f, _)| f > 0)
-        .collect();
-    leaves.sort_unstable();
-    let take = take_first(leaves.into_iter().map(|(f, l)| (l, f)), k).ok_or(Blocked::Gpu)?;
-    let gpus = take
-        .into_iter()
-        .flat_map(|(l, n)| grain.take(st, l, n))
-        .collect();
+    let gpus = local::fewest_free_first(st, grain, k).ok_or(Blocked::Gpu)?;
     Ok(Plan::local(Stage::Manual, gpus))
 }
 

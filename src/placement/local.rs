@@ -162,6 +162,24 @@ pub fn stage1(st: &FabricState, grain: Grain, k: u32) -> Option<Vec<(ServerId, u
     Some(grain.take(st, leaf, k))
 }
 
+/// `k` units of `grain` from the leaves with the fewest free units first
+/// (best fit; ties: lowest index), as many from each as it has; `None`
+/// when the fabric has fewer.
+pub fn fewest_free_first(st: &FabricState, grain: Grain, k: u32) -> Option<Vec<(ServerId, u16)>> {
+    let mut leaves: Vec<(u32, LeafId)> = (0..st.topology().leaves.len() as u32)
+        .map(LeafId)
+        .map(|l| (grain.free(st, l), l))
+        .filter(|&(f, _)| f > 0)
+        .collect();
+    leaves.sort_unstable();
+    let take = super::take_first(leaves.into_iter().map(|(f, l)| (l, f)), k)?;
+    Some(
+        take.into_iter()
+            .flat_map(|(l, n)| grain.take(st, l, n))
+            .collect(),
+    )
+}
+
 /// Every GPU of `servers`.
 pub fn whole(servers: &[ServerId], per_server: u16) -> Vec<(ServerId, u16)> {
     servers

@@ -350,28 +350,24 @@ pub(crate) fn place_staged(
         policy,
     });
     for &grain in grains {
-        let plan = match place_grain(state, job, (options, grain, sizes), network, probe) {
-            Ok(Ok(plan)) => plan,
-            Ok(Err(b)) => {
-                last = Ok(Outcome::Blocked(b));
-                continue;
-            }
-            Err(PlacementError::NoShape { .. }) => continue,
-            Err(e) => return Err(e),
-        };
-        return commit(state, policy, job, &plan);
+        match place_grain(state, job, (options, grain, sizes), network, probe) {
+            Some(Ok(plan)) => return commit(state, policy, job, &plan),
+            Some(Err(b)) => last = Ok(Outcome::Blocked(b)),
+            None => {}
+        }
     }
     last
 }
 
-/// [`place_staged`] with one grain: the plan, or why not now.
+/// [`place_staged`] with one grain: the plan, or why not now; `None` when
+/// no size of this grain has a slice even on the empty fabric.
 fn place_grain(
     state: &FabricState,
     job: &JobRequest,
     (options, grain, sizes): (SliceOptions, Grain, &mut Sizes),
     network: &mut dyn FnMut(&FabricState, Grain, u32) -> Option<plan::Plan>,
     probe: &mut dyn FnMut(&FabricState, Grain, u32) -> Probe,
-) -> Result<Result<plan::Plan, Blocked>, PlacementError> {
+) -> Option<Result<plan::Plan, Blocked>> {
     let topology = Arc::clone(state.topology());
     let unit = grain.size(&topology);
     let (verdicts, empty) = sizes.for_grain(grain);
@@ -385,20 +381,13 @@ fn place_grain(
         0 => job.gpus,
         k => {
             let most = grain.total(&topology);
-            match verdicts.covering(k, most, &mut |c| empty.probe(c * unit)) {
-                Some(c) if c == k => job.gpus,
-                Some(c) => c * unit,
-                None => {
-                    return Err(PlacementError::NoShape {
-                        job: job.id.clone(),
-                        gpus: job.gpus,
-                        policy: "",
-                    });
-                }
+            match verdicts.covering(k, most, &mut |c| empty.probe(c * unit))? {
+                c if c == k => job.gpus,
+                c => c * unit,
             }
         }
     };
-    Ok(match place_local(state, grain, own) {
+    Some(match place_local(state, grain, own) {
         Err(b) => Err(b),
         Ok(Some(p)) => Ok(p),
         Ok(None) => network(state, grain, own)

@@ -51,7 +51,7 @@
 use std::sync::Arc;
 
 use super::plan::Plan;
-use super::{commit, local, precheck, release_held, take_first, Blocked, JobRequest, Outcome};
+use super::{commit, local, precheck, release_held, Blocked, JobRequest, Outcome};
 use super::{PlacementError, Placer};
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -165,18 +165,9 @@ fn buddy(st: &FabricState, n: u32) -> Option<Vec<(ServerId, u16)>> {
     let mut masks = free_masks(st);
     let full = if t >= 64 { u64::MAX } else { (1u64 << t) - 1 };
     if whole > 0 {
-        let mut leaves: Vec<(u32, LeafId)> = (0..topo.leaves.len() as u32)
-            .map(LeafId)
-            .map(|l| (st.idle_servers(l), l))
-            .filter(|&(i, _)| i > 0)
-            .collect();
-        leaves.sort_unstable();
-        let take = take_first(leaves.into_iter().map(|(i, l)| (l, i)), whole)?;
-        for (l, k) in take {
-            for s in st.idle_server_ids(l).take(k as usize) {
-                masks[s.index()] = 0;
-                out.extend((0..t as u16).map(|g| (s, g)));
-            }
+        out = local::fewest_free_first(st, local::Grain::Servers, whole)?;
+        for &(s, _) in &out {
+            masks[s.index()] = 0;
         }
     }
     for bit in (0..u32::BITS - rest.leading_zeros()).rev() {
