@@ -60,6 +60,7 @@ fn decisions(t: &Topology, n: usize) -> Vec<Decision> {
             let pair = [(2 * k) % leaves, (2 * k + 1) % leaves];
             let mut d = Decision {
                 requested_gpus: None,
+                sharing: None,
                 job: JobId::new(format!("job{k}")).expect("valid"),
                 stage: Stage::Manual,
                 gpus: Vec::new(),

@@ -173,6 +173,74 @@ pub struct Decision {
     /// state saved before it existed: then every held GPU was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_gpus: Option<u32>,
+    /// Present when the job was placed in a sharing mode (issue 16,
+    /// `--sharing cassini`): it agreed to share links with compatible jobs
+    /// and to start its iterations at the phase the scheduler is told.
+    /// Absent in every isolated decision, so they read as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<Box<Sharing>>,
+}
+
+/// A job's part in link sharing (Cassini, seed 001 Chapter 4; the rules
+/// are in `crate::placement::shared`'s module doc and docs/cassini.md).
+///
+/// The job starts each training iteration when the fabric's clock (Unix
+/// time in ms) modulo `iteration_ms` equals `time_shift_ms` (Eq. 4.5: a
+/// time shift is a rotation within one iteration). Jobs placed in a
+/// sharing mode all carry this, shared or not, so a later job can be
+/// scored against their phase; a running job's shift never changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sharing {
+    /// The phase at which the job's iterations start, ms, `< iteration_ms`.
+    pub time_shift_ms: u32,
+    /// The compatibility score (Eq. 4.2) of its worst shared link at this
+    /// shift; 1 for a job that shares nothing.
+    pub score: f64,
+    /// Its periodic demand over one iteration (Section 4.1, Fig. 4.3):
+    /// what later jobs are scored against. The iteration lasts the sum.
+    pub profile: Vec<SharingPhase>,
+    /// The reserved links (of `vclos.links`) it shares with jobs that held
+    /// them when it was admitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<SharedLink>,
+}
+
+// `score` and the demands are finite (checked on admission), so equality
+// is reflexive.
+impl Eq for Sharing {}
+
+/// One phase of a sharing job's iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharingPhase {
+    pub ms: u32,
+    /// Share of the line rate, `[0, 1]`.
+    pub demand: f64,
+}
+
+/// A reserved link shared with the jobs `with` (by its leaf end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedLink {
+    pub leaf: Name,
+    pub uplink: Name,
+    /// The jobs holding the link when this one was admitted.
+    pub with: Vec<JobId>,
+}
+
+impl Sharing {
+    /// The iteration time its profile adds up to, ms.
+    pub fn iteration_ms(&self) -> u64 {
+        self.profile.iter().map(|p| u64::from(p.ms)).sum()
+    }
+
+    /// Whether the decision lists `(leaf, uplink)` as shared.
+    pub fn shares(&self, leaf: &str, uplink: &str) -> bool {
+        self.links
+            .iter()
+            .any(|l| &*l.leaf == leaf && &*l.uplink == uplink)
+    }
 }
 
 impl Decision {

@@ -530,8 +530,10 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     );
     // Partial servers: the free GPU of every server, isolated on the
     // devices (leaf source routes, OCS circuits), verified from their
-    // running configurations.
-    let o = submit(&["--partial-servers", "--json"]);
+    // running configurations. Placed in the sharing mode (issue 16), it
+    // shares nothing here and configures as any isolated job, its phase in
+    // the decision for the scheduler.
+    let o = submit(&["--partial-servers", "--sharing", "cassini", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = vclos(&topo, &state, &["job", "list", "--json"]);
     let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -546,6 +548,14 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     let servers: std::collections::HashSet<_> = gpus.iter().map(|g| &g["server"]).collect();
     assert_eq!(servers.len(), 8, "one GPU on each server: {p}");
     assert_eq!(p["source_routes"].as_array().unwrap().len(), 8, "{p}");
+    assert_eq!(p["sharing"]["time_shift_ms"], 0, "{p}");
+    assert!(p["sharing"].get("links").is_none(), "{p}");
+    let o = vclos(&topo, &state, &["job", "list"]);
+    assert!(
+        text(&o).contains("time shift 0 ms of 250 ms, 0 shared link(s)"),
+        "{}",
+        text(&o)
+    );
     let o = vclos(&topo, &state, &["verify"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_in_sync(&topo, &state);

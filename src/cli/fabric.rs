@@ -52,6 +52,33 @@ pub struct SlicingArgs {
     /// tiresias-like) refuse it.
     #[arg(long)]
     pub partial_servers: bool,
+    /// vclos / ocs-vclos: when no isolated slice exists, share links with
+    /// jobs whose communication interleaves with this one's (Cassini) and
+    /// give it a time shift; every job placed so opts in to being shared.
+    /// Off by default: isolation only.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sharing: Option<SharingArg>,
+    /// With `--sharing`: the lowest compatibility score (Cassini's Eq. 4.2,
+    /// at most 1) a shared placement may have.
+    #[arg(long, value_name = "SCORE", default_value_t = vclos::placement::shared::DEFAULT_MIN_SCORE,
+          value_parser = min_score, requires = "sharing")]
+    pub min_score: f64,
+}
+
+/// Sharing modes (`--sharing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SharingArg {
+    /// Cassini (seed 001, Chapter 4): compatible jobs share links, each
+    /// with a time shift.
+    Cassini,
+}
+
+fn min_score(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if !v.is_finite() || v > 1.0 {
+        return Err("a score is a finite number of at most 1".into());
+    }
+    Ok(v)
 }
 
 impl SlicingArgs {
@@ -59,6 +86,11 @@ impl SlicingArgs {
         vclos::placement::SliceOptions {
             round_up: self.round_up,
             partial_servers: self.partial_servers,
+            sharing: self
+                .sharing
+                .map(|SharingArg::Cassini| vclos::placement::SharingMode {
+                    min_score: self.min_score,
+                }),
         }
     }
 }

@@ -104,8 +104,16 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                         0 => String::new(),
                         r => format!("  ({r} reserved_idle_gpus)"),
                     };
+                    let shift = d.sharing.as_ref().map_or(String::new(), |s| {
+                        format!(
+                            "  time shift {} ms of {} ms, {} shared link(s)",
+                            s.time_shift_ms,
+                            s.iteration_ms(),
+                            s.links.len()
+                        )
+                    });
                     println!(
-                        "{:<20} {:>5} GPUs  {:?}  leaves {}  spines {}  cross-connects {}{reserved}",
+                        "{:<20} {:>5} GPUs  {:?}  leaves {}  spines {}  cross-connects {}{reserved}{shift}",
                         d.job.to_string(),
                         d.gpus.len(),
                         d.stage,

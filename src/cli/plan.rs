@@ -183,6 +183,15 @@ pub(super) fn text(plan: &Plan, color: bool) -> String {
             d.gpus.len(),
         ));
     }
+    if let Some(s) = &d.sharing {
+        out.push_str(&format!(
+            "note: job {} starts its iterations at {} ms of each {} ms (time_shift_ms; sharing mode, {} shared link(s))\n",
+            d.job,
+            s.time_shift_ms,
+            s.iteration_ms(),
+            s.links.len()
+        ));
+    }
     for d in &plan.devices {
         let diff = &d.diff;
         out.push_str(&format!(

@@ -68,6 +68,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         ledger: Ledger::from_topology(&topo),
         network: (a.network == NetworkModel::FairShare)
             .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
+        profiles: None,
     };
     let bar = progress_bar(jobs.len(), "jobs");
     let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {
@@ -189,6 +190,10 @@ fn table(r: &Report) -> String {
         ),
         ("isolation violations", r.isolation_violations.to_string()),
         ("busy rewires", r.busy_rewires.to_string()),
+        (
+            "shared ports / jobs (agreed)",
+            format!("{} / {}", r.shared_ports, r.shared_jobs),
+        ),
         ("search cutoffs", r.search_cutoffs.to_string()),
         (
             "gpu conflicts / circuit mismatches",

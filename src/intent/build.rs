@@ -220,6 +220,17 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         job: job.clone(),
         source,
     };
+    // A shared link carries two jobs' VRFs on one port: that needs an
+    // 802.1Q sub-interface per job (docs/cassini.md, section 2), which no
+    // dialect renders yet. Refused here, before any device is touched.
+    if let Some(l) = d.sharing.as_ref().and_then(|s| s.links.first()) {
+        return Err(bad(format!(
+            "shares link {}:{} with {}: shared links need one 802.1Q sub-interface per job, which vclos does not configure on devices yet (issue 16): `--sharing` is for replay until then",
+            l.leaf,
+            l.uplink,
+            l.with.iter().map(|j| format!("`{j}`")).collect::<Vec<_>>().join(", ")
+        )));
+    }
     let leaf_of = |name: &str| {
         topo.leaf_id(name)
             .ok_or_else(|| bad(format!("unknown leaf {name:?}")))

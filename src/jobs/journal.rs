@@ -271,6 +271,7 @@ mod tests {
     fn d(job: &str) -> Decision {
         Decision {
             requested_gpus: None,
+            sharing: None,
             job: JobId::new(job).unwrap(),
             stage: Stage::Manual,
             gpus: vec![],

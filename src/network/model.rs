@@ -301,6 +301,7 @@ mod tests {
             vclos: Default::default(),
             source_routes: vec![],
             requested_gpus: None,
+            sharing: None,
         }
     }
 

@@ -716,6 +716,7 @@ mod tests {
         for (i, s) in topo.servers.iter().enumerate() {
             st.admit(&Decision {
                 requested_gpus: None,
+                sharing: None,
                 job: JobId::new(format!("one{i}")).unwrap(),
                 stage: Stage::Server,
                 gpus: vec![GpuRef {

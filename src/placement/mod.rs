@@ -17,6 +17,7 @@ mod local;
 mod ocs;
 pub mod packing;
 mod plan;
+pub mod shared;
 pub mod sizing;
 mod stage3;
 #[cfg(test)]
@@ -33,6 +34,7 @@ use thiserror::Error;
 
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
+use crate::sharing::profile::Profile;
 use crate::state::FabricState;
 use crate::topology::Topology;
 use crate::trace::Collective;
@@ -43,12 +45,13 @@ pub use local::Grain;
 pub use ocs::stage3_wide;
 pub use ocs::OcsVclosPlacer;
 pub use packing::{Packing, PackingPlacer};
+pub use shared::SharingMode;
 use sizing::{Probe, Sizes};
 pub use titan::TitanPlacer;
 pub use vclos::VclosPlacer;
 
 /// A job asking for GPUs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobRequest {
     pub id: JobId,
     pub gpus: u32,
@@ -58,6 +61,9 @@ pub struct JobRequest {
     /// Its model (the trace's `model`), for `tiresias-like`, which
     /// consolidates by model ([`packing`]); the others ignore it.
     pub model: Option<String>,
+    /// Its periodic demand, for a placer in a sharing mode ([`shared`];
+    /// `None`: [`default_profile`]); the others ignore it.
+    pub profile: Option<Profile>,
 }
 
 impl JobRequest {
@@ -67,8 +73,15 @@ impl JobRequest {
             gpus,
             collective: None,
             model: None,
+            profile: None,
         }
     }
+}
+
+/// The profile of a job that states none: the trace defaults (Up at line
+/// rate for `DEFAULT_COMM_FRACTION` of a `DEFAULT_ITERATION_MS` iteration).
+pub fn default_profile() -> Profile {
+    Profile::of_workload(&crate::trace::Workload::default())
 }
 
 /// Why a job could not be placed now (it may fit later).
@@ -101,7 +114,7 @@ pub enum PlacementError {
         gpus: u32,
         policy: &'static str,
     },
-    #[error("`{option}` does not apply to policy `{policy}`: it already places jobs on partly used servers")]
+    #[error("`{option}` does not apply to policy `{policy}` (`--partial-servers`: policies that place whole servers; `--sharing`: vclos and ocs-vclos)")]
     NotForPolicy {
         policy: Policy,
         option: &'static str,
@@ -241,8 +254,8 @@ impl FromStr for Policy {
 }
 
 /// How a placer may shape a job beyond its own size and whole servers
-/// (`--round-up`, `--partial-servers`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// (`--round-up`, `--partial-servers`, `--sharing`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SliceOptions {
     /// Whole servers a blocked job may grow by to find a free slice
     /// ([`sizing`]; vClos and OCS-vClos; 0: never, the paper's engine).
@@ -252,6 +265,9 @@ pub struct SliceOptions {
     /// that places by whole servers ([`Policy::whole_servers`]); the others
     /// refuse it.
     pub partial_servers: bool,
+    /// Share links with compatible jobs when no isolated slice exists
+    /// ([`shared`]; vClos and OCS-vClos only).
+    pub sharing: Option<SharingMode>,
 }
 
 impl SliceOptions {
@@ -285,6 +301,12 @@ pub fn placer_on(
         return Err(PlacementError::NotForPolicy {
             policy,
             option: "--partial-servers",
+        });
+    }
+    if options.sharing.is_some() && policy.is_baseline() {
+        return Err(PlacementError::NotForPolicy {
+            policy,
+            option: "--sharing",
         });
     }
     Ok(match policy {
@@ -349,11 +371,25 @@ pub(crate) fn place_staged(
         gpus: job.gpus,
         policy,
     });
+    let profile = options
+        .sharing
+        .map(|_| job.profile.clone().unwrap_or_else(default_profile));
     for &grain in grains {
         match place_grain(state, job, (options, grain, sizes), network, probe) {
-            Some(Ok(plan)) => return commit(state, policy, job, &plan),
+            Some(Ok(plan)) => {
+                let alone = profile.as_ref().map(shared::alone);
+                return commit_sharing(state, policy, job, &plan, alone);
+            }
             Some(Err(b)) => last = Ok(Outcome::Blocked(b)),
             None => {}
+        }
+    }
+    // Sharing mode: only when isolation is blocked on links ([`shared`]).
+    if let (Ok(Outcome::Blocked(Blocked::Network)), Some(mode), Some(p)) =
+        (&last, options.sharing, &profile)
+    {
+        if let Some((plan, sharing)) = shared::place(state, job, p, options, mode) {
+            return commit_sharing(state, policy, job, &plan, Some(sharing));
         }
     }
     last
@@ -438,6 +474,19 @@ pub(crate) fn commit(
     job: &JobRequest,
     plan: &plan::Plan,
 ) -> Result<Outcome, PlacementError> {
+    commit_sharing(state, policy, job, plan, None)
+}
+
+/// [`commit`], with the job's `sharing` section when it was placed in a
+/// sharing mode (kept only if the plan has links: a job in one leaf has
+/// none to share).
+fn commit_sharing(
+    state: &mut FabricState,
+    policy: &'static str,
+    job: &JobRequest,
+    plan: &plan::Plan,
+    sharing: Option<crate::decision::Sharing>,
+) -> Result<Outcome, PlacementError> {
     let reordered;
     let plan = if job.collective == Some(Collective::Hd) && plan.stage == Stage::Vclos {
         let mut p = plan.clone();
@@ -449,6 +498,7 @@ pub(crate) fn commit(
     };
     let mut d = plan.to_decision(state.topology(), &job.id);
     d.requested_gpus = Some(job.gpus);
+    d.sharing = sharing.filter(|_| !plan.links.is_empty()).map(Box::new);
     let d = Arc::new(d);
     let res = plan.resources(state);
     state

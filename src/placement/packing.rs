@@ -272,6 +272,7 @@ mod tests {
         let mut st = FabricState::new(t.clone());
         st.admit(&Decision {
             requested_gpus: None,
+            sharing: None,
             job: JobId::new("mid").unwrap(),
             stage: Stage::Server,
             gpus: [1, 2]

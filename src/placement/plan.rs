@@ -198,6 +198,7 @@ impl Plan {
             .collect();
         Decision {
             requested_gpus: None,
+            sharing: None,
             job: job.clone(),
             stage: self.stage,
             gpus: self

@@ -814,6 +814,7 @@ fn one_gpu_per_server(topo: Arc<Topology>) -> FabricState {
     for i in 0..topo.servers.len() {
         let d = Decision {
             requested_gpus: None,
+            sharing: None,
             job: JobId::new(format!("one{i}")).unwrap(),
             stage: Stage::Server,
             gpus: vec![GpuRef {

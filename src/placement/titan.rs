@@ -541,6 +541,7 @@ mod tests {
             gpus,
             collective: Some(c),
             model: None,
+            profile: None,
         }
     }
 
@@ -697,6 +698,7 @@ mod tests {
                     gpus,
                     collective: Some(c),
                     model: None,
+                    profile: None,
                 });
                 match out.unwrap() {
                     Outcome::Placed(d) => {

@@ -49,7 +49,7 @@ pub struct VclosPlacer {
     budget: u64,
     /// Shapes whose search stopped at [`SEARCH_LIMIT`].
     cutoffs: u64,
-    options: SliceOptions,
+    pub(super) options: SliceOptions,
     sizes: Sizes,
 }
 

@@ -15,6 +15,11 @@
 //! * a **busy rewire** for every cross-connect that touches an OCS port held
 //!   by a running job, or that disconnects a port held by a running job
 //!   (its old partner goes dark);
+//! * **allowed sharing** instead of a violation (issue 16) for a port of a
+//!   link the starting job's decision lists under `sharing.links` when
+//!   every running job already holding it is named in that link's `with`
+//!   and was placed in a sharing mode itself (its decision has `sharing`):
+//!   `shared_ports`, and `shared_jobs` for jobs that start sharing any;
 //! * a **GPU conflict** for every GPU given to two running jobs at once;
 //! * a **circuit mismatch** for every reserved link whose OCS hop is not
 //!   actually cross-connected once the decision's rewiring is applied (only
@@ -46,6 +51,10 @@ pub struct Audit {
     pub busy_rewires: u64,
     pub gpu_conflicts: u64,
     pub circuit_mismatches: u64,
+    /// Ports held by several jobs by agreement (module doc).
+    pub shared_ports: u64,
+    /// Jobs that started on at least one shared port.
+    pub shared_jobs: u64,
 }
 
 /// One cross-connect, interned: OCS, port `a`, port `b`.
@@ -58,6 +67,9 @@ struct Xc {
 
 #[derive(Debug)]
 struct Hold {
+    /// Its job id, interned, and whether it opted in to sharing.
+    name: u32,
+    sharing: bool,
     ports: Vec<Key>,
     gpus: Vec<Key>,
     cross_connects: Vec<Xc>,
@@ -237,11 +249,19 @@ impl Ledger {
                 }
             }
         }
+        let agreed = self.shared_ports_of(d);
+        let mut shared = false;
         for &p in &ports {
             if hold(&mut self.holders, p, job) {
-                self.audit.isolation_violations += 1;
+                if self.agreed(p, job, &agreed) {
+                    self.audit.shared_ports += 1;
+                    shared = true;
+                } else {
+                    self.audit.isolation_violations += 1;
+                }
             }
         }
+        self.audit.shared_jobs += u64::from(shared);
         for &g in &gpus {
             if hold(&mut self.gpu_holders, g, job) {
                 self.audit.gpu_conflicts += 1;
@@ -250,11 +270,60 @@ impl Ledger {
         self.jobs.insert(
             job,
             Hold {
+                name: self.names.id(d.job.as_str()),
+                sharing: d.sharing.is_some(),
                 ports,
                 gpus,
                 cross_connects: xcs,
             },
         );
+    }
+
+    /// The ports of the links `d` shares, each with the job ids (interned)
+    /// it agreed to share them with.
+    fn shared_ports_of(&mut self, d: &Decision) -> Map<Key, Vec<u32>> {
+        let mut out = Map::default();
+        let Some(sh) = &d.sharing else {
+            return out;
+        };
+        for l in &d.vclos.links {
+            let Some(s) = sh
+                .links
+                .iter()
+                .find(|s| s.leaf == l.leaf && s.uplink == l.uplink)
+            else {
+                continue;
+            };
+            let with: Vec<u32> = s.with.iter().map(|j| self.names.id(j.as_str())).collect();
+            let mut ends = vec![(&l.leaf, &l.uplink), (&l.peer, &l.peer_port)];
+            if let Some(h) = &l.via {
+                ends.extend([(&h.ocs, &h.leaf_side), (&h.ocs, &h.far_side)]);
+            }
+            for (dev, port) in ends {
+                let k = self.port(dev, port);
+                out.insert(k, with.clone());
+            }
+        }
+        out
+    }
+
+    /// Whether every other holder of `port` is one `job` agreed to share
+    /// it with, and opted in itself.
+    fn agreed(&self, port: Key, job: usize, agreed: &Map<Key, Vec<u32>>) -> bool {
+        let (Some(with), Some(h)) = (agreed.get(&port), self.holders.get(&port)) else {
+            return false;
+        };
+        let ok = |other: &usize| {
+            *other == job
+                || self
+                    .jobs
+                    .get(other)
+                    .is_some_and(|o| o.sharing && with.contains(&o.name))
+        };
+        match h {
+            Holders::One(o) => ok(o),
+            Holders::Many(v) => v.iter().all(ok),
+        }
     }
 
     /// Record that `job` ended: free its ports and undo its cross-connects.

@@ -49,6 +49,7 @@ use crate::names::JobId;
 use crate::network::model::Contention;
 use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
+use crate::sharing::profile::{Profile, Profiles};
 use crate::trace::Job;
 use occupancy::Occupancy;
 use queue::{Key, Queue};
@@ -68,6 +69,9 @@ pub struct ReplayOptions {
     /// policy, [`crate::network::routes::Routing::for_policy`]) runs the
     /// `fair-share` model.
     pub network: Option<Router>,
+    /// Multi-phase profiles by model, for a placer in a sharing mode
+    /// (`--profiles`; `None`: every job's Up-Down default from its row).
+    pub profiles: Option<Profiles>,
 }
 
 /// Failures that end a replay (bugs in a placer, not blocked jobs).
@@ -141,6 +145,7 @@ pub fn replay_with_progress(
         trace,
         queue: Queue::new(opts.queue),
         ledger: opts.ledger,
+        profiles: opts.profiles,
         state: vec![JobState::default(); trace.len()],
         completions: BinaryHeap::new(),
         network: opts.network.map(|r| Contention::new(r, trace.len())),
@@ -200,6 +205,7 @@ struct Run<'a> {
     trace: &'a [Job],
     queue: Queue,
     ledger: Ledger,
+    profiles: Option<Profiles>,
     state: Vec<JobState>,
     /// Completion times under the `ideal` model.
     completions: BinaryHeap<Reverse<Key>>,
@@ -223,6 +229,10 @@ impl Run<'_> {
                 gpus: job.gpus,
                 collective: Some(job.workload.collective),
                 model: job.workload.model.clone(),
+                profile: Some(self.profiles.as_ref().map_or_else(
+                    || Profile::of_workload(&job.workload),
+                    |p| p.of_workload(&job.workload),
+                )),
             };
             let t0 = Instant::now();
             let outcome = self.placer.place(&request);
@@ -440,6 +450,8 @@ impl Run<'_> {
         r.search_cutoffs = self.placer.search_cutoffs();
         r.gpu_conflicts = a.gpu_conflicts;
         r.circuit_mismatches = a.circuit_mismatches;
+        r.shared_ports = a.shared_ports;
+        r.shared_jobs = a.shared_jobs;
         r
     }
 }

@@ -261,6 +261,7 @@ mod tests {
             vclos: Default::default(),
             source_routes: Vec::new(),
             requested_gpus: None,
+            sharing: None,
         }
     }
 

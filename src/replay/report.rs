@@ -110,6 +110,11 @@ pub struct Report {
     pub search_cutoffs: u64,
     pub gpu_conflicts: u64,
     pub circuit_mismatches: u64,
+    /// Sharing mode (issue 16): ports held by several jobs by agreement
+    /// (never counted in `isolation_violations`), and the jobs that
+    /// started sharing any.
+    pub shared_ports: u64,
+    pub shared_jobs: u64,
     /// Decisions per stage (`server`, `leaf`, `vclos`, `ocs-spine`, ...).
     pub stages: StageCounts,
     pub wall_ms: f64,
@@ -160,6 +165,8 @@ impl Report {
             decision_max_us: 0.0,
             isolation_violations: 0,
             busy_rewires: 0,
+            shared_ports: 0,
+            shared_jobs: 0,
             search_cutoffs: 0,
             gpu_conflicts: 0,
             circuit_mismatches: 0,

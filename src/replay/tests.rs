@@ -23,6 +23,7 @@ fn job(name: &str, arrival: f64, gpus: u32, duration: f64, deadline: Option<f64>
 fn decision(job: &JobId, links: Vec<ReservedLink>, xc: Vec<CrossConnect>) -> Decision {
     Decision {
         requested_gpus: None,
+        sharing: None,
         job: job.clone(),
         stage: Stage::Manual,
         gpus: vec![],
@@ -471,4 +472,111 @@ fn a_size_no_shape_covers_is_dropped_at_once() {
     let r = replay(&mut p, &trace, fifo()).unwrap();
     assert_eq!((r.completed, r.unplaceable), (2, 1));
     assert!(close(r.avg_jwt_s, 0.0), "{}", r.avg_jwt_s);
+}
+
+/// The sharing mode (issue 16) on a busy 512-GPU trace: jobs share links
+/// only by agreement (the independent ledger counts no violation), some
+/// do share, nobody is lost, and waiting falls against isolation alone.
+#[test]
+fn sharing_mode_shares_by_agreement_and_waits_less() {
+    use crate::placement::{SharingMode, SliceOptions, VclosPlacer};
+    use crate::trace::generate::{generate, Params, Sizes};
+    let text = include_str!("../../topologies/cluster512.yaml");
+    let topo = std::sync::Arc::new(crate::topology::from_str("cluster512.yaml", text).unwrap());
+    let trace = generate(&Params {
+        jobs: 300,
+        gpus: 512,
+        load: 0.9,
+        seed: 7,
+        sizes: Sizes::Uniform { step: 8, max: 128 },
+    })
+    .unwrap()
+    .jobs;
+    let run = |sharing| {
+        let options = SliceOptions {
+            sharing,
+            ..SliceOptions::default()
+        };
+        let mut p = VclosPlacer::new(topo.clone()).with_options(options);
+        let opts = ReplayOptions {
+            ledger: Ledger::from_topology(&topo),
+            ..ReplayOptions::default()
+        };
+        replay(&mut p, &trace, opts).unwrap()
+    };
+    let alone = run(None);
+    let shared = run(Some(SharingMode::default()));
+    assert_eq!(alone.shared_jobs, 0);
+    assert!(shared.shared_jobs > 0, "nothing shared");
+    assert!(shared.shared_ports >= 2 * shared.shared_jobs);
+    assert_eq!(shared.isolation_violations, 0);
+    assert_eq!(shared.completed + shared.unplaceable, 300);
+    assert_eq!(shared.completed, alone.completed);
+    assert!(
+        shared.avg_jwt_s < alone.avg_jwt_s,
+        "{} vs {}",
+        shared.avg_jwt_s,
+        alone.avg_jwt_s
+    );
+}
+
+/// A decision that lists a link as shared with someone other than its
+/// holder is a violation, not agreed sharing; so is sharing with a holder
+/// that never opted in.
+#[test]
+fn ledger_counts_sharing_without_agreement_as_violations() {
+    use crate::decision::{SharedLink, Sharing as Section, SharingPhase};
+    let link = || ReservedLink {
+        leaf: "leaf1".into(),
+        uplink: "up1".into(),
+        peer: "spine1".into(),
+        peer_port: "p1".into(),
+        via: None,
+    };
+    let section = |with: &str| Section {
+        time_shift_ms: 0,
+        score: 1.0,
+        profile: vec![SharingPhase {
+            ms: 10,
+            demand: 1.0,
+        }],
+        links: vec![SharedLink {
+            leaf: "leaf1".into(),
+            uplink: "up1".into(),
+            with: vec![id(with)],
+        }],
+    };
+    let opted = |name: &str, with: Option<&str>| {
+        let mut d = decision(&id(name), vec![link()], vec![]);
+        d.sharing = Some(Box::new(with.map_or_else(
+            || Section {
+                links: vec![],
+                ..section("x")
+            },
+            section,
+        )));
+        d
+    };
+    // Agreed: both opted in, y names x.
+    let mut l = Ledger::new();
+    l.start(0, &opted("x", None));
+    l.start(1, &opted("y", Some("x")));
+    let a = l.audit();
+    assert_eq!(
+        (a.isolation_violations, a.shared_ports, a.shared_jobs),
+        (0, 2, 1)
+    );
+    // y names someone else.
+    let mut l = Ledger::new();
+    l.start(0, &opted("x", None));
+    l.start(1, &opted("y", Some("w")));
+    assert_eq!(l.audit().isolation_violations, 2);
+    // x never opted in.
+    let mut l = Ledger::new();
+    l.start(0, &decision(&id("x"), vec![link()], vec![]));
+    l.start(1, &opted("y", Some("x")));
+    assert_eq!(
+        (l.audit().isolation_violations, l.audit().shared_ports),
+        (2, 0)
+    );
 }

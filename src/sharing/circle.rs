@@ -326,6 +326,38 @@ pub fn score_at(jobs: &[OnLink], capacity: f64, shifts_ms: &[u32]) -> f64 {
     c.score(c.excess(&c.sum_at(&shifts)))
 }
 
+/// Eq. 4.2 for `new` joining the jobs `fixed` on a link of `capacity`,
+/// at each of `new`'s shifts in `shifts_ms`; each fixed job stays at its
+/// own shift (ms). The placer's sharing mode never moves a running job
+/// (`crate::placement::shared`), so only the newcomer's rotation is
+/// searched; the circle and the fixed jobs' demand are built once.
+pub fn scores_joining(
+    fixed: &[(OnLink, u32)],
+    new: OnLink,
+    capacity: f64,
+    shifts_ms: &[u32],
+) -> Vec<f64> {
+    let jobs: Vec<OnLink> = fixed.iter().map(|f| f.0).chain([new]).collect();
+    let (c, _) = Circle::new(&jobs, capacity);
+    let mut sum = vec![0.0; c.slots];
+    for (j, (f, t)) in fixed.iter().enumerate() {
+        let n = c.patterns[j].len();
+        c.add(
+            &mut sum,
+            j,
+            ms_to_slot(*t, n, f.profile.iteration_ms()),
+            1.0,
+        );
+    }
+    let last = jobs.len() - 1;
+    let n = c.patterns[last].len();
+    let iter = new.profile.iteration_ms();
+    shifts_ms
+        .iter()
+        .map(|&t| c.score(c.excess_with(&sum, last, ms_to_slot(t, n, iter))))
+        .collect()
+}
+
 /// Rotation `s` of `n` slots per iteration, in ms of an `iter` ms
 /// iteration (Eq. 4.5: modulo the iteration time).
 fn slot_to_ms(s: usize, n: usize, iter: u32) -> u32 {
@@ -381,6 +413,23 @@ mod tests {
         assert_eq!(f.shifts_ms[0], 0);
         assert!(f.shifts_ms[1] < 60);
         assert_eq!(score_at(&jobs, 1.0, &f.shifts_ms), 1.0);
+    }
+
+    #[test]
+    fn joining_scores_agree_with_score_at_and_find_the_gap() {
+        // A 40 ms job fixed at shift 5 (Up 35..40, 75..80, 115..120 on the
+        // 120 ms circle); a 60 ms newcomer with 10 ms Up.
+        let (a, b) = (up_down(40, 10), up_down(60, 10));
+        let on = |profile| OnLink { profile, load: 1.0 };
+        let shifts: Vec<u32> = (0..60).collect();
+        let got = scores_joining(&[(on(&a), 5)], on(&b), 1.0, &shifts);
+        for (&t, &g) in shifts.iter().zip(&got) {
+            let want = score_at(&[on(&a), on(&b)], 1.0, &[5, t]);
+            assert!((g - want).abs() < 1e-12, "shift {t}: {g} vs {want}");
+        }
+        // Some shift interleaves them fully, and not every shift does.
+        assert!(got.contains(&1.0));
+        assert!(got.iter().any(|&g| g < 1.0));
     }
 
     #[test]

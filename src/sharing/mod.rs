@@ -18,10 +18,10 @@
 //!    BFS over the bipartite jobs/links *Affinity graph*; graphs with loops
 //!    are rejected (Algorithm 2).
 //!
-//! What is not here yet: the sharing mode of the placer that uses it
-//! (issue 16, item 4), MLTCP in the network model (item 5); their design,
-//! including how two jobs' VRFs share one physical port (802.1Q
-//! sub-interfaces), is in docs/cassini.md.
+//! The placer's sharing mode that uses it is `crate::placement::shared`
+//! (issue 16, item 4). Not here yet: MLTCP in the network model (item 5),
+//! and configuring shared links on devices (802.1Q sub-interfaces); their
+//! design is in docs/cassini.md.
 
 pub mod affinity;
 pub mod circle;

@@ -172,8 +172,27 @@ pub(crate) struct Resources {
     pub spine_ports: Vec<usize>,
     pub ocs_ports: Vec<usize>,
     pub cross: Vec<(OcsId, u16, u16)>,
+    /// Links it shares with the jobs that held them at its admission
+    /// (issue 16); none of their ports is in the lists above.
+    pub shared: Vec<SharedLinkRes>,
 }
 
+/// A reserved link's ports, by flat index: uplink, spine port, OCS hop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SharedLinkRes {
+    pub uplink: usize,
+    pub spine_port: usize,
+    pub ocs_ports: Vec<usize>,
+}
+
+/// A link held by several jobs: its ports and its holders in admission
+/// order; the holder vectors name the first. It lives from the second
+/// holder's admission to the last holder's release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Share {
+    link: SharedLinkRes,
+    holders: Vec<u32>,
+}
 impl Resources {
     /// Order-free form, for comparing two derivations of the same set.
     #[cfg(debug_assertions)]
@@ -184,6 +203,7 @@ impl Resources {
         self.spine_ports.sort_unstable();
         self.ocs_ports.sort_unstable();
         self.cross.sort_unstable();
+        self.shared.sort_unstable_by_key(|l| l.uplink);
         self
     }
 }
@@ -207,6 +227,8 @@ pub struct FabricState {
     by_id: HashMap<JobId, u32>,
     order: BTreeMap<u64, u32>,
     next_seq: u64,
+    /// Links held by several jobs, by flat uplink index ([`Share`]).
+    shares: HashMap<usize, Share>,
     /// Whether a job under several leaves must carry a virtual Clos (a real,
     /// isolated fabric); false only in the baselines' ideal-network model.
     isolated: bool,
@@ -252,6 +274,7 @@ impl FabricState {
             by_id: HashMap::new(),
             order: BTreeMap::new(),
             next_seq: 0,
+            shares: HashMap::new(),
             isolated: true,
         }
     }
@@ -309,7 +332,7 @@ impl FabricState {
         d: Arc<Decision>,
         res: Resources,
     ) -> Result<(), StateError> {
-        if self.by_id.contains_key(&d.job) || !self.all_free(&res) {
+        if self.by_id.contains_key(&d.job) || !res.shared.is_empty() || !self.all_free(&res) {
             return self.admit(&d);
         }
         #[cfg(debug_assertions)]
@@ -373,7 +396,7 @@ impl FabricState {
             .ok_or_else(|| StateError::UnknownJob(job.clone()))?;
         self.order.remove(&held.seq);
         self.free_slots.push(slot);
-        self.unapply(&held.res);
+        self.unapply(&held.res, slot);
         Ok(Arc::unwrap_or_clone(held.decision))
     }
 
@@ -402,6 +425,14 @@ impl FabricState {
         for &i in &r.ocs_ports {
             o.ocs_port[i] = slot;
         }
+        for link in &r.shared {
+            let first = o.uplink[link.uplink];
+            let share = self.shares.entry(link.uplink).or_insert_with(|| Share {
+                link: link.clone(),
+                holders: vec![first],
+            });
+            share.holders.push(slot);
+        }
         for &(ocs, a, b) in &r.cross {
             let base = l.ocs_base[ocs.index()] as usize;
             for p in [a, b] {
@@ -415,7 +446,8 @@ impl FabricState {
         }
     }
 
-    fn unapply(&mut self, r: &Resources) {
+    fn unapply(&mut self, r: &Resources, slot: u32) {
+        self.leave_shares(r, slot);
         let l = Arc::clone(&self.layout);
         let o = &mut self.occ;
         for &(s, g) in &r.gpus {
@@ -431,14 +463,21 @@ impl FabricState {
         for &i in &r.server_ports {
             o.server_port[i] = FREE;
         }
+        let mine = |v: &u32| *v == slot;
         for &i in &r.uplinks {
-            o.uplink[i] = FREE;
+            if mine(&o.uplink[i]) {
+                o.uplink[i] = FREE;
+            }
         }
         for &i in &r.spine_ports {
-            o.spine_port[i] = FREE;
+            if mine(&o.spine_port[i]) {
+                o.spine_port[i] = FREE;
+            }
         }
         for &i in &r.ocs_ports {
-            o.ocs_port[i] = FREE;
+            if mine(&o.ocs_port[i]) {
+                o.ocs_port[i] = FREE;
+            }
         }
         for &(ocs, a, b) in &r.cross {
             let base = l.ocs_base[ocs.index()] as usize;
@@ -466,6 +505,106 @@ impl FabricState {
                 }
             }
         }
+    }
+
+    /// Leave every shared link `r` is on ([`Share`]): the next holder
+    /// takes the link's ports, and the last one frees them. Exclusive
+    /// ports handed over this way keep their new holder in [`unapply`].
+    fn leave_shares(&mut self, r: &Resources, slot: u32) {
+        if self.shares.is_empty() {
+            return;
+        }
+        let ups = r.uplinks.iter().copied();
+        let keys: Vec<usize> = ups
+            .chain(r.shared.iter().map(|s| s.uplink))
+            .filter(|u| self.shares.contains_key(u))
+            .collect();
+        for u in &keys {
+            let Some(share) = self.shares.get_mut(u) else {
+                continue;
+            };
+            share.holders.retain(|&h| h != slot);
+            let next = share.holders.first().copied().unwrap_or(FREE);
+            let o = &mut self.occ;
+            o.uplink[share.link.uplink] = next;
+            o.spine_port[share.link.spine_port] = next;
+            for &i in &share.link.ocs_ports {
+                o.ocs_port[i] = next;
+            }
+            if next == FREE {
+                self.shares.remove(u);
+            }
+        }
+    }
+
+    /// The slots of the jobs holding the link of flat uplink `uplink`,
+    /// whose holder vectors name `primary`.
+    pub(crate) fn link_holders(&self, uplink: usize, primary: u32) -> Vec<u32> {
+        match self.shares.get(&uplink) {
+            Some(s) => s.holders.clone(),
+            None => vec![primary],
+        }
+    }
+
+    /// The jobs holding leaf uplink `(leaf, uplink)`: one, several when
+    /// the link is shared (issue 16), none when it is free.
+    pub fn uplink_holders(&self, leaf: LeafId, uplink: u16) -> Vec<&JobId> {
+        let i = self.layout.uplink(leaf, uplink);
+        let primary = self.occ.uplink[i];
+        if primary == FREE {
+            return Vec::new();
+        }
+        self.link_holders(i, primary)
+            .into_iter()
+            .filter_map(|s| self.holder_of(s))
+            .collect()
+    }
+
+    /// The jobs holding link `(leaf, uplink)` if a job placed in a sharing
+    /// mode could share it now, by the rules of the `validate::sharing`
+    /// module (held whole by jobs that all opted in, to a spine, used as
+    /// patched, fewer than `MAX_LINK_JOBS` holders); `None` otherwise,
+    /// a free link included.
+    pub fn shareable(&self, leaf: LeafId, uplink: u16) -> Option<Vec<JobId>> {
+        let (lay, occ) = (&self.layout, &self.occ);
+        let i = lay.uplink(leaf, uplink);
+        let primary = occ.uplink[i];
+        if primary == FREE {
+            return None;
+        }
+        let (PortRef::Spine(s, p), via) = self.uplink_far_end(leaf, uplink)? else {
+            return None;
+        };
+        if occ.spine_port[lay.spine_port(s, p)] != primary {
+            return None;
+        }
+        let hop = via.map(|(o, a, b)| [lay.ocs_port(o, a), lay.ocs_port(o, b)]);
+        if hop.is_some_and(|h| h.iter().any(|&x| occ.ocs_port[x] != primary)) {
+            return None;
+        }
+        let holders = self.link_holders(i, primary);
+        if holders.len() >= validate::MAX_LINK_JOBS {
+            return None;
+        }
+        let mut jobs = Vec::with_capacity(holders.len());
+        for slot in holders {
+            let held = self.slots[slot as usize].as_ref()?;
+            held.decision.sharing.as_ref()?;
+            let made = hop.is_some_and(|h| {
+                (held.res.cross.iter())
+                    .any(|&(o, a, b)| [a, b].iter().any(|&q| h.contains(&lay.ocs_port(o, q))))
+            });
+            if made {
+                return None;
+            }
+            jobs.push(held.decision.job.clone());
+        }
+        Some(jobs)
+    }
+
+    /// Whether no link is shared (always so without a sharing mode).
+    pub fn no_shared_links(&self) -> bool {
+        self.shares.is_empty()
     }
 
     /// Admitted decisions, in admission order.

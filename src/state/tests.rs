@@ -77,6 +77,7 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
     let gpus = every_gpu(&["srv1", "srv5"]);
     Decision {
         requested_gpus: None,
+        sharing: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::Manual,
         gpus,
@@ -101,6 +102,7 @@ fn two_server_job(job: &str, ocs: bool) -> Decision {
 fn two_leaf_job(job: &str) -> Decision {
     Decision {
         requested_gpus: None,
+        sharing: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::OcsTwoLeaf,
         gpus: vec![
@@ -522,6 +524,7 @@ fn one_leaf_job(job: &str) -> Decision {
     let gpus = every_gpu(&["srv1", "srv2"]);
     Decision {
         requested_gpus: None,
+        sharing: None,
         job: JobId::new(job).unwrap(),
         stage: Stage::Leaf,
         gpus,

@@ -228,6 +228,7 @@ fn one(
         network: grid
             .fair_share
             .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
+        profiles: None,
     };
     let report =
         replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {

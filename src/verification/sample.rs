@@ -112,6 +112,7 @@ pub fn vclos_decision(
     }
     Ok(Decision {
         requested_gpus: None,
+        sharing: None,
         job,
         stage: Stage::Manual,
         gpus,

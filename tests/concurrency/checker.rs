@@ -245,6 +245,7 @@ mod tests {
     fn decision(job: &str, gpus: &[(&str, u16)]) -> Decision {
         Decision {
             requested_gpus: None,
+            sharing: None,
             job: JobId::new(job).unwrap(),
             stage: Stage::Server,
             gpus: gpus

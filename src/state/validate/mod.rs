@@ -46,10 +46,32 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::{FabricState, Resources, StateError, FREE};
+mod sharing;
+
+pub(super) use sharing::MAX_LINK_JOBS;
+
+use super::{FabricState, Occupancy, Resources, StateError, FREE};
 use crate::decision::{Decision, OcsHop, Stage};
 use crate::names::JobId;
 use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId};
+
+/// One port of a reserved link, by its flat index.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum End {
+    Uplink(usize),
+    Spine(usize),
+    Ocs(usize),
+}
+
+impl End {
+    pub(super) fn slot(self, occ: &Occupancy) -> u32 {
+        match self {
+            End::Uplink(i) => occ.uplink[i],
+            End::Spine(i) => occ.spine_port[i],
+            End::Ocs(i) => occ.ocs_port[i],
+        }
+    }
+}
 
 /// Names listed in a shape error, at most this many (then "… N more").
 const LISTED: usize = 4;
@@ -265,6 +287,9 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
         res.cross.push((oid, a, b));
     }
 
+    if let Some(sh) = &d.sharing {
+        sharing::check(&cx, d, sh)?;
+    }
     // Reserved links.
     let mut uplinks_of: HashMap<LeafId, HashSet<u16>> = HashMap::new();
     let mut used_cross: HashSet<(OcsId, u16)> = HashSet::new();
@@ -273,6 +298,12 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
     let mut seen_ocs = HashSet::new();
     let mut spines_used = HashSet::new();
     for link in &d.vclos.links {
+        let shared = d
+            .sharing
+            .as_ref()
+            .is_some_and(|sh| sh.shares(&link.leaf, &link.uplink));
+        // The link's ports: held by this job alone, or shared.
+        let mut ends: Vec<(End, &str, &str)> = Vec::with_capacity(4);
         let lid = cx.leaf(&link.leaf)?;
         if !leaf_ports.contains_key(&lid) {
             return Err(cx.invalid(
@@ -366,15 +397,18 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
                         format!("not patched to {far_side} (now or by this decision)"),
                     ));
                 }
+                if shared && by_cross {
+                    return Err(cx.invalid(
+                        ocs,
+                        leaf_side,
+                        "a shared link is used as patched; this decision may not rewire it",
+                    ));
+                }
                 for (p, name) in [(a, leaf_side), (b, far_side)] {
                     if !seen_ocs.insert((oid, p)) {
                         return Err(cx.invalid(ocs, name, "OCS port used by two reserved links"));
                     }
-                    let flat = lay.ocs_port(oid, p);
-                    if let Some(e) = cx.busy(ocs, name, occ.ocs_port[flat]) {
-                        return Err(e);
-                    }
-                    res.ocs_ports.push(flat);
+                    ends.push((End::Ocs(lay.ocs_port(oid, p)), ocs, name));
                 }
             }
         }
@@ -387,25 +421,41 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
                     if !seen_uplink.insert((l, u)) {
                         return Err(cx.invalid(dev, port, "uplink used by two reserved links"));
                     }
-                    let flat = lay.uplink(l, u);
-                    if let Some(e) = cx.busy(dev, port, occ.uplink[flat]) {
-                        return Err(e);
-                    }
-                    res.uplinks.push(flat);
+                    ends.push((End::Uplink(lay.uplink(l, u)), dev, port));
                     uplinks_of.entry(l).or_default().insert(u);
                 }
                 PortRef::Spine(s, p) => {
                     if !seen_spine_port.insert((s, p)) {
                         return Err(cx.invalid(dev, port, "spine port used by two reserved links"));
                     }
-                    let flat = lay.spine_port(s, p);
-                    if let Some(e) = cx.busy(dev, port, occ.spine_port[flat]) {
-                        return Err(e);
-                    }
-                    res.spine_ports.push(flat);
+                    ends.push((End::Spine(lay.spine_port(s, p)), dev, port));
                 }
                 PortRef::Ocs(..) => {}
             }
+        }
+        if shared {
+            if matches!(far, PortRef::Leaf(..)) {
+                return Err(cx.invalid(
+                    &link.leaf,
+                    &link.uplink,
+                    "a leaf-to-leaf link cannot be shared (no spine VRF to separate the jobs)",
+                ));
+            }
+            if let Some(link) = sharing::link(&cx, d, (&link.leaf, &link.uplink), &ends)? {
+                res.shared.push(link);
+                continue;
+            }
+        }
+        for (end, dev, port) in ends {
+            let (v, flat) = match end {
+                End::Uplink(i) => (&mut res.uplinks, i),
+                End::Spine(i) => (&mut res.spine_ports, i),
+                End::Ocs(i) => (&mut res.ocs_ports, i),
+            };
+            if let Some(e) = cx.busy(dev, port, end.slot(occ)) {
+                return Err(e);
+            }
+            v.push(flat);
         }
     }
     for c in &d.vclos.cross_connects {

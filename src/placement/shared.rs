@@ -1,0 +1,459 @@
+//! The sharing mode (issue 16, item 4; Cassini, seed 001 Section 4.4):
+//! when a job has no isolated slice, share links with jobs whose
+//! communication interleaves with its own.
+//!
+//! **Isolation first.** The mode runs only when the policy's isolated
+//! search is blocked on the network (`Blocked::Network`; a job short of
+//! GPUs cannot be helped by links), and only jobs placed in a sharing mode
+//! are ever shared: each carries `sharing` in its decision (its profile
+//! and phase), shared or not ([`crate::decision::Sharing`]).
+//!
+//! **Candidates (Section 4.4.2: up to [`MAX_CANDIDATES`]).** vClos's
+//! Stage 2 (a `K_{l,s}` biclique, [`super::vclos::find_slice`]) on a view
+//! where a (leaf, spine) pair is usable over an unused link, or else over
+//! a *shareable* held link (the rules of `crate::state`'s sharing module:
+//! held whole by jobs that all opted in, used as patched, fewer than
+//! `MAX_LINK_JOBS` holders), the one with the fewest holders. A spine's
+//! cost carries [`HELD_COST`] per held link it would lend, so the eq. 6
+//! search prefers slices that share little. One candidate per slice shape
+//! (fewest leaves first, the paper's order), each search bounded by
+//! [`SEARCH_LIMIT`] nodes. The slice never rewires an OCS: links are used
+//! as patched, on OCS fabrics too.
+//!
+//! **Score.** Every job on a link is at full line rate during its Up
+//! phases (a vClos link carries one server port's traffic). Running jobs
+//! keep their phase: **ours, not the thesis's** Algorithm 1, which
+//! re-derives every job's shift from a BFS over the Affinity graph. A
+//! running job cannot be re-phased without pausing it, and with every
+//! other shift fixed the newcomer has one shift to choose, the same on all
+//! its links, so no loop can arise (Algorithm 2's case is avoided by
+//! construction rather than rejected). The newcomer's shift is searched on
+//! a grid of [`SHIFT_STEPS`] points over its iteration; at each, a link's
+//! score is Eq. 4.2 on its unified circle (`crate::sharing::circle::
+//! scores_joining`) and the candidate's is the minimum over its shared
+//! links (**inference**: the worst link paces a synchronous job). Links
+//! with the same holders score alike and are computed once. The best
+//! candidate (then fewest shared links) is taken if its score is at least
+//! the mode's `min_score` (default [`DEFAULT_MIN_SCORE`]: Table 4.3 shows
+//! the gains vanishing near 0.6).
+
+use std::collections::BTreeSet;
+
+use super::plan::Plan;
+use super::view::LinkView;
+use super::{shapes, vclos, JobRequest, SliceOptions};
+use crate::decision::{SharedLink, Sharing, SharingPhase};
+use crate::names::JobId;
+use crate::sharing::circle::{scores_joining, OnLink};
+use crate::sharing::profile::{Phase, Profile};
+use crate::state::FabricState;
+use crate::topology::PortRef;
+
+/// Shared placements scored per decision, at most (Section 4.4.2).
+pub const MAX_CANDIDATES: usize = 10;
+/// Biclique search nodes per candidate shape.
+pub const SEARCH_LIMIT: u64 = 2_000;
+/// Cost of one held link a spine lends to a candidate, against the eq. 6
+/// cost of one free port.
+pub const HELD_COST: u64 = 1 << 20;
+/// Newcomer shifts tried per iteration.
+pub const SHIFT_STEPS: u32 = 64;
+/// The score a shared placement needs by default.
+pub const DEFAULT_MIN_SCORE: f64 = 0.9;
+
+/// The sharing mode of a placer (`--sharing cassini`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharingMode {
+    /// Lowest compatibility score (Eq. 4.2) a shared placement may have.
+    pub min_score: f64,
+}
+
+impl Default for SharingMode {
+    fn default() -> Self {
+        SharingMode {
+            min_score: DEFAULT_MIN_SCORE,
+        }
+    }
+}
+
+/// A job's profile as its decision records it.
+pub fn phases_of(p: &Profile) -> Vec<SharingPhase> {
+    p.phases()
+        .iter()
+        .map(|ph| SharingPhase {
+            ms: ph.ms,
+            demand: ph.demand,
+        })
+        .collect()
+}
+
+/// The profile a decision records (checked on admission, so valid).
+fn profile_of(s: &Sharing) -> Option<Profile> {
+    let phases = s.profile.iter().map(|p| Phase {
+        ms: p.ms,
+        demand: p.demand,
+    });
+    Profile::new(phases.collect()).ok()
+}
+
+/// The `sharing` section of a job placed without sharing anything.
+pub fn alone(profile: &Profile) -> Sharing {
+    Sharing {
+        time_shift_ms: 0,
+        score: 1.0,
+        profile: phases_of(profile),
+        links: Vec::new(),
+    }
+}
+
+/// A shared placement for `job` (module doc), trying `options`' grains.
+pub(crate) fn place(
+    st: &FabricState,
+    job: &JobRequest,
+    profile: &Profile,
+    options: SliceOptions,
+    mode: SharingMode,
+) -> Option<(Plan, Sharing)> {
+    let topo = st.topology();
+    let view = shareable_view(st);
+    let mut best: Option<(f64, usize, Plan, Sharing)> = None;
+    let mut tried = 0;
+    for &grain in options.grains() {
+        let k = grain.needed(topo, job.gpus);
+        if k == 0 || grain.free_total(st) < k {
+            continue;
+        }
+        let t = grain.size(topo);
+        let max_s = topo.spines.len() as u32;
+        for (l, s) in shapes(k, t, topo.leaves.len() as u32, max_s) {
+            if tried == MAX_CANDIDATES {
+                break;
+            }
+            let shape = (l as usize, s as usize);
+            let found = vclos::find_slice(st, grain, &view.links, shape, 0, SEARCH_LIMIT);
+            let Ok(Some(plan)) = found else { continue };
+            tried += 1;
+            let sharing = score(st, &view, &plan, profile);
+            let n = sharing.links.len();
+            let better = best
+                .as_ref()
+                .is_none_or(|b| sharing.score > b.0 || (sharing.score == b.0 && n < b.1));
+            if better {
+                best = Some((sharing.score, n, plan, sharing));
+            }
+        }
+    }
+    let (score, _, plan, sharing) = best?;
+    (score >= mode.min_score).then_some((plan, sharing))
+}
+
+/// The vClos view with shareable held links ([`LinkView::sharing`]).
+struct ShareView {
+    links: LinkView,
+    /// Per pick `leaf * spines + spine`, the jobs holding it (empty: free).
+    holders: Vec<Vec<JobId>>,
+}
+
+fn shareable_view(st: &FabricState) -> ShareView {
+    let topo = st.topology();
+    let ns = topo.spines.len();
+    let mut holders = vec![Vec::new(); topo.leaves.len() * ns];
+    let links = LinkView::sharing(st, &mut |leaf, spine, jobs| {
+        holders[leaf.index() * ns + spine.index()] = jobs;
+    });
+    // Make a spine that lends held links cost more (module doc).
+    let mut links = links;
+    for (i, h) in holders.iter().enumerate() {
+        if !h.is_empty() {
+            links.spine_free[i % ns] += HELD_COST;
+        }
+    }
+    ShareView { links, holders }
+}
+
+/// The plan's shared links, the newcomer's best shift and its score.
+fn score(st: &FabricState, view: &ShareView, plan: &Plan, profile: &Profile) -> Sharing {
+    let topo = st.topology();
+    let ns = topo.spines.len();
+    // Shared links grouped by who holds them: alike links score alike.
+    let mut groups: BTreeSet<Vec<JobId>> = BTreeSet::new();
+    let mut links = Vec::new();
+    for k in &plan.links {
+        let PortRef::Spine(m, _) = k.far else {
+            continue;
+        };
+        let with = &view.holders[k.leaf.index() * ns + m.index()];
+        if with.is_empty() {
+            continue;
+        }
+        groups.insert(with.clone());
+        let leaf = topo.leaf(k.leaf);
+        links.push(SharedLink {
+            leaf: leaf.name.clone(),
+            uplink: leaf.uplinks[k.uplink as usize].clone(),
+            with: with.clone(),
+        });
+    }
+    let iter = profile.iteration_ms();
+    let steps = SHIFT_STEPS.min(iter);
+    let grid: Vec<u32> = (0..steps)
+        .map(|i| (u64::from(i) * u64::from(iter) / u64::from(steps)) as u32)
+        .collect();
+    let mut worst = vec![1.0f64; grid.len()];
+    for jobs in &groups {
+        let running: Vec<(Profile, u32)> = jobs
+            .iter()
+            .filter_map(|j| {
+                let s = st.decision(j)?.sharing.as_ref()?;
+                Some((profile_of(s)?, s.time_shift_ms))
+            })
+            .collect();
+        let fixed: Vec<(OnLink, u32)> = running
+            .iter()
+            .map(|(p, t)| {
+                (
+                    OnLink {
+                        profile: p,
+                        load: 1.0,
+                    },
+                    *t,
+                )
+            })
+            .collect();
+        let new = OnLink { profile, load: 1.0 };
+        for (w, s) in worst
+            .iter_mut()
+            .zip(scores_joining(&fixed, new, 1.0, &grid))
+        {
+            *w = w.min(s);
+        }
+    }
+    let (at, score) =
+        worst.iter().enumerate().fold(
+            (0, f64::NEG_INFINITY),
+            |b, (i, &s)| if s > b.1 { (i, s) } else { b },
+        );
+    Sharing {
+        time_shift_ms: grid.get(at).copied().unwrap_or(0),
+        score,
+        profile: phases_of(profile),
+        links,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::decision::Decision;
+    use crate::placement::{Blocked, Outcome, Placer, VclosPlacer};
+    use crate::state::StateError;
+    use crate::topology::generate::narrow_topology;
+
+    fn req(id: &str, gpus: u32) -> JobRequest {
+        JobRequest::new(JobId::new(id).unwrap(), gpus)
+    }
+
+    fn id(s: &str) -> JobId {
+        JobId::new(s).unwrap()
+    }
+
+    fn placed(o: Outcome) -> Decision {
+        match o {
+            Outcome::Placed(d) => Arc::unwrap_or_clone(d),
+            Outcome::Blocked(b) => panic!("blocked: {b:?}"),
+        }
+    }
+
+    fn sharing_on() -> SliceOptions {
+        SliceOptions {
+            sharing: Some(SharingMode::default()),
+            ..SliceOptions::default()
+        }
+    }
+
+    /// narrow: 3 leaves x 2 servers x 4 GPUs, 4 uplinks per leaf. With
+    /// one server of every leaf held (`h0`-`h2`, no links), `a` (8 GPUs)
+    /// takes a server on two leaves and all their uplinks; then the holder
+    /// on `a`'s first leaf leaves. A 2-server job then has an idle server
+    /// on `a`'s first leaf and one on the third, whose uplinks are free:
+    /// no isolated slice. Returns the holders still held.
+    fn crowded(options: SliceOptions) -> (VclosPlacer, Vec<JobId>) {
+        let topo = narrow_topology();
+        let mut st = crate::state::FabricState::new(Arc::clone(&topo));
+        for leaf in 0..3u32 {
+            let server = topo.leaf(crate::topology::LeafId(leaf)).servers[1];
+            let gpus = super::super::local::whole(&[server], topo.gpus_per_server);
+            let d = Plan::local(crate::decision::Stage::Server, gpus)
+                .to_decision(&topo, &id(&format!("h{leaf}")));
+            st.admit(&d).unwrap();
+        }
+        let mut p = VclosPlacer::with_state(st).with_options(options);
+        let a = placed(p.place(&req("a", 8)).unwrap());
+        assert_eq!(a.vclos.links.len(), 8);
+        let first = topo.leaf_id(&a.vclos.leaves[0].leaf).unwrap();
+        let gone = id(&format!("h{}", first.index()));
+        p.release(&gone).unwrap();
+        let left = (0..3).map(|i| id(&format!("h{i}"))).filter(|h| *h != gone);
+        (p, left.collect())
+    }
+
+    #[test]
+    fn a_job_without_isolated_slice_shares_links_with_a_shift_that_interleaves() {
+        let (mut p, _) = crowded(sharing_on());
+        let d = placed(p.place(&req("b", 8)).unwrap());
+        let sh = d.sharing.as_ref().unwrap();
+        // It shares one leaf's four links with `a`, and nothing else.
+        assert_eq!(sh.links.len(), 4, "{sh:?}");
+        assert!(sh.links.iter().all(|l| l.with == vec![id("a")]));
+        // Two Up phases of 30% of 250 ms fit one circle: fully compatible,
+        // and only away from `a`'s phase (shift 0).
+        assert_eq!(sh.score, 1.0);
+        let a = p
+            .state()
+            .decision(&id("a"))
+            .unwrap()
+            .sharing
+            .clone()
+            .unwrap();
+        assert_eq!((a.time_shift_ms, a.score, a.links.len()), (0, 1.0, 0));
+        let up = 75; // 30% of 250 ms
+        let gap = (sh.time_shift_ms + 250 - a.time_shift_ms) % 250;
+        assert!((up..=250 - up).contains(&gap), "shift {}", sh.time_shift_ms);
+        // The state holds the link for both; the ledger of the state agrees.
+        let l = &sh.links[0];
+        let leaf = p.state().topology().leaf_id(&l.leaf).unwrap();
+        let up_i = p
+            .state()
+            .topology()
+            .leaf(leaf)
+            .uplinks
+            .iter()
+            .position(|u| *u == l.uplink);
+        let holders = p.state().uplink_holders(leaf, up_i.unwrap() as u16);
+        assert_eq!(holders, vec![&id("a"), &id("b")]);
+    }
+
+    #[test]
+    fn a_job_placed_without_a_sharing_mode_is_never_shared() {
+        let (mut p, _) = crowded(SliceOptions::default());
+        p.options.sharing = Some(SharingMode::default());
+        assert_eq!(
+            p.place(&req("b", 8)).unwrap(),
+            Outcome::Blocked(Blocked::Network)
+        );
+    }
+
+    #[test]
+    fn an_incompatible_job_waits() {
+        // Up for 90% of its iteration: with `a` at 30% no shift keeps the
+        // link under capacity, so the score is under the default 0.9.
+        let (mut p, _) = crowded(sharing_on());
+        let mut b = req("b", 8);
+        b.profile = Some(Profile::up_down(250, 0.9));
+        assert_eq!(p.place(&b).unwrap(), Outcome::Blocked(Blocked::Network));
+        // A lower bar admits it, scored below 1.
+        p.options.sharing = Some(SharingMode { min_score: 0.5 });
+        let d = placed(p.place(&b).unwrap());
+        let s = d.sharing.unwrap().score;
+        assert!((0.5..1.0).contains(&s), "{s}");
+    }
+
+    #[test]
+    fn releases_in_any_order_hand_the_link_over_and_leave_a_fresh_state() {
+        for first in ["a", "b"] {
+            let (mut p, held) = crowded(sharing_on());
+            let fresh = crate::state::FabricState::new(narrow_topology());
+            let b = placed(p.place(&req("b", 8)).unwrap());
+            let l = &b.sharing.as_ref().unwrap().links[0];
+            let topo = Arc::clone(p.state().topology());
+            let leaf = topo.leaf_id(&l.leaf).unwrap();
+            let u = topo
+                .leaf(leaf)
+                .uplinks
+                .iter()
+                .position(|x| *x == l.uplink)
+                .unwrap() as u16;
+            p.release(&id(first)).unwrap();
+            let other = if first == "a" { "b" } else { "a" };
+            // The link is still held, by the job left on it.
+            assert_eq!(p.state().uplink_holders(leaf, u), vec![&id(other)]);
+            assert!(!p.state().uplink_free(leaf, u));
+            p.release(&id(other)).unwrap();
+            for h in &held {
+                p.release(h).unwrap();
+            }
+            assert!(p.state().no_shared_links());
+            assert_eq!(p.state().occ(), fresh.occ(), "released {first} first");
+        }
+    }
+
+    #[test]
+    fn a_state_rebuilt_without_the_first_holder_gives_the_sharer_its_links() {
+        let (mut p, held) = crowded(sharing_on());
+        let b = placed(p.place(&req("b", 8)).unwrap());
+        let mut ds: Vec<Decision> = (held.iter())
+            .map(|h| p.state().decision(h).unwrap().clone())
+            .collect();
+        ds.push(b);
+        let st = crate::state::FabricState::from_decisions(narrow_topology(), &ds).unwrap();
+        assert!(st.no_shared_links());
+        assert_eq!(st.job_count(), 3);
+    }
+
+    #[test]
+    fn admission_refuses_sharing_that_was_not_agreed() {
+        let (mut p, _) = crowded(sharing_on());
+        let b = placed(p.place(&req("b", 8)).unwrap());
+        p.release(&id("b")).unwrap();
+        let mut st = p.state().clone();
+        // Not naming the holder: the link is busy.
+        let mut d = b.clone();
+        for l in &mut d.sharing.as_mut().unwrap().links {
+            l.with = vec![id("zz")];
+        }
+        assert!(matches!(st.admit(&d), Err(StateError::Busy { holder, .. }) if holder == id("a")));
+        // No `sharing` section at all: busy as well.
+        let mut d = b.clone();
+        d.sharing = None;
+        assert!(matches!(st.admit(&d), Err(StateError::Busy { .. })));
+        // A holder placed without a sharing mode is never shared.
+        let a = st.release(&id("a")).unwrap();
+        let mut a_isolated = a.clone();
+        a_isolated.sharing = None;
+        st.admit(&a_isolated).unwrap();
+        let e = st.admit(&b).unwrap_err().to_string();
+        assert!(e.contains("not placed in a sharing mode"), "{e}");
+        // A shift outside the iteration, and a shared link not reserved.
+        let mut d = b.clone();
+        d.sharing.as_mut().unwrap().time_shift_ms = 250;
+        let e = st.admit(&d).unwrap_err().to_string();
+        assert!(e.contains("time_shift_ms"), "{e}");
+        let mut d = b.clone();
+        d.sharing.as_mut().unwrap().links[0].uplink = "nope".into();
+        let e = st.admit(&d).unwrap_err().to_string();
+        assert!(e.contains("not one of the job's reserved links"), "{e}");
+        // As placed, with `a` opted in, it is admitted.
+        st.release(&id("a")).unwrap();
+        st.admit(&a).unwrap();
+        st.admit(&b).unwrap();
+    }
+
+    #[test]
+    fn the_controller_refuses_shared_links_before_touching_a_device() {
+        let (mut p, _) = crowded(sharing_on());
+        let b = placed(p.place(&req("b", 8)).unwrap());
+        let topo = Arc::clone(p.state().topology());
+        let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+        let e = crate::intent::build(&topo, &all).unwrap_err().to_string();
+        assert!(e.contains("802.1Q") && e.contains("`a`"), "{e}");
+        // Jobs placed in the mode that share nothing configure as before.
+        p.release(&b.job).unwrap();
+        let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+        assert!(all.iter().any(|d| d.sharing.is_some()));
+        crate::intent::build(&topo, &all).unwrap();
+    }
+}
