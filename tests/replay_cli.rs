@@ -608,3 +608,84 @@ fn sharing_mode_shares_links_by_agreement_and_cuts_waiting() {
     let o = run_512(&trace, "vclos", &["--min-score", "0.5"]);
     assert!(!o.status.success(), "--min-score without --sharing");
 }
+
+/// Issue 16, item 5 and the issue's target: with shared links played out
+/// in time, jobs that share only at a perfect score (`--min-score 1`) and
+/// run at their decisions' time shifts (`--congestion cassini`) are never
+/// slowed, while the same sharing without shifts (`random`) and the
+/// always-on fluid model (`fair`) slow some; MLTCP needs no shifts.
+#[test]
+fn cassini_shifts_keep_perfectly_scored_sharing_free_of_slowdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let run = |congestion: &str| {
+        replay_512_json(
+            &trace,
+            "vclos",
+            &[
+                "--sharing",
+                "cassini",
+                "--min-score",
+                "1",
+                "--congestion",
+                congestion,
+            ],
+        )
+    };
+    let cassini = run("cassini");
+    assert_eq!(cassini["congestion"], "cassini");
+    assert!(cassini["shared_jobs"].as_u64().unwrap() > 0, "{cassini}");
+    assert_eq!(f(&cassini, "p99_slowdown"), 1.0, "{cassini}");
+    assert_eq!(f(&cassini, "avg_slowdown"), 1.0, "{cassini}");
+    for other in ["random", "fair"] {
+        let r = run(other);
+        assert!(f(&r, "avg_slowdown") > 1.0, "{other}: {r}");
+    }
+    let mltcp = run("mltcp");
+    assert!(
+        f(&mltcp, "avg_slowdown") < f(&run("random"), "avg_slowdown"),
+        "{mltcp}"
+    );
+    // The congestion model is the fair-share network's.
+    let o = run_512(
+        &trace,
+        "vclos",
+        &["--network", "ideal", "--congestion", "mltcp"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--network fair-share"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `--profiles`: multi-phase patterns by model reach the sharing mode; a
+/// bad file is refused naming it.
+#[test]
+fn profiles_file_is_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let good = dir.path().join("profiles.yaml");
+    std::fs::write(
+        &good,
+        "bert:\n  - {ms: 100, demand: 0}\n  - {ms: 20, demand: 1}\n",
+    )
+    .unwrap();
+    let r = replay_512_json(
+        &trace,
+        "vclos",
+        &["--sharing", "cassini", "--profiles", good.to_str().unwrap()],
+    );
+    assert_eq!(r["completed"], 600, "{r}");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "vgg16:\n  - {ms: 10, demand: 2}\n").unwrap();
+    let o = run_512(
+        &trace,
+        "vclos",
+        &["--sharing", "cassini", "--profiles", bad.to_str().unwrap()],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("bad.yaml"), "{}", stderr(&o));
+}

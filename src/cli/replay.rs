@@ -8,9 +8,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use vclos::network::model::Congestion;
 use vclos::network::routes::{Router, Routing};
 use vclos::placement::{self, Policy};
 use vclos::replay::{self, Ledger, QueuePolicy, ReplayOptions, Report};
+use vclos::sharing::profile::Profiles;
 use vclos::{topology, trace};
 
 #[derive(Debug, Args)]
@@ -39,6 +41,19 @@ pub struct ReplayArgs {
     /// job runs for exactly its duration_s).
     #[arg(long, value_enum, default_value_t = NetworkModel::FairShare)]
     network: NetworkModel,
+    /// fair-share: how links shared by jobs placed with `--sharing` are
+    /// modelled: `fair` (every flow present all the time, as any link),
+    /// or played out in time with the jobs at their decisions' time shifts
+    /// (`cassini`), at their start times (`random`: sharing without
+    /// shifts), or at their start times with MLTCP's unequal division
+    /// (`mltcp`); docs/cassini.md.
+    #[arg(long, value_enum, default_value_t = Congestion::Fair)]
+    congestion: Congestion,
+    /// Multi-phase communication profiles by model (YAML or JSON,
+    /// docs/cassini.md) for `--sharing`; default: each job's Up-Down
+    /// profile from its `comm_fraction` and `iteration_ms`.
+    #[arg(long, value_name = "FILE")]
+    profiles: Option<PathBuf>,
     /// Seed of the `ecmp` flow hash: the same seed gives the same routes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -56,6 +71,10 @@ fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
 }
 
 pub fn run(a: ReplayArgs) -> Result<ExitCode> {
+    if a.congestion != Congestion::Fair && a.network != NetworkModel::FairShare {
+        anyhow::bail!("--congestion models shared links of the fair-share network; it needs --network fair-share");
+    }
+    let profiles = a.profiles.as_deref().map(Profiles::read_file).transpose()?;
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;
     let state = vclos::state::FabricState::new(Arc::clone(&topo));
@@ -68,7 +87,8 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         ledger: Ledger::from_topology(&topo),
         network: (a.network == NetworkModel::FairShare)
             .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
-        profiles: None,
+        profiles,
+        congestion: a.congestion,
     };
     let bar = progress_bar(jobs.len(), "jobs");
     let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {
@@ -121,8 +141,15 @@ fn table(r: &Report) -> String {
         (
             "network",
             format!(
-                "{}: slowdown avg {:.4}, p99 {:.4}; {} jobs shared a link",
-                r.network, r.avg_slowdown, r.p99_slowdown, r.contended_jobs
+                "{}{}: slowdown avg {:.4}, p99 {:.4}; {} jobs shared a link",
+                r.network,
+                match r.congestion.as_str() {
+                    "" | "fair" => String::new(),
+                    c => format!(" (congestion {c})"),
+                },
+                r.avg_slowdown,
+                r.p99_slowdown,
+                r.contended_jobs
             ),
         ),
         (

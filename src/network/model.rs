@@ -20,14 +20,47 @@
 //!
 //! Solving is skipped while no link carries more than its capacity: then
 //! every `lambda` is 1, which is the common case for isolated policies.
+//!
+//! **Phases** (issue 16, item 5; [`Congestion`]): with `--congestion
+//! cassini|random|mltcp`, a link over capacity that carries only jobs
+//! placed in a sharing mode (their decisions hold a profile) is played out
+//! in time instead ([`crate::sharing::periodic`]): each job's `lambda`
+//! there is the share of its demand it is served while communicating, with
+//! the jobs at their decisions' time shifts (`cassini`) or at their start
+//! times modulo their iterations with fair (`random`) or MLTCP (`mltcp`)
+//! division. Such links are left out of the max-min solve, and a job's
+//! `lambda` is the least of the solve's and its periodic links'. Other
+//! links, and every job without a profile, stay in the fluid model.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use std::collections::HashMap;
+
 use super::fairshare::{self, Class};
 use super::routes::{Router, Unknown};
 use crate::decision::Decision;
+use crate::sharing::periodic::{self, Division};
 use crate::trace::Workload;
+
+/// How links shared by periodic jobs are modelled (module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Congestion {
+    /// Every flow on its links all the time, max-min fair (no phases).
+    #[default]
+    Fair,
+    /// Phases at the decisions' time shifts, fair division (Cassini).
+    Cassini,
+    /// Phases at start times, fair division (sharing without shifts).
+    Random,
+    /// Phases at start times, MLTCP's `F(bytes_ratio)` division.
+    Mltcp,
+}
+
+/// Most jobs on one link played out in time; more stay in the solve.
+pub const MAX_PERIODIC_JOBS: usize = 8;
+/// Link job sets whose served shares are kept, at most.
+const CACHE: usize = 1 << 14;
 
 /// Slack under which a link counts as not over capacity.
 const OVER: f64 = 1e-9;
@@ -36,6 +69,8 @@ const OVER: f64 = 1e-9;
 struct Running {
     idx: usize,
     class: Class,
+    /// Its profile and phase (ms), when its links are played out in time.
+    periodic: Option<(Vec<(u32, f64)>, u32)>,
     alpha: f64,
     /// Standalone seconds still to run.
     left: f64,
@@ -89,6 +124,9 @@ pub struct Contention {
     now: f64,
     /// Integral over time of the load carried on all links.
     carried: f64,
+    congestion: Congestion,
+    /// Served shares by (job, weight) set of a periodic link.
+    served: HashMap<Vec<(usize, u64)>, Vec<f64>>,
 }
 
 impl Contention {
@@ -113,7 +151,30 @@ impl Contention {
             due: BinaryHeap::new(),
             now: 0.0,
             carried: 0.0,
+            congestion: Congestion::Fair,
+            served: HashMap::new(),
         }
+    }
+
+    /// Model links shared by periodic jobs as `congestion` says.
+    pub fn with_congestion(mut self, congestion: Congestion) -> Self {
+        self.congestion = congestion;
+        self
+    }
+
+    /// A starting job's profile and phase, if its links are played out.
+    fn periodic_of(&self, now: f64, d: &Decision) -> Option<(Vec<(u32, f64)>, u32)> {
+        let sh = d.sharing.as_ref()?;
+        let phases: Vec<(u32, f64)> = sh.profile.iter().map(|p| (p.ms, p.demand)).collect();
+        let iter = sh.iteration_ms().max(1);
+        // An iteration starts when the clock modulo `iter` is `start`: at
+        // clock 0 the job is `iter - start` into its iteration.
+        let start = match self.congestion {
+            Congestion::Fair => return None,
+            Congestion::Cassini => u64::from(sh.time_shift_ms),
+            Congestion::Random | Congestion::Mltcp => (now.max(0.0) * 1e3) as u64,
+        } % iter;
+        Some((phases, ((iter - start) % iter) as u32))
     }
 
     /// Start trace job `idx` at `now` under decision `d`.
@@ -138,9 +199,11 @@ impl Contention {
         }
         self.recount(&class, 1.0);
         self.pos[idx] = Some(self.running.len());
+        let periodic = self.periodic_of(now, d);
         self.running.push(Running {
             idx,
             class,
+            periodic,
             alpha: workload.comm_fraction,
             left: duration_s,
             lambda: 1.0,
@@ -235,9 +298,11 @@ impl Contention {
     fn resolve(&mut self) {
         let lambdas: Vec<f64> = if self.over == 0 {
             vec![1.0; self.running.len()]
-        } else {
+        } else if self.congestion == Congestion::Fair {
             let classes: Vec<Class> = self.running.iter().map(|r| r.class.clone()).collect();
             fairshare::solve(&self.capacity, &classes)
+        } else {
+            self.phased_lambdas()
         };
         for (r, lambda) in self.running.iter_mut().zip(lambdas) {
             r.lambda = lambda;
@@ -256,6 +321,72 @@ impl Contention {
                     .push(Reverse(Due(self.now + r.left / speed, r.idx, r.version)));
             }
         }
+    }
+}
+
+impl Contention {
+    /// `lambda` of every running job when periodic links are played out
+    /// in time (module doc).
+    fn phased_lambdas(&mut self) -> Vec<f64> {
+        let mut capacity = self.capacity.clone();
+        let mut periodic_links = Vec::new();
+        for (l, jobs) in self.on_link.iter().enumerate() {
+            let over = self.router.load(l as u32) > self.capacity[l] + OVER;
+            let all_periodic = jobs.len() <= MAX_PERIODIC_JOBS
+                && jobs
+                    .iter()
+                    .all(|&j| self.pos[j].is_some_and(|p| self.running[p].periodic.is_some()));
+            if over && all_periodic {
+                capacity[l] = f64::INFINITY;
+                periodic_links.push(l);
+            }
+        }
+        let classes: Vec<Class> = self.running.iter().map(|r| r.class.clone()).collect();
+        let mut lambdas = fairshare::solve(&capacity, &classes);
+        for l in periodic_links {
+            let mut key: Vec<(usize, u64)> = self.on_link[l]
+                .iter()
+                .map(|&j| (j, self.weight_on(j, l).to_bits()))
+                .collect();
+            key.sort_unstable();
+            if !self.served.contains_key(&key) {
+                if self.served.len() >= CACHE {
+                    self.served.clear();
+                }
+                let jobs: Vec<periodic::OnLink> = key
+                    .iter()
+                    .filter_map(|&(j, w)| {
+                        let r = &self.running[self.pos[j]?];
+                        let (phases, phase_ms) = r.periodic.as_ref()?;
+                        let w = f64::from_bits(w);
+                        let phases = phases.iter().map(|&(ms, d)| (ms, d * w)).collect();
+                        Some(periodic::OnLink {
+                            phases,
+                            phase_ms: *phase_ms,
+                        })
+                    })
+                    .collect();
+                let division = match self.congestion {
+                    Congestion::Mltcp => Division::Mltcp,
+                    _ => Division::Fair,
+                };
+                let served = periodic::served(&jobs, self.capacity[l], division);
+                self.served.insert(key.clone(), served);
+            }
+            for ((j, _), s) in key.iter().zip(&self.served[&key]) {
+                if let Some(p) = self.pos[*j] {
+                    lambdas[p] = lambdas[p].min(s.max(1e-6));
+                }
+            }
+        }
+        lambdas
+    }
+
+    /// Job `j`'s weight on link `l` (line rates).
+    fn weight_on(&self, j: usize, l: usize) -> f64 {
+        self.pos[j]
+            .and_then(|p| self.running[p].class.links.iter().find(|x| x.0 == l))
+            .map_or(0.0, |x| x.1)
     }
 }
 

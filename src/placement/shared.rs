@@ -133,7 +133,7 @@ pub(crate) fn place(
             let found = vclos::find_slice(st, grain, &view.links, shape, 0, SEARCH_LIMIT);
             let Ok(Some(plan)) = found else { continue };
             tried += 1;
-            let sharing = score(st, &view, &plan, profile);
+            let sharing = score(st, &plan, profile);
             let n = sharing.links.len();
             let better = best
                 .as_ref()
@@ -150,39 +150,31 @@ pub(crate) fn place(
 /// The vClos view with shareable held links ([`LinkView::sharing`]).
 struct ShareView {
     links: LinkView,
-    /// Per pick `leaf * spines + spine`, the jobs holding it (empty: free).
-    holders: Vec<Vec<JobId>>,
 }
 
 fn shareable_view(st: &FabricState) -> ShareView {
-    let topo = st.topology();
-    let ns = topo.spines.len();
-    let mut holders = vec![Vec::new(); topo.leaves.len() * ns];
-    let links = LinkView::sharing(st, &mut |leaf, spine, jobs| {
-        holders[leaf.index() * ns + spine.index()] = jobs;
-    });
+    let mut lent = vec![0u64; st.topology().spines.len()];
+    let mut links = LinkView::sharing(st, &mut |_, spine| lent[spine.index()] += 1);
     // Make a spine that lends held links cost more (module doc).
-    let mut links = links;
-    for (i, h) in holders.iter().enumerate() {
-        if !h.is_empty() {
-            links.spine_free[i % ns] += HELD_COST;
-        }
+    for (free, n) in links.spine_free.iter_mut().zip(lent) {
+        *free += n * HELD_COST;
     }
-    ShareView { links, holders }
+    ShareView { links }
 }
 
 /// The plan's shared links, the newcomer's best shift and its score.
-fn score(st: &FabricState, view: &ShareView, plan: &Plan, profile: &Profile) -> Sharing {
+fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
     let topo = st.topology();
-    let ns = topo.spines.len();
     // Shared links grouped by who holds them: alike links score alike.
     let mut groups: BTreeSet<Vec<JobId>> = BTreeSet::new();
     let mut links = Vec::new();
     for k in &plan.links {
-        let PortRef::Spine(m, _) = k.far else {
+        if !matches!(k.far, PortRef::Spine(..)) {
             continue;
-        };
-        let with = &view.holders[k.leaf.index() * ns + m.index()];
+        }
+        let with: Vec<JobId> = (st.uplink_holders(k.leaf, k.uplink).into_iter())
+            .cloned()
+            .collect();
         if with.is_empty() {
             continue;
         }

@@ -5,7 +5,6 @@
 //! microseconds even at 8192 GPUs and means the engines can never drift from
 //! the state, which stays the single source of truth.
 
-use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::{LeafId, OcsId, PortRef, SpineId};
 
@@ -71,33 +70,32 @@ impl LinkView {
 
     /// [`LinkView::new`], plus the pairs with no unused link that a held
     /// link could serve in a sharing mode ([`FabricState::shareable`]):
-    /// the one with the fewest holders, reported to `lent` (leaf, spine,
-    /// its holders). `spine_free` stays the free ports.
-    pub fn sharing(st: &FabricState, lent: &mut dyn FnMut(LeafId, SpineId, Vec<JobId>)) -> Self {
+    /// the one with the fewest holders, reported to `lent` (leaf, spine).
+    /// `spine_free` stays the free ports.
+    pub fn sharing(st: &FabricState, lent: &mut dyn FnMut(LeafId, SpineId)) -> Self {
         let mut v = LinkView::new(st);
         let ns = v.spines;
+        let mut best: Vec<(usize, u16)> = vec![(usize::MAX, NONE); ns];
         for (li, leaf) in st.topology().leaves.iter().enumerate() {
             let lid = LeafId(li as u32);
-            let mut best: Vec<Option<(u16, Vec<JobId>)>> = vec![None; ns];
+            best.fill((usize::MAX, NONE));
             for u in 0..leaf.uplinks.len() as u16 {
-                let Some(jobs) = st.shareable(lid, u) else {
+                let Some(n) = st.shareable(lid, u) else {
                     continue;
                 };
                 let Some((PortRef::Spine(s, _), _)) = st.uplink_far_end(lid, u) else {
                     continue;
                 };
                 let b = &mut best[s.index()];
-                if v.pick[li * ns + s.index()] == NONE
-                    && b.as_ref().is_none_or(|(_, h)| jobs.len() < h.len())
-                {
-                    *b = Some((u, jobs));
+                if v.pick[li * ns + s.index()] == NONE && n < b.0 {
+                    *b = (n, u);
                 }
             }
-            for (si, b) in best.into_iter().enumerate() {
-                if let Some((u, jobs)) = b {
+            for (si, &(_, u)) in best.iter().enumerate() {
+                if u != NONE {
                     v.pick[li * ns + si] = u;
                     v.bits[li][si / 64] |= 1 << (si % 64);
-                    lent(lid, SpineId(si as u32), jobs);
+                    lent(lid, SpineId(si as u32));
                 }
             }
         }

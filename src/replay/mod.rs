@@ -46,7 +46,7 @@ pub use report::{percentile, Report};
 
 use crate::decision::Decision;
 use crate::names::JobId;
-use crate::network::model::Contention;
+use crate::network::model::{Congestion, Contention};
 use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
@@ -72,6 +72,9 @@ pub struct ReplayOptions {
     /// Multi-phase profiles by model, for a placer in a sharing mode
     /// (`--profiles`; `None`: every job's Up-Down default from its row).
     pub profiles: Option<Profiles>,
+    /// How the fair-share model treats links shared by jobs placed in a
+    /// sharing mode ([`Congestion`]; `Fair`: as every other link).
+    pub congestion: Congestion,
 }
 
 /// Failures that end a replay (bugs in a placer, not blocked jobs).
@@ -135,6 +138,7 @@ pub fn replay_with_progress(
         return Err(ReplayError::Unsorted(w[1].id.clone()));
     }
     let fair_share = opts.network.is_some();
+    let opts_congestion = opts.congestion;
     let per_server = placer.fabric().map(|f| f.topology().gpus_per_server);
     let occupancy = opts
         .total_gpus
@@ -148,7 +152,8 @@ pub fn replay_with_progress(
         profiles: opts.profiles,
         state: vec![JobState::default(); trace.len()],
         completions: BinaryHeap::new(),
-        network: opts.network.map(|r| Contention::new(r, trace.len())),
+        network: (opts.network)
+            .map(|r| Contention::new(r, trace.len()).with_congestion(opts.congestion)),
         decision_ns: Vec::with_capacity(trace.len() * 2),
         occupancy,
         report: Report::new(opts.queue, &opts.topology, trace.len()),
@@ -157,6 +162,7 @@ pub fn replay_with_progress(
     run.report.policy = run.placer.name().to_string();
     if fair_share {
         run.report.network = "fair-share".to_string();
+        run.report.congestion = format!("{:?}", opts_congestion).to_lowercase();
     }
 
     let mut next = 0;

@@ -51,6 +51,9 @@ pub struct Report {
     /// The network model: `ideal` (a job runs for exactly its
     /// `duration_s`) or `fair-share` ([`crate::network`]).
     pub network: String,
+    /// Under `fair-share`: how links shared by sharing-mode jobs were
+    /// modelled (`fair`, `cassini`, `random`, `mltcp`); empty under `ideal`.
+    pub congestion: String,
     /// Mean and 99th percentile of JRT / `duration_s` over completed jobs
     /// (exactly 1 when no job was slowed by sharing).
     pub avg_slowdown: f64,
@@ -141,6 +144,7 @@ impl Report {
             p99_jwt_s: 0.0,
             max_jwt_s: 0.0,
             makespan_s: 0.0,
+            congestion: String::new(),
             network: "ideal".to_string(),
             avg_slowdown: 0.0,
             p99_slowdown: 0.0,

@@ -25,4 +25,5 @@
 
 pub mod affinity;
 pub mod circle;
+pub mod periodic;
 pub mod profile;

@@ -539,10 +539,10 @@ impl FabricState {
 
     /// The slots of the jobs holding the link of flat uplink `uplink`,
     /// whose holder vectors name `primary`.
-    pub(crate) fn link_holders(&self, uplink: usize, primary: u32) -> Vec<u32> {
+    pub(crate) fn link_holders<'a>(&'a self, uplink: usize, primary: &'a u32) -> &'a [u32] {
         match self.shares.get(&uplink) {
-            Some(s) => s.holders.clone(),
-            None => vec![primary],
+            Some(s) => &s.holders,
+            None => std::slice::from_ref(primary),
         }
     }
 
@@ -554,18 +554,19 @@ impl FabricState {
         if primary == FREE {
             return Vec::new();
         }
-        self.link_holders(i, primary)
-            .into_iter()
-            .filter_map(|s| self.holder_of(s))
+        self.link_holders(i, &primary)
+            .iter()
+            .filter_map(|&s| self.holder_of(s))
             .collect()
     }
 
-    /// The jobs holding link `(leaf, uplink)` if a job placed in a sharing
-    /// mode could share it now, by the rules of the `validate::sharing`
-    /// module (held whole by jobs that all opted in, to a spine, used as
-    /// patched, fewer than `MAX_LINK_JOBS` holders); `None` otherwise,
-    /// a free link included.
-    pub fn shareable(&self, leaf: LeafId, uplink: u16) -> Option<Vec<JobId>> {
+    /// How many jobs hold link `(leaf, uplink)` if a job placed in a
+    /// sharing mode could share it now, by the rules of the
+    /// `validate::sharing` module (held whole by jobs that all opted in, to
+    /// a spine, used as patched, fewer than `MAX_LINK_JOBS` holders);
+    /// `None` otherwise, a free link included. Allocates nothing: the
+    /// sharing mode asks it of every held uplink per decision.
+    pub fn shareable(&self, leaf: LeafId, uplink: u16) -> Option<usize> {
         let (lay, occ) = (&self.layout, &self.occ);
         let i = lay.uplink(leaf, uplink);
         let primary = occ.uplink[i];
@@ -582,12 +583,11 @@ impl FabricState {
         if hop.is_some_and(|h| h.iter().any(|&x| occ.ocs_port[x] != primary)) {
             return None;
         }
-        let holders = self.link_holders(i, primary);
+        let holders = self.link_holders(i, &primary);
         if holders.len() >= validate::MAX_LINK_JOBS {
             return None;
         }
-        let mut jobs = Vec::with_capacity(holders.len());
-        for slot in holders {
+        for &slot in holders {
             let held = self.slots[slot as usize].as_ref()?;
             held.decision.sharing.as_ref()?;
             let made = hop.is_some_and(|h| {
@@ -597,9 +597,8 @@ impl FabricState {
             if made {
                 return None;
             }
-            jobs.push(held.decision.job.clone());
         }
-        Some(jobs)
+        Some(holders.len())
     }
 
     /// Whether no link is shared (always so without a sharing mode).

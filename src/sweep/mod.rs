@@ -229,6 +229,7 @@ fn one(
             .fair_share
             .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
         profiles: None,
+        congestion: Default::default(),
     };
     let report =
         replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {

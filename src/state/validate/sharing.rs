@@ -60,7 +60,7 @@ pub(super) fn link(
             .iter()
             .find(|l| &*l.leaf == leaf && &*l.uplink == uplink)
     });
-    let holders = cx.st.link_holders(res.uplink, primary);
+    let holders = cx.st.link_holders(res.uplink, &primary);
     if holders.len() >= MAX_LINK_JOBS {
         return Err(cx.invalid(
             leaf,
@@ -69,7 +69,7 @@ pub(super) fn link(
         ));
     }
     let lay = cx.st.layout();
-    for slot in holders {
+    for &slot in holders {
         let Some(held) = cx.st.slots[slot as usize].as_ref() else {
             continue;
         };
