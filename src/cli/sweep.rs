@@ -30,7 +30,9 @@ pub struct SweepArgs {
     jobs: u32,
     /// Policies, comma-separated (default: every policy the fabric has;
     /// ocs-vclos only with OCS devices); `NAME+partial` is the policy with
-    /// `--partial-servers` (e.g. `vclos,vclos+partial,best,titan`).
+    /// `--partial-servers`, and a last `+cassini`, `+random` or `+mltcp`
+    /// the policy with `--sharing cassini` and the `--congestion` of that
+    /// name (e.g. `vclos,vclos+partial,vclos+cassini,best,titan`).
     #[arg(long, value_delimiter = ',', value_parser = parse_variant)]
     policies: Vec<Variant>,
     /// Offered loads, comma-separated (each finite, > 0).

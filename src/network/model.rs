@@ -44,7 +44,7 @@ use crate::sharing::periodic::{self, Division};
 use crate::trace::Workload;
 
 /// How links shared by periodic jobs are modelled (module doc).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Congestion {
     /// Every flow on its links all the time, max-min fair (no phases).
     #[default]

@@ -18,20 +18,26 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use thiserror::Error;
 
+use crate::network::model::Congestion;
 use crate::network::routes::{Router, Routing};
-use crate::placement::{self, PlacementError, Policy, SliceOptions};
+use crate::placement::{self, PlacementError, Policy, SharingMode, SliceOptions};
 use crate::replay::{self, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
 use crate::topology::Topology;
 use crate::trace::generate::{self, GenError, Params, Sizes};
 use crate::trace::Job;
 
-/// A policy as a sweep runs it: `NAME`, or `NAME+partial` for the policy
-/// with `--partial-servers` ([`SliceOptions::partial_servers`]), so one
-/// sweep compares both on the same traces.
+/// A policy as a sweep runs it: `NAME`, then any of `+partial` (with
+/// `--partial-servers`, [`SliceOptions::partial_servers`]) and one of
+/// `+cassini`, `+random`, `+mltcp` (with `--sharing cassini`, the fair-share
+/// model playing shared links out with the decisions' time shifts, at
+/// random phases, or with MLTCP: [`Congestion`]), so one sweep compares
+/// them on the same traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Variant {
     pub policy: Policy,
     pub partial_servers: bool,
+    /// The sharing mode, and how its shared links are modelled.
+    pub sharing: Option<Congestion>,
 }
 
 impl From<Policy> for Variant {
@@ -39,6 +45,7 @@ impl From<Policy> for Variant {
         Variant {
             policy,
             partial_servers: false,
+            sharing: None,
         }
     }
 }
@@ -49,29 +56,54 @@ impl std::fmt::Display for Variant {
         if self.partial_servers {
             f.write_str(PARTIAL)?;
         }
+        if let Some(c) = self.sharing {
+            let (suffix, _) = SHARING
+                .iter()
+                .find(|(_, x)| *x == c)
+                .ok_or(std::fmt::Error)?;
+            f.write_str(suffix)?;
+        }
         Ok(())
     }
 }
 
 /// The suffix of a [`Variant`] with partial servers.
 const PARTIAL: &str = "+partial";
+/// The suffixes of a [`Variant`] in the sharing mode.
+const SHARING: [(&str, Congestion); 3] = [
+    ("+cassini", Congestion::Cassini),
+    ("+random", Congestion::Random),
+    ("+mltcp", Congestion::Mltcp),
+];
 
 impl std::str::FromStr for Variant {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (name, partial_servers) = match s.strip_suffix(PARTIAL) {
+        let mut rest = s;
+        let mut sharing = None;
+        if let Some((suffix, c)) = SHARING.iter().find(|(x, _)| rest.ends_with(x)) {
+            rest = &rest[..rest.len() - suffix.len()];
+            sharing = Some(*c);
+        }
+        let (name, partial_servers) = match rest.strip_suffix(PARTIAL) {
             Some(name) => (name, true),
-            None => (s, false),
+            None => (rest, false),
         };
         let policy: Policy = name.parse().map_err(|e: placement::UnknownPolicy| {
-            format!("{e}; add `{PARTIAL}` for the policy with --partial-servers")
+            format!("{e}; add `{PARTIAL}` for the policy with --partial-servers, then `+cassini`, `+random` or `+mltcp` for its sharing mode")
         })?;
         if partial_servers && !policy.whole_servers() {
             return Err(format!("`{s}`: {policy} always takes partly used servers"));
         }
+        if sharing.is_some() && policy.is_baseline() {
+            return Err(format!(
+                "`{s}`: the sharing mode is for vclos and ocs-vclos"
+            ));
+        }
         Ok(Variant {
             policy,
             partial_servers,
+            sharing,
         })
     }
 }
@@ -215,6 +247,7 @@ fn one(
 ) -> Result<Row, SweepError> {
     let options = SliceOptions {
         partial_servers: policy.partial_servers,
+        sharing: policy.sharing.map(|_| SharingMode::default()),
         ..SliceOptions::default()
     };
     let state = crate::state::FabricState::new(Arc::clone(topo));
@@ -229,7 +262,7 @@ fn one(
             .fair_share
             .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
         profiles: None,
-        congestion: Default::default(),
+        congestion: policy.sharing.unwrap_or_default(),
     };
     let report =
         replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {
@@ -276,6 +309,7 @@ pub const COLUMNS: &[&str] = &[
     "cross_server_traffic",
     "partial_server_jobs",
     "split_small_jobs",
+    "shared_jobs",
 ];
 
 /// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
@@ -286,7 +320,7 @@ pub fn csv(rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{}",
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{},{}",
             row.policy,
             row.load,
             row.queue,
@@ -313,6 +347,7 @@ pub fn csv(rows: &[Row]) -> String {
             r.cross_server_traffic.unwrap_or(0.0),
             r.partial_server_jobs,
             r.split_small_jobs,
+            r.shared_jobs,
         );
     }
     out

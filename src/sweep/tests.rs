@@ -159,3 +159,39 @@ fn partial_variants_parse_run_and_are_labelled() {
         .unwrap()
         .contains("vclos+partial"));
 }
+
+#[test]
+fn sharing_variants_parse_run_and_model_their_congestion() {
+    use crate::network::model::Congestion;
+    let v: Variant = "vclos+partial+mltcp".parse().unwrap();
+    assert_eq!(
+        (v.partial_servers, v.sharing, v.to_string().as_str()),
+        (true, Some(Congestion::Mltcp), "vclos+partial+mltcp")
+    );
+    let e = "best+cassini".parse::<Variant>().unwrap_err();
+    assert!(e.contains("vclos and ocs-vclos"), "{e}");
+    let topo = cluster512();
+    let mut g = grid();
+    g.policies = ["vclos", "vclos+cassini", "vclos+random"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    g.loads = vec![0.9];
+    g.seeds = vec![1];
+    g.jobs = 300;
+    g.sizes = Sizes::Uniform { step: 8, max: 128 };
+    let rows = run(&topo, &g, 1, &|| {}).unwrap();
+    let r: Vec<&Report> = rows.iter().map(|r| &r.report).collect();
+    assert_eq!(r[0].shared_jobs, 0);
+    assert!(r[1].shared_jobs > 0, "{:?}", r[1]);
+    assert_eq!(
+        (r[1].congestion.as_str(), r[2].congestion.as_str()),
+        ("cassini", "random")
+    );
+    assert_eq!(r[1].isolation_violations + r[2].isolation_violations, 0);
+    assert!(csv(&rows)
+        .lines()
+        .nth(2)
+        .unwrap()
+        .starts_with("vclos+cassini,0.9,"));
+}
