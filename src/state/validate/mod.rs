@@ -51,7 +51,7 @@ mod sharing;
 pub(super) use sharing::MAX_LINK_JOBS;
 
 use super::{FabricState, Occupancy, Resources, StateError, FREE};
-use crate::decision::{Decision, OcsHop, Stage};
+use crate::decision::{Decision, OcsHop, ReservedLink, Stage};
 use crate::names::JobId;
 use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId};
 
@@ -158,146 +158,186 @@ impl Ctx<'_> {
     }
 }
 
+/// What [`resolve`] has found so far: the resources, and what the later
+/// sections check against (one method per section of the decision).
+#[derive(Default)]
+struct Walk {
+    res: Resources,
+    gpu_set: HashSet<(ServerId, u16)>,
+    /// Per virtual leaf, the server ports it lists.
+    leaf_ports: HashMap<LeafId, HashSet<u16>>,
+    spines: HashSet<SpineId>,
+    /// Both ends of each cross-connect of the decision.
+    cross_of: HashMap<(OcsId, u16), u16>,
+    uplinks_of: HashMap<LeafId, HashSet<u16>>,
+    used_cross: HashSet<(OcsId, u16)>,
+    seen_uplink: HashSet<(LeafId, u16)>,
+    seen_spine_port: HashSet<(SpineId, u16)>,
+    seen_ocs: HashSet<(OcsId, u16)>,
+    spines_used: HashSet<SpineId>,
+    routed: HashSet<(LeafId, u16)>,
+}
+
 /// Resolve and check `d`; the resources it would take.
 pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, StateError> {
     let cx = Ctx { st, job: &d.job };
-    let topo = st.topology();
-    let names = st.names();
-    let lay = st.layout();
-    let occ = st.occ();
-    let mut res = Resources::default();
-
-    // GPUs, and the servers and leaves they are on.
-    let mut gpu_set = HashSet::new();
-    let mut servers = BTreeSet::new();
-    let mut leaves = BTreeSet::new();
-    for g in &d.gpus {
-        let sid = *names
-            .server
-            .get(&g.server)
-            .ok_or_else(|| cx.unknown("server", &g.server))?;
-        // The label is built only for an error (this loop runs per GPU).
-        let label = || format!("gpu{}", g.gpu);
-        if g.gpu >= topo.gpus_per_server {
-            return Err(cx.invalid(
-                &g.server,
-                &label(),
-                format!("servers have {} GPUs (0-based)", topo.gpus_per_server),
-            ));
-        }
-        if !gpu_set.insert((sid, g.gpu)) {
-            return Err(cx.invalid(&g.server, &label(), "GPU listed twice"));
-        }
-        let slot = occ.gpu[lay.gpu(sid, g.gpu)];
-        if slot != FREE {
-            if let Some(e) = cx.busy(&g.server, &label(), slot) {
-                return Err(e);
-            }
-        }
-        res.gpus.push((sid, g.gpu));
-        if servers.insert(sid) {
-            leaves.insert(topo.server(sid).leaf);
-        }
-    }
-    shape(&cx, d, &servers, &leaves)?;
-
-    // Virtual leaves and their server ports.
-    let mut leaf_ports: HashMap<LeafId, HashSet<u16>> = HashMap::new();
-    for vl in &d.vclos.leaves {
-        let lid = cx.leaf(&vl.leaf)?;
-        if leaf_ports.insert(lid, HashSet::new()).is_some() {
-            return Err(cx.invalid(&vl.leaf, "-", "leaf listed twice in the virtual Clos"));
-        }
-        if vl.server_ports.is_empty() {
-            return Err(cx.invalid(
-                &vl.leaf,
-                "-",
-                "virtual leaf lists no server port (`vclos.leaves`): each leaf of the slice hosts some of the job's GPUs",
-            ));
-        }
-        let leaf = topo.leaf(lid);
-        for p in &vl.server_ports {
-            let pi = cx.port(&names.server_port[lid.index()], &vl.leaf, "server port", p)?;
-            match leaf.server_port_owner[pi as usize] {
-                Some(owner) if gpu_set.contains(&owner) => {}
-                _ => {
-                    return Err(cx.invalid(
-                        &vl.leaf,
-                        p,
-                        "server port is not the port of one of the job's GPUs",
-                    ))
-                }
-            }
-            if let Some(set) = leaf_ports.get_mut(&lid) {
-                if !set.insert(pi) {
-                    return Err(cx.invalid(&vl.leaf, p, "server port listed twice"));
-                }
-            }
-            let flat = lay.server_port(lid, pi);
-            if let Some(e) = cx.busy(&vl.leaf, p, occ.server_port[flat]) {
-                return Err(e);
-            }
-            res.server_ports.push(flat);
-        }
-    }
-    if !d.vclos.leaves.is_empty() {
-        for &(sid, g) in &res.gpus {
-            let srv = topo.server(sid);
-            let listed = leaf_ports
-                .get(&srv.leaf)
-                .is_some_and(|s| s.contains(&srv.ports[g as usize]));
-            if !listed {
-                return Err(cx.invalid(
-                    &srv.name,
-                    &format!("gpu{g}"),
-                    "the GPU's server port is missing from the virtual Clos",
-                ));
-            }
-        }
-    }
-
-    let mut spines = HashSet::new();
-    for s in &d.vclos.spines {
-        if !spines.insert(cx.spine(s)?) {
-            return Err(cx.invalid(s, "-", "spine listed twice in the virtual Clos"));
-        }
-    }
-
-    // Cross-connects (checked for idleness here; use is checked with links).
-    let mut cross_of: HashMap<(OcsId, u16), u16> = HashMap::new();
-    for c in &d.vclos.cross_connects {
-        let oid = cx.ocs(&c.ocs)?;
-        let map = &names.ocs_port[oid.index()];
-        let a = cx.port(map, &c.ocs, "port", &c.a)?;
-        let b = cx.port(map, &c.ocs, "port", &c.b)?;
-        if a == b {
-            return Err(cx.invalid(&c.ocs, &c.a, "cross-connect joins a port to itself"));
-        }
-        for (p, name) in [(a, &c.a), (b, &c.b)] {
-            if let Some(e) = cx.busy(&c.ocs, name, occ.ocs_port[lay.ocs_port(oid, p)]) {
-                return Err(e);
-            }
-            if topo.ocs_dev(oid).port_peer[p as usize].is_none() {
-                return Err(cx.invalid(&c.ocs, name, "OCS port is not cabled"));
-            }
-        }
-        if cross_of.insert((oid, a), b).is_some() || cross_of.insert((oid, b), a).is_some() {
-            return Err(cx.invalid(&c.ocs, &c.a, "OCS port used by two cross-connects"));
-        }
-        res.cross.push((oid, a, b));
-    }
-
+    let mut w = Walk::default();
+    w.gpus(&cx, d)?;
+    w.virtual_leaves(&cx, d)?;
+    w.spines_and_cross_connects(&cx, d)?;
     if let Some(sh) = &d.sharing {
         sharing::check(&cx, d, sh)?;
     }
-    // Reserved links.
-    let mut uplinks_of: HashMap<LeafId, HashSet<u16>> = HashMap::new();
-    let mut used_cross: HashSet<(OcsId, u16)> = HashSet::new();
-    let mut seen_uplink = HashSet::new();
-    let mut seen_spine_port = HashSet::new();
-    let mut seen_ocs = HashSet::new();
-    let mut spines_used = HashSet::new();
     for link in &d.vclos.links {
+        w.link(&cx, d, link)?;
+    }
+    w.links_complete(&cx, d)?;
+    w.source_routes(&cx, d)?;
+    Ok(w.res)
+}
+
+impl Walk {
+    /// GPUs, and the servers and leaves they are on; the shape rules.
+    fn gpus(&mut self, cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+        let st = cx.st;
+        let (topo, names, lay, occ) = (st.topology(), st.names(), st.layout(), st.occ());
+        // GPUs, and the servers and leaves they are on.
+        let mut servers = BTreeSet::new();
+        let mut leaves = BTreeSet::new();
+        for g in &d.gpus {
+            let sid = *names
+                .server
+                .get(&g.server)
+                .ok_or_else(|| cx.unknown("server", &g.server))?;
+            // The label is built only for an error (this loop runs per GPU).
+            let label = || format!("gpu{}", g.gpu);
+            if g.gpu >= topo.gpus_per_server {
+                return Err(cx.invalid(
+                    &g.server,
+                    &label(),
+                    format!("servers have {} GPUs (0-based)", topo.gpus_per_server),
+                ));
+            }
+            if !self.gpu_set.insert((sid, g.gpu)) {
+                return Err(cx.invalid(&g.server, &label(), "GPU listed twice"));
+            }
+            let slot = occ.gpu[lay.gpu(sid, g.gpu)];
+            if slot != FREE {
+                if let Some(e) = cx.busy(&g.server, &label(), slot) {
+                    return Err(e);
+                }
+            }
+            self.res.gpus.push((sid, g.gpu));
+            if servers.insert(sid) {
+                leaves.insert(topo.server(sid).leaf);
+            }
+        }
+        shape(cx, d, &servers, &leaves)?;
+        Ok(())
+    }
+
+    /// Virtual leaves and their server ports.
+    fn virtual_leaves(&mut self, cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+        let st = cx.st;
+        let (topo, names, lay, occ) = (st.topology(), st.names(), st.layout(), st.occ());
+        // Virtual leaves and their server ports.
+        for vl in &d.vclos.leaves {
+            let lid = cx.leaf(&vl.leaf)?;
+            if self.leaf_ports.insert(lid, HashSet::new()).is_some() {
+                return Err(cx.invalid(&vl.leaf, "-", "leaf listed twice in the virtual Clos"));
+            }
+            if vl.server_ports.is_empty() {
+                return Err(cx.invalid(
+                    &vl.leaf,
+                    "-",
+                    "virtual leaf lists no server port (`vclos.leaves`): each leaf of the slice hosts some of the job's GPUs",
+                ));
+            }
+            let leaf = topo.leaf(lid);
+            for p in &vl.server_ports {
+                let pi = cx.port(&names.server_port[lid.index()], &vl.leaf, "server port", p)?;
+                match leaf.server_port_owner[pi as usize] {
+                    Some(owner) if self.gpu_set.contains(&owner) => {}
+                    _ => {
+                        return Err(cx.invalid(
+                            &vl.leaf,
+                            p,
+                            "server port is not the port of one of the job's GPUs",
+                        ))
+                    }
+                }
+                if let Some(set) = self.leaf_ports.get_mut(&lid) {
+                    if !set.insert(pi) {
+                        return Err(cx.invalid(&vl.leaf, p, "server port listed twice"));
+                    }
+                }
+                let flat = lay.server_port(lid, pi);
+                if let Some(e) = cx.busy(&vl.leaf, p, occ.server_port[flat]) {
+                    return Err(e);
+                }
+                self.res.server_ports.push(flat);
+            }
+        }
+        if !d.vclos.leaves.is_empty() {
+            for &(sid, g) in &self.res.gpus {
+                let srv = topo.server(sid);
+                let listed = self
+                    .leaf_ports
+                    .get(&srv.leaf)
+                    .is_some_and(|s| s.contains(&srv.ports[g as usize]));
+                if !listed {
+                    return Err(cx.invalid(
+                        &srv.name,
+                        &format!("gpu{g}"),
+                        "the GPU's server port is missing from the virtual Clos",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Spines, and cross-connects (checked for idleness here; use is checked with links).
+    fn spines_and_cross_connects(&mut self, cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+        let st = cx.st;
+        let (topo, names, lay, occ) = (st.topology(), st.names(), st.layout(), st.occ());
+        for s in &d.vclos.spines {
+            if !self.spines.insert(cx.spine(s)?) {
+                return Err(cx.invalid(s, "-", "spine listed twice in the virtual Clos"));
+            }
+        }
+
+        // Cross-connects (checked for idleness here; use is checked with links).
+        for c in &d.vclos.cross_connects {
+            let oid = cx.ocs(&c.ocs)?;
+            let map = &names.ocs_port[oid.index()];
+            let a = cx.port(map, &c.ocs, "port", &c.a)?;
+            let b = cx.port(map, &c.ocs, "port", &c.b)?;
+            if a == b {
+                return Err(cx.invalid(&c.ocs, &c.a, "cross-connect joins a port to itself"));
+            }
+            for (p, name) in [(a, &c.a), (b, &c.b)] {
+                if let Some(e) = cx.busy(&c.ocs, name, occ.ocs_port[lay.ocs_port(oid, p)]) {
+                    return Err(e);
+                }
+                if topo.ocs_dev(oid).port_peer[p as usize].is_none() {
+                    return Err(cx.invalid(&c.ocs, name, "OCS port is not cabled"));
+                }
+            }
+            if self.cross_of.insert((oid, a), b).is_some()
+                || self.cross_of.insert((oid, b), a).is_some()
+            {
+                return Err(cx.invalid(&c.ocs, &c.a, "OCS port used by two cross-connects"));
+            }
+            self.res.cross.push((oid, a, b));
+        }
+        Ok(())
+    }
+
+    /// One reserved link: a real path, its ports free or shared by agreement.
+    fn link(&mut self, cx: &Ctx, d: &Decision, link: &ReservedLink) -> Result<(), StateError> {
+        let st = cx.st;
+        let (names, lay, occ) = (st.names(), st.layout(), st.occ());
         let shared = d
             .sharing
             .as_ref()
@@ -305,7 +345,7 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
         // The link's ports: held by this job alone, or shared.
         let mut ends: Vec<(End, &str, &str)> = Vec::with_capacity(4);
         let lid = cx.leaf(&link.leaf)?;
-        if !leaf_ports.contains_key(&lid) {
+        if !self.leaf_ports.contains_key(&lid) {
             return Err(cx.invalid(
                 &link.leaf,
                 &link.uplink,
@@ -319,15 +359,74 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
             &link.uplink,
         )?;
         let here = PortRef::Leaf(lid, u);
-        let far = if let Some(&sid) = names.spine.get(&link.peer) {
-            if !spines.contains(&sid) {
+        let far = self.far_end(cx, link, lid)?;
+        self.hop(cx, link, (here, far, shared), &mut ends)?;
+        for (end, dev, port) in [
+            (here, &link.leaf, &link.uplink),
+            (far, &link.peer, &link.peer_port),
+        ] {
+            match end {
+                PortRef::Leaf(l, u) => {
+                    if !self.seen_uplink.insert((l, u)) {
+                        return Err(cx.invalid(dev, port, "uplink used by two reserved links"));
+                    }
+                    ends.push((End::Uplink(lay.uplink(l, u)), dev, port));
+                    self.uplinks_of.entry(l).or_default().insert(u);
+                }
+                PortRef::Spine(s, p) => {
+                    if !self.seen_spine_port.insert((s, p)) {
+                        return Err(cx.invalid(dev, port, "spine port used by two reserved links"));
+                    }
+                    ends.push((End::Spine(lay.spine_port(s, p)), dev, port));
+                }
+                PortRef::Ocs(..) => {}
+            }
+        }
+        if shared {
+            if matches!(far, PortRef::Leaf(..)) {
+                return Err(cx.invalid(
+                    &link.leaf,
+                    &link.uplink,
+                    "a leaf-to-leaf link cannot be shared (no spine VRF to separate the jobs)",
+                ));
+            }
+            if let Some(link) = sharing::link(cx, d, (&link.leaf, &link.uplink), &ends)? {
+                self.res.shared.push(link);
+                return Ok(());
+            }
+        }
+        for (end, dev, port) in ends {
+            let (v, flat) = match end {
+                End::Uplink(i) => (&mut self.res.uplinks, i),
+                End::Spine(i) => (&mut self.res.spine_ports, i),
+                End::Ocs(i) => (&mut self.res.ocs_ports, i),
+            };
+            if let Some(e) = cx.busy(dev, port, end.slot(occ)) {
+                return Err(e);
+            }
+            v.push(flat);
+        }
+        Ok(())
+    }
+
+    /// The far end of `link` from leaf `lid`: a spine port of the slice,
+    /// or (OCS two-leaf case) another leaf's uplink.
+    fn far_end(
+        &mut self,
+        cx: &Ctx,
+        link: &ReservedLink,
+        lid: LeafId,
+    ) -> Result<PortRef, StateError> {
+        let names = cx.st.names();
+        Ok(if let Some(&sid) = names.spine.get(&link.peer) {
+            if !self.spines.contains(&sid) {
                 return Err(cx.invalid(
                     &link.peer,
                     &link.peer_port,
                     "reserved link to a spine that is not in the virtual Clos",
                 ));
             }
-            spines_used.insert(sid);
+            self.spines_used.insert(sid);
             let p = cx.port(
                 &names.spine_port[sid.index()],
                 &link.peer,
@@ -336,7 +435,7 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
             )?;
             PortRef::Spine(sid, p)
         } else if let Some(&l2) = names.leaf.get(&link.peer) {
-            if l2 == lid || !leaf_ports.contains_key(&l2) {
+            if l2 == lid || !self.leaf_ports.contains_key(&l2) {
                 return Err(cx.invalid(
                     &link.peer,
                     &link.peer_port,
@@ -352,7 +451,20 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
             PortRef::Leaf(l2, p)
         } else {
             return Err(cx.unknown("spine or leaf", &link.peer));
-        };
+        })
+    }
+
+    /// `link`'s path from `here` to `far`: a cable, or an OCS hop patched
+    /// now or by the decision's own cross-connects; its OCS ports join `ends`.
+    fn hop<'l>(
+        &mut self,
+        cx: &Ctx,
+        link: &'l ReservedLink,
+        (here, far, shared): (PortRef, PortRef, bool),
+        ends: &mut Vec<(End, &'l str, &'l str)>,
+    ) -> Result<(), StateError> {
+        let st = cx.st;
+        let (topo, names, lay) = (st.topology(), st.names(), st.layout());
         match &link.via {
             None => {
                 if topo.peer(here) != Some(far) {
@@ -386,10 +498,11 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
                         format!("not cabled to {ocs}:{far_side}"),
                     ));
                 }
-                let by_cross = cross_of.get(&(oid, a)) == Some(&b);
-                let rewired = cross_of.contains_key(&(oid, a)) || cross_of.contains_key(&(oid, b));
+                let by_cross = self.cross_of.get(&(oid, a)) == Some(&b);
+                let rewired =
+                    self.cross_of.contains_key(&(oid, a)) || self.cross_of.contains_key(&(oid, b));
                 if by_cross {
-                    used_cross.insert((oid, a));
+                    self.used_cross.insert((oid, a));
                 } else if rewired || st.patch(oid, a) != Some(b) {
                     return Err(cx.invalid(
                         ocs,
@@ -405,166 +518,137 @@ pub(super) fn resolve(st: &FabricState, d: &Decision) -> Result<Resources, State
                     ));
                 }
                 for (p, name) in [(a, leaf_side), (b, far_side)] {
-                    if !seen_ocs.insert((oid, p)) {
+                    if !self.seen_ocs.insert((oid, p)) {
                         return Err(cx.invalid(ocs, name, "OCS port used by two reserved links"));
                     }
                     ends.push((End::Ocs(lay.ocs_port(oid, p)), ocs, name));
                 }
             }
         }
-        for (end, dev, port) in [
-            (here, &link.leaf, &link.uplink),
-            (far, &link.peer, &link.peer_port),
-        ] {
-            match end {
-                PortRef::Leaf(l, u) => {
-                    if !seen_uplink.insert((l, u)) {
-                        return Err(cx.invalid(dev, port, "uplink used by two reserved links"));
-                    }
-                    ends.push((End::Uplink(lay.uplink(l, u)), dev, port));
-                    uplinks_of.entry(l).or_default().insert(u);
-                }
-                PortRef::Spine(s, p) => {
-                    if !seen_spine_port.insert((s, p)) {
-                        return Err(cx.invalid(dev, port, "spine port used by two reserved links"));
-                    }
-                    ends.push((End::Spine(lay.spine_port(s, p)), dev, port));
-                }
-                PortRef::Ocs(..) => {}
-            }
-        }
-        if shared {
-            if matches!(far, PortRef::Leaf(..)) {
-                return Err(cx.invalid(
-                    &link.leaf,
-                    &link.uplink,
-                    "a leaf-to-leaf link cannot be shared (no spine VRF to separate the jobs)",
-                ));
-            }
-            if let Some(link) = sharing::link(&cx, d, (&link.leaf, &link.uplink), &ends)? {
-                res.shared.push(link);
-                continue;
-            }
-        }
-        for (end, dev, port) in ends {
-            let (v, flat) = match end {
-                End::Uplink(i) => (&mut res.uplinks, i),
-                End::Spine(i) => (&mut res.spine_ports, i),
-                End::Ocs(i) => (&mut res.ocs_ports, i),
-            };
-            if let Some(e) = cx.busy(dev, port, end.slot(occ)) {
-                return Err(e);
-            }
-            v.push(flat);
-        }
-    }
-    for c in &d.vclos.cross_connects {
-        if let Some(oid) = names.ocs.get(&c.ocs) {
-            let a = names.ocs_port[oid.index()].get(&c.a).copied();
-            let b = names.ocs_port[oid.index()].get(&c.b).copied();
-            let used = [a, b]
-                .iter()
-                .flatten()
-                .any(|p| used_cross.contains(&(*oid, *p)));
-            if !used {
-                return Err(cx.invalid(
-                    &c.ocs,
-                    &c.a,
-                    format!(
-                        "cross-connect {}~{} is not used by any reserved link",
-                        c.a, c.b
-                    ),
-                ));
-            }
-        }
-    }
-    for s in &d.vclos.spines {
-        if let Some(sid) = names.spine.get(s) {
-            if !spines_used.contains(sid) {
-                return Err(cx.invalid(s, "-", "spine in the virtual Clos has no reserved link"));
-            }
-        }
-    }
-    // Cross-connect ports are held even when a link already lists them.
-    for &(oid, a, b) in &res.cross {
-        for p in [a, b] {
-            if !seen_ocs.contains(&(oid, p)) {
-                res.ocs_ports.push(lay.ocs_port(oid, p));
-            }
-        }
+        Ok(())
     }
 
-    // Source routes: one-to-one, from the job's server ports onto its uplinks.
-    let mut routed: HashSet<(LeafId, u16)> = HashSet::new();
-    let mut route_up: HashSet<(LeafId, u16)> = HashSet::new();
-    for r in &d.source_routes {
-        let lid = cx.leaf(&r.leaf)?;
-        let Some(ports) = leaf_ports.get(&lid) else {
-            return Err(cx.invalid(
-                &r.leaf,
-                &r.server_port,
-                "source route on a leaf that is not in the virtual Clos",
-            ));
-        };
-        let sp = cx.port(
-            &names.server_port[lid.index()],
-            &r.leaf,
-            "server port",
-            &r.server_port,
-        )?;
-        if !ports.contains(&sp) {
-            return Err(cx.invalid(
-                &r.leaf,
-                &r.server_port,
-                "source route from a server port the job does not hold",
-            ));
+    /// What the links as a whole must cover: every cross-connect used, every spine reached; cross-connect ports held.
+    fn links_complete(&mut self, cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+        let st = cx.st;
+        let (names, lay) = (st.names(), st.layout());
+        for c in &d.vclos.cross_connects {
+            if let Some(oid) = names.ocs.get(&c.ocs) {
+                let a = names.ocs_port[oid.index()].get(&c.a).copied();
+                let b = names.ocs_port[oid.index()].get(&c.b).copied();
+                let used = [a, b]
+                    .iter()
+                    .flatten()
+                    .any(|p| self.used_cross.contains(&(*oid, *p)));
+                if !used {
+                    return Err(cx.invalid(
+                        &c.ocs,
+                        &c.a,
+                        format!(
+                            "cross-connect {}~{} is not used by any reserved link",
+                            c.a, c.b
+                        ),
+                    ));
+                }
+            }
         }
-        let up = cx.port(&names.uplink[lid.index()], &r.leaf, "uplink", &r.uplink)?;
-        if !uplinks_of.get(&lid).is_some_and(|s| s.contains(&up)) {
-            return Err(cx.invalid(
-                &r.leaf,
-                &r.uplink,
-                "source route onto an uplink the job has not reserved",
-            ));
+        for s in &d.vclos.spines {
+            if let Some(sid) = names.spine.get(s) {
+                if !self.spines_used.contains(sid) {
+                    return Err(cx.invalid(
+                        s,
+                        "-",
+                        "spine in the virtual Clos has no reserved link",
+                    ));
+                }
+            }
         }
-        if !routed.insert((lid, sp)) {
-            return Err(cx.invalid(
-                &r.leaf,
-                &r.server_port,
-                "server port routed twice (the map must be one-to-one)",
-            ));
+        // Cross-connect ports are held even when a link already lists them.
+        for &(oid, a, b) in &self.res.cross {
+            for p in [a, b] {
+                if !self.seen_ocs.contains(&(oid, p)) {
+                    self.res.ocs_ports.push(lay.ocs_port(oid, p));
+                }
+            }
         }
-        if !route_up.insert((lid, up)) {
-            return Err(cx.invalid(
-                &r.leaf,
-                &r.uplink,
-                "two server ports routed onto one uplink (the map must be one-to-one)",
-            ));
-        }
+        Ok(())
     }
-    for vl in &d.vclos.leaves {
-        let Some(&lid) = names.leaf.get(&vl.leaf) else {
-            continue;
-        };
-        if uplinks_of.get(&lid).is_none_or(|s| s.is_empty()) {
-            return Err(cx.invalid(
-                &vl.leaf,
-                "-",
-                "virtual leaf has no reserved link (`vclos.links`): its GPUs' traffic could not leave it",
-            ));
-        }
-        for p in &vl.server_ports {
-            let pi = names.server_port[lid.index()].get(p).copied();
-            if pi.is_some_and(|pi| !routed.contains(&(lid, pi))) {
+
+    /// Source routes: one-to-one, from the job's server ports onto its uplinks; every virtual leaf routed.
+    fn source_routes(&mut self, cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+        let st = cx.st;
+        let names = st.names();
+        // Source routes: one-to-one, from the job's server ports onto its uplinks.
+        let mut route_up: HashSet<(LeafId, u16)> = HashSet::new();
+        for r in &d.source_routes {
+            let lid = cx.leaf(&r.leaf)?;
+            let Some(ports) = self.leaf_ports.get(&lid) else {
                 return Err(cx.invalid(
-                    &vl.leaf,
-                    p,
-                    "server port has no source route (`source_routes`)",
+                    &r.leaf,
+                    &r.server_port,
+                    "source route on a leaf that is not in the virtual Clos",
+                ));
+            };
+            let sp = cx.port(
+                &names.server_port[lid.index()],
+                &r.leaf,
+                "server port",
+                &r.server_port,
+            )?;
+            if !ports.contains(&sp) {
+                return Err(cx.invalid(
+                    &r.leaf,
+                    &r.server_port,
+                    "source route from a server port the job does not hold",
+                ));
+            }
+            let up = cx.port(&names.uplink[lid.index()], &r.leaf, "uplink", &r.uplink)?;
+            if !self.uplinks_of.get(&lid).is_some_and(|s| s.contains(&up)) {
+                return Err(cx.invalid(
+                    &r.leaf,
+                    &r.uplink,
+                    "source route onto an uplink the job has not reserved",
+                ));
+            }
+            if !self.routed.insert((lid, sp)) {
+                return Err(cx.invalid(
+                    &r.leaf,
+                    &r.server_port,
+                    "server port self.routed twice (the map must be one-to-one)",
+                ));
+            }
+            if !route_up.insert((lid, up)) {
+                return Err(cx.invalid(
+                    &r.leaf,
+                    &r.uplink,
+                    "two server ports self.routed onto one uplink (the map must be one-to-one)",
                 ));
             }
         }
+        for vl in &d.vclos.leaves {
+            let Some(&lid) = names.leaf.get(&vl.leaf) else {
+                continue;
+            };
+            if self.uplinks_of.get(&lid).is_none_or(|s| s.is_empty()) {
+                return Err(cx.invalid(
+                    &vl.leaf,
+                    "-",
+                    "virtual leaf has no reserved link (`vclos.links`): its GPUs' traffic could not leave it",
+                ));
+            }
+            for p in &vl.server_ports {
+                let pi = names.server_port[lid.index()].get(p).copied();
+                if pi.is_some_and(|pi| !self.routed.contains(&(lid, pi))) {
+                    return Err(cx.invalid(
+                        &vl.leaf,
+                        p,
+                        "server port has no source route (`source_routes`)",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(res)
 }
 
 /// `a, b, c, d, … 3 more`: the first [`LISTED`] names of a list.
