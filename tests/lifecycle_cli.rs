@@ -533,7 +533,16 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     // running configurations. Placed in the sharing mode (issue 16), it
     // shares nothing here and configures as any isolated job, its phase in
     // the decision for the scheduler.
-    let o = submit(&["--partial-servers", "--sharing", "cassini", "--json"]);
+    let o = submit(&[
+        "--partial-servers",
+        "--sharing",
+        "cassini",
+        "--iteration-ms",
+        "400",
+        "--comm-fraction",
+        "0.25",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let o = vclos(&topo, &state, &["job", "list", "--json"]);
     let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -549,10 +558,16 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     assert_eq!(servers.len(), 8, "one GPU on each server: {p}");
     assert_eq!(p["source_routes"].as_array().unwrap().len(), 8, "{p}");
     assert_eq!(p["sharing"]["time_shift_ms"], 0, "{p}");
+    // Its profile as stated: Down 300 ms, then Up 100 ms at line rate.
+    assert_eq!(
+        p["sharing"]["profile"],
+        serde_json::json!([{"ms": 300, "demand": 0.0}, {"ms": 100, "demand": 1.0}]),
+        "{p}"
+    );
     assert!(p["sharing"].get("links").is_none(), "{p}");
     let o = vclos(&topo, &state, &["job", "list"]);
     assert!(
-        text(&o).contains("time shift 0 ms of 250 ms, 0 shared link(s)"),
+        text(&o).contains("time shift 0 ms of 400 ms, 0 shared link(s)"),
         "{}",
         text(&o)
     );

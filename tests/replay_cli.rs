@@ -607,6 +607,14 @@ fn sharing_mode_shares_links_by_agreement_and_cuts_waiting() {
     assert!(stderr(&o).contains("at most 1"), "{}", stderr(&o));
     let o = run_512(&trace, "vclos", &["--min-score", "0.5"]);
     assert!(!o.status.success(), "--min-score without --sharing");
+    // A replay's profiles come from the trace, not the command line.
+    let o = run_512(
+        &trace,
+        "vclos",
+        &["--sharing", "cassini", "--iteration-ms", "100"],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("from the trace"), "{}", stderr(&o));
 }
 
 /// Issue 16, item 5 and the issue's target: with shared links played out

@@ -63,6 +63,24 @@ pub struct SlicingArgs {
     #[arg(long, value_name = "SCORE", default_value_t = vclos::placement::shared::DEFAULT_MIN_SCORE,
           value_parser = min_score, requires = "sharing")]
     pub min_score: f64,
+    /// With `--sharing` (`job submit`, `plan`): the job's iteration time,
+    /// ms, for its Up-Down profile (default 250; `replay` reads each job's
+    /// from the trace).
+    #[arg(long, value_name = "MS", requires = "sharing",
+          value_parser = clap::value_parser!(u32).range(1..=3_600_000))]
+    pub iteration_ms: Option<u32>,
+    /// With `--sharing` (`job submit`, `plan`): the share of the iteration
+    /// the job communicates, 0 to 1 (default 0.3).
+    #[arg(long, value_name = "SHARE", requires = "sharing", value_parser = share)]
+    pub comm_fraction: Option<f64>,
+}
+
+fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err("a share from 0 to 1".into());
+    }
+    Ok(v)
 }
 
 /// Sharing modes (`--sharing`).
@@ -90,6 +108,8 @@ impl SlicingArgs {
                 .sharing
                 .map(|SharingArg::Cassini| vclos::placement::SharingMode {
                     min_score: self.min_score,
+                    iteration_ms: self.iteration_ms,
+                    comm_fraction: self.comm_fraction,
                 }),
         }
     }

@@ -74,6 +74,9 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     if a.congestion != Congestion::Fair && a.network != NetworkModel::FairShare {
         anyhow::bail!("--congestion models shared links of the fair-share network; it needs --network fair-share");
     }
+    if a.slicing.iteration_ms.is_some() || a.slicing.comm_fraction.is_some() {
+        anyhow::bail!("--iteration-ms and --comm-fraction are for `job submit` and `plan`: a replay takes each job's from the trace (columns iteration_ms, comm_fraction) or --profiles");
+    }
     let profiles = a.profiles.as_deref().map(Profiles::read_file).transpose()?;
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;

@@ -62,7 +62,7 @@ pub struct JobRequest {
     /// consolidates by model ([`packing`]); the others ignore it.
     pub model: Option<String>,
     /// Its periodic demand, for a placer in a sharing mode ([`shared`];
-    /// `None`: [`default_profile`]); the others ignore it.
+    /// `None`: [`SharingMode::profile_of`]); the others ignore it.
     pub profile: Option<Profile>,
 }
 
@@ -76,12 +76,6 @@ impl JobRequest {
             profile: None,
         }
     }
-}
-
-/// The profile of a job that states none: the trace defaults (Up at line
-/// rate for `DEFAULT_COMM_FRACTION` of a `DEFAULT_ITERATION_MS` iteration).
-pub fn default_profile() -> Profile {
-    Profile::of_workload(&crate::trace::Workload::default())
 }
 
 /// Why a job could not be placed now (it may fit later).
@@ -371,9 +365,7 @@ pub(crate) fn place_staged(
         gpus: job.gpus,
         policy,
     });
-    let profile = options
-        .sharing
-        .map(|_| job.profile.clone().unwrap_or_else(default_profile));
+    let profile = options.sharing.map(|m| m.profile_of(job));
     for &grain in grains {
         match place_grain(state, job, (options, grain, sizes), network, probe) {
             Some(Ok(plan)) => {

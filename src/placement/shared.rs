@@ -66,13 +66,34 @@ pub const DEFAULT_MIN_SCORE: f64 = 0.9;
 pub struct SharingMode {
     /// Lowest compatibility score (Eq. 4.2) a shared placement may have.
     pub min_score: f64,
+    /// The Up-Down profile of a job whose request states none
+    /// (`--iteration-ms`, `--comm-fraction`; `None`: the trace defaults).
+    pub iteration_ms: Option<u32>,
+    pub comm_fraction: Option<f64>,
 }
 
 impl Default for SharingMode {
     fn default() -> Self {
         SharingMode {
             min_score: DEFAULT_MIN_SCORE,
+            iteration_ms: None,
+            comm_fraction: None,
         }
+    }
+}
+
+impl SharingMode {
+    /// The profile of `job` in this mode: its own, else the mode's Up-Down
+    /// default.
+    pub fn profile_of(&self, job: &JobRequest) -> Profile {
+        job.profile.clone().unwrap_or_else(|| {
+            let d = crate::trace::Workload::default();
+            Profile::up_down(
+                self.iteration_ms
+                    .unwrap_or(crate::sharing::profile::DEFAULT_ITERATION_MS),
+                self.comm_fraction.unwrap_or(d.comm_fraction),
+            )
+        })
     }
 }
 
@@ -348,7 +369,10 @@ mod tests {
         b.profile = Some(Profile::up_down(250, 0.9));
         assert_eq!(p.place(&b).unwrap(), Outcome::Blocked(Blocked::Network));
         // A lower bar admits it, scored below 1.
-        p.options.sharing = Some(SharingMode { min_score: 0.5 });
+        p.options.sharing = Some(SharingMode {
+            min_score: 0.5,
+            ..SharingMode::default()
+        });
         let d = placed(p.place(&b).unwrap());
         let s = d.sharing.unwrap().score;
         assert!((0.5..1.0).contains(&s), "{s}");
