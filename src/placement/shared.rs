@@ -145,7 +145,9 @@ pub(crate) fn place(
             continue;
         }
         let t = grain.size(topo);
-        let max_s = topo.spines.len() as u32;
+        // As vClos's Stage 2: a virtual leaf has one uplink per spine.
+        let max_up = topo.leaves.iter().map(|l| l.uplinks.len()).max();
+        let max_s = topo.spines.len().min(max_up.unwrap_or(0)) as u32;
         for (l, s) in shapes(k, t, topo.leaves.len() as u32, max_s) {
             if tried == MAX_CANDIDATES {
                 break;

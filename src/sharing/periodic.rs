@@ -36,12 +36,17 @@
 //! MLTCP_SLOPE * x`, linear and increasing as Eq. 1.2 requires; with 0.5 and
 //! 1, a job about to finish its iteration's communication gets three times
 //! the share of one just starting. `dt` is the longest iteration over
-//! [`STEPS_PER_ITERATION`] (1 ms at least).
+//! [`STEPS_PER_ITERATION`] (1 ms at least); a job whose iteration is
+//! shorter than [`FLAT_STEPS`] steps is taken at its mean demand, which
+//! bounds the work of any mix of iteration times.
 
 /// Iterations of the longest job played out (half of them measured).
 pub const ITERATIONS: u32 = 60;
 /// Time steps per longest iteration, at most.
 pub const STEPS_PER_ITERATION: u32 = 256;
+/// A job whose iteration lasts fewer steps than this is a constant demand
+/// (its mean), so a step never walks more than a few of its phases.
+pub const FLAT_STEPS: f64 = 4.0;
 /// MLTCP's `F(x) = intercept + slope * x` (module doc: our constants).
 pub const MLTCP_INTERCEPT: f64 = 0.5;
 pub const MLTCP_SLOPE: f64 = 1.0;
@@ -66,6 +71,11 @@ pub struct OnLink {
 /// Where a job is in its iteration.
 #[derive(Debug, Clone)]
 struct Walker {
+    /// Its mean demand, when its iteration is shorter than [`FLAT_STEPS`]
+    /// steps: it is then a constant demand (a step would walk many of its
+    /// iterations, unbounded work for a hostile trace's 1 ms job beside an
+    /// hour-long one).
+    flat: Option<f64>,
     phases: Vec<(f64, f64)>,
     /// Bytes (line-rate ms) per iteration.
     bytes: f64,
@@ -76,14 +86,17 @@ struct Walker {
 }
 
 impl Walker {
-    fn new(j: &OnLink) -> Self {
+    fn new(j: &OnLink, dt: f64) -> Self {
         let phases: Vec<(f64, f64)> = j
             .phases
             .iter()
             .map(|&(ms, d)| (f64::from(ms), d.max(0.0)))
             .collect();
-        let bytes = phases.iter().map(|(ms, d)| ms * d).sum();
+        let bytes: f64 = phases.iter().map(|(ms, d)| ms * d).sum();
+        let iter: f64 = phases.iter().map(|p| p.0).sum();
+        let flat = (iter < FLAT_STEPS * dt).then(|| if iter > 0.0 { bytes / iter } else { 0.0 });
         let mut w = Walker {
+            flat,
             phases,
             bytes,
             at: 0,
@@ -130,7 +143,7 @@ impl Walker {
 
     /// The rate it wants now (0 while computing).
     fn demand(&self) -> f64 {
-        self.phases[self.at].1
+        self.flat.unwrap_or(self.phases[self.at].1)
     }
 
     fn weight(&self, division: Division) -> f64 {
@@ -149,6 +162,9 @@ impl Walker {
 
     /// Advance `dt` ms at `rate` (communication) or computing.
     fn step(&mut self, mut dt: f64, mut rate: f64) {
+        if self.flat.is_some() {
+            return;
+        }
         while dt > 1e-12 {
             let d = self.demand();
             if d > 0.0 {
@@ -218,7 +234,7 @@ pub fn served(jobs: &[OnLink], capacity: f64, division: Division) -> Vec<f64> {
         .max(1) as f64;
     let dt = (longest / f64::from(STEPS_PER_ITERATION)).max(1.0);
     let steps = (longest * f64::from(ITERATIONS) / dt).ceil() as u64;
-    let mut walkers: Vec<Walker> = jobs.iter().map(Walker::new).collect();
+    let mut walkers: Vec<Walker> = jobs.iter().map(|j| Walker::new(j, dt)).collect();
     let mut wanted = vec![0.0; jobs.len()];
     let mut got = vec![0.0; jobs.len()];
     for step in 0..steps {
@@ -301,6 +317,28 @@ mod tests {
             let s = served(&[heavy(0), heavy(125)], 1.0, d);
             assert!(s.iter().all(|&x| x < 0.95), "{d:?} {s:?}");
         }
+    }
+
+    #[test]
+    fn a_tiny_iteration_beside_an_hour_long_one_is_bounded_work() {
+        // 1 ms beside 3 600 000 ms (the trace's limits): the short job is
+        // its mean demand (0.5 here), so a step walks none of its phases
+        // (walked, this run would take ~10^10 phase steps).
+        let tiny = OnLink {
+            phases: vec![(1, 0.0), (1, 1.0)],
+            phase_ms: 0,
+        };
+        let long = OnLink {
+            phases: vec![(1_800_000, 0.0), (1_800_000, 1.0)],
+            phase_ms: 0,
+        };
+        let s = served(&[tiny, long], 1.0, Division::Fair);
+        // Together 1.5 of the link while the long one sends: fair shares
+        // give the tiny one its 0.5, the long one the remaining 0.5.
+        assert!(
+            (s[0] - 1.0).abs() < 1e-9 && (s[1] - 0.5).abs() < 0.01,
+            "{s:?}"
+        );
     }
 
     #[test]
