@@ -474,4 +474,99 @@ mod tests {
         assert!(all.iter().any(|d| d.sharing.is_some()));
         crate::intent::build(&topo, &all).unwrap();
     }
+
+    /// Who holds every uplink, spine port and GPU, by job name (slot
+    /// numbers differ between a live state and one rebuilt).
+    fn holders(st: &crate::state::FabricState) -> Vec<Vec<String>> {
+        let topo = st.topology();
+        let mut out = Vec::new();
+        for (li, leaf) in topo.leaves.iter().enumerate() {
+            let l = crate::topology::LeafId(li as u32);
+            for u in 0..leaf.uplinks.len() as u16 {
+                out.push(
+                    st.uplink_holders(l, u)
+                        .iter()
+                        .map(|j| j.to_string())
+                        .collect(),
+                );
+            }
+        }
+        for (si, spine) in topo.spines.iter().enumerate() {
+            let m = crate::topology::SpineId(si as u32);
+            for p in 0..spine.ports.len() as u16 {
+                out.push(
+                    st.spine_port_holder(m, p)
+                        .map(|j| j.to_string())
+                        .into_iter()
+                        .collect(),
+                );
+            }
+        }
+        for (si, _) in topo.servers.iter().enumerate() {
+            let sid = crate::topology::ServerId(si as u32);
+            for g in 0..topo.gpus_per_server {
+                out.push(
+                    st.gpu_holder(sid, g)
+                        .map(|j| j.to_string())
+                        .into_iter()
+                        .collect(),
+                );
+            }
+        }
+        out
+    }
+
+    /// Random sharing-mode admissions and releases on a crowded 2-spine
+    /// fabric: after every step the state rebuilt from its decisions holds
+    /// exactly what the live one does (shared links, handovers included),
+    /// and releasing everything leaves a fresh state.
+    #[test]
+    fn random_sharing_admissions_and_releases_rebuild_to_the_same_holders() {
+        use crate::topology::generate::{loaded, Params};
+        let topo = loaded(&Params {
+            name: "two-spine".into(),
+            leaves: 4,
+            spines: 2,
+            gpus_per_server: 2,
+            servers_per_leaf: Some(3),
+            ocs: 0,
+            allow_oversubscription: true,
+        });
+        let fresh = crate::state::FabricState::new(Arc::clone(&topo));
+        let mut rng = crate::placement::Rng(0x5eed);
+        let mut shared_seen = 0;
+        for round in 0..20 {
+            let mut p = VclosPlacer::new(Arc::clone(&topo)).with_options(sharing_on());
+            let mut running: Vec<JobId> = Vec::new();
+            for step in 0..60 {
+                if !running.is_empty() && rng.below(3) == 0 {
+                    let j = running.remove(rng.below(running.len() as u64) as usize);
+                    p.release(&j).unwrap();
+                } else {
+                    let mut r = req(&format!("j{round}-{step}"), 2 * (1 + rng.below(4) as u32));
+                    r.profile = Some(Profile::up_down(200, 0.1 + 0.1 * rng.below(4) as f64));
+                    if let Outcome::Placed(d) = p.place(&r).unwrap() {
+                        if d.sharing.as_ref().is_some_and(|s| !s.links.is_empty()) {
+                            shared_seen += 1;
+                        }
+                        running.push(r.id);
+                    }
+                }
+                let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+                let rebuilt = crate::state::FabricState::from_decisions(Arc::clone(&topo), &all)
+                    .unwrap_or_else(|e| panic!("round {round} step {step}: {e}"));
+                assert_eq!(
+                    holders(&rebuilt),
+                    holders(p.state()),
+                    "round {round} step {step}"
+                );
+            }
+            for j in running {
+                p.release(&j).unwrap();
+            }
+            assert!(p.state().no_shared_links());
+            assert_eq!(p.state().occ(), fresh.occ(), "round {round}");
+        }
+        assert!(shared_seen > 10, "only {shared_seen} shared placements");
+    }
 }
