@@ -45,9 +45,10 @@ use super::{shapes, vclos, JobRequest, SliceOptions};
 use crate::decision::{SharedLink, Sharing, SharingPhase};
 use crate::names::JobId;
 use crate::sharing::circle::{scores_joining, OnLink};
-use crate::sharing::profile::{Phase, Profile};
+use crate::sharing::profile::{Phase, Profile, DEFAULT_ITERATION_MS};
 use crate::state::FabricState;
 use crate::topology::PortRef;
+use crate::trace::workload::DEFAULT_COMM_FRACTION;
 
 /// Shared placements scored per decision, at most (Section 4.4.2).
 pub const MAX_CANDIDATES: usize = 10;
@@ -87,11 +88,9 @@ impl SharingMode {
     /// default.
     pub fn profile_of(&self, job: &JobRequest) -> Profile {
         job.profile.clone().unwrap_or_else(|| {
-            let d = crate::trace::Workload::default();
             Profile::up_down(
-                self.iteration_ms
-                    .unwrap_or(crate::sharing::profile::DEFAULT_ITERATION_MS),
-                self.comm_fraction.unwrap_or(d.comm_fraction),
+                self.iteration_ms.unwrap_or(DEFAULT_ITERATION_MS),
+                self.comm_fraction.unwrap_or(DEFAULT_COMM_FRACTION),
             )
         })
     }
@@ -153,7 +152,7 @@ pub(crate) fn place(
                 break;
             }
             let shape = (l as usize, s as usize);
-            let found = vclos::find_slice(st, grain, &view.links, shape, 0, SEARCH_LIMIT);
+            let found = vclos::find_slice(st, grain, &view, shape, 0, SEARCH_LIMIT);
             let Ok(Some(plan)) = found else { continue };
             tried += 1;
             let sharing = score(st, &plan, profile);
@@ -170,19 +169,15 @@ pub(crate) fn place(
     (score >= mode.min_score).then_some((plan, sharing))
 }
 
-/// The vClos view with shareable held links ([`LinkView::sharing`]).
-struct ShareView {
-    links: LinkView,
-}
-
-fn shareable_view(st: &FabricState) -> ShareView {
+/// The vClos view with shareable held links ([`LinkView::sharing`]),
+/// a spine costing [`HELD_COST`] more per held link it lends.
+fn shareable_view(st: &FabricState) -> LinkView {
     let mut lent = vec![0u64; st.topology().spines.len()];
     let mut links = LinkView::sharing(st, &mut |_, spine| lent[spine.index()] += 1);
-    // Make a spine that lends held links cost more (module doc).
     for (free, n) in links.spine_free.iter_mut().zip(lent) {
         *free += n * HELD_COST;
     }
-    ShareView { links }
+    links
 }
 
 /// The plan's shared links, the newcomer's best shift and its score.

@@ -80,10 +80,7 @@ impl LinkView {
             let lid = LeafId(li as u32);
             best.fill((usize::MAX, NONE));
             for u in 0..leaf.uplinks.len() as u16 {
-                let Some(n) = st.shareable(lid, u) else {
-                    continue;
-                };
-                let Some((PortRef::Spine(s, _), _)) = st.uplink_far_end(lid, u) else {
+                let Some((s, n)) = st.shareable(lid, u) else {
                     continue;
                 };
                 let b = &mut best[s.index()];

@@ -215,6 +215,15 @@ struct Held {
     res: Resources,
 }
 
+impl Held {
+    /// Whether one of its cross-connects made a circuit through any of
+    /// the OCS ports `hop` (flat indices): such a link is never shared.
+    fn made_circuit(&self, lay: &Layout, hop: &[usize]) -> bool {
+        (self.res.cross.iter())
+            .any(|&(o, a, b)| [a, b].iter().any(|&q| hop.contains(&lay.ocs_port(o, q))))
+    }
+}
+
 /// The live state of a fabric: holders of every resource and the OCS patches.
 #[derive(Debug, Clone)]
 pub struct FabricState {
@@ -332,7 +341,7 @@ impl FabricState {
         d: Arc<Decision>,
         res: Resources,
     ) -> Result<(), StateError> {
-        if self.by_id.contains_key(&d.job) || !res.shared.is_empty() || !self.all_free(&res) {
+        if self.by_id.contains_key(&d.job) || !self.all_free(&res) {
             return self.admit(&d);
         }
         #[cfg(debug_assertions)]
@@ -560,13 +569,14 @@ impl FabricState {
             .collect()
     }
 
-    /// How many jobs hold link `(leaf, uplink)` if a job placed in a
+    /// The spine link `(leaf, uplink)` reaches and how many jobs hold it,
+    /// if a job placed in a
     /// sharing mode could share it now, by the rules of the
     /// `validate::sharing` module (held whole by jobs that all opted in, to
     /// a spine, used as patched, fewer than `MAX_LINK_JOBS` holders);
     /// `None` otherwise, a free link included. Allocates nothing: the
     /// sharing mode asks it of every held uplink per decision.
-    pub fn shareable(&self, leaf: LeafId, uplink: u16) -> Option<usize> {
+    pub fn shareable(&self, leaf: LeafId, uplink: u16) -> Option<(SpineId, usize)> {
         let (lay, occ) = (&self.layout, &self.occ);
         let i = lay.uplink(leaf, uplink);
         let primary = occ.uplink[i];
@@ -590,15 +600,11 @@ impl FabricState {
         for &slot in holders {
             let held = self.slots[slot as usize].as_ref()?;
             held.decision.sharing.as_ref()?;
-            let made = hop.is_some_and(|h| {
-                (held.res.cross.iter())
-                    .any(|&(o, a, b)| [a, b].iter().any(|&q| h.contains(&lay.ocs_port(o, q))))
-            });
-            if made {
+            if hop.is_some_and(|h| held.made_circuit(lay, &h)) {
                 return None;
             }
         }
-        Some(holders.len())
+        Some((s, holders.len()))
     }
 
     /// Whether no link is shared (always so without a sharing mode).

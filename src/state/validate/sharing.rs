@@ -89,12 +89,7 @@ pub(super) fn link(
                 format!("held by `{job}`, which was not placed in a sharing mode"),
             ));
         }
-        let made = held.res.cross.iter().any(|&(o, a, b)| {
-            [a, b]
-                .iter()
-                .any(|&p| res.ocs_ports.contains(&lay.ocs_port(o, p)))
-        });
-        if made {
+        if held.made_circuit(lay, &res.ocs_ports) {
             return Err(cx.invalid(
                 leaf,
                 uplink,
