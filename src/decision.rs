@@ -227,6 +227,11 @@ pub struct SharedLink {
     pub uplink: Name,
     /// The jobs holding the link when this one was admitted.
     pub with: Vec<JobId>,
+    /// The 802.1Q VLAN of this job's sub-interfaces on the link (both
+    /// ends), one of [`SHARED_VLANS`](crate::intent::addressing::SHARED_VLANS),
+    /// unique among the link's holders; the job that held the link first
+    /// keeps the untagged main interface (docs/cassini.md, section 2).
+    pub vlan: u16,
 }
 
 impl Sharing {

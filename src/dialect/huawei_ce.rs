@@ -324,6 +324,7 @@ impl Dialect for HuaweiCe {
         let mut vrfs = Vec::new();
         for item in &removed {
             match item {
+                Item::Subinterface { .. } => {} // SUBIF-TODO
                 Item::Redirect {
                     job, index, port, ..
                 } => {
@@ -377,6 +378,7 @@ impl Dialect for HuaweiCe {
         let mut bind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
         for item in &added {
             match item {
+                Item::Subinterface { .. } => {} // SUBIF-TODO
                 Item::Hostname { name } => out.push(format!("sysname {name}")),
                 Item::Vrf { name } => out.extend([
                     format!("ip vpn-instance {name}"),

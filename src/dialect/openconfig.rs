@@ -388,6 +388,7 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
     let ifs = |e: El| El::new("interfaces").ns(OC_IF).with(e);
     let nis = |e: El| El::new("network-instances").ns(OC_NI).with(e);
     match item {
+        Item::Subinterface { .. } => vec![], // SUBIF-TODO
         Item::Hostname { name } if delete => vec![El::new("system")
             .ns(OC_SYS)
             .with(El::new("config").with(El::leaf("hostname", name).op("delete")))],

@@ -77,6 +77,7 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
     };
     for item in items {
         match item {
+            Item::Subinterface { .. } => {} // SUBIF-TODO
             Item::Hostname { name } => put(
                 &["DEVICE_METADATA", "localhost", "hostname"],
                 json!(name.as_str()),

@@ -6,13 +6,23 @@
 //!   `10.128.0.0 + 256*l`. Its server-facing port `i` (0-based) is a routed
 //!   /31 inside it: the leaf takes the even address `.2i` (the GPU's
 //!   gateway), the GPU NIC the odd one `.2i+1`. Hence at most 128
-//!   server-facing ports per leaf and 32768 leaves (10.128.0.0/9).
+//!   server-facing ports per leaf; 16384 leaves use 10.128.0.0/10.
 //! * Fabric side: uplink `u` of leaf `l` owns the /31 at
 //!   `10.0.0.0 + 2*(256*l + u)` (10.0.0.0/9, at most 256 uplinks per leaf).
 //!   The leaf takes the even address; whatever the uplink is connected to
 //!   (a spine port, or through an OCS another leaf's uplink) takes the odd
 //!   one. A link's addresses thus follow the leaf uplink, which never moves,
-//!   not the far end, which an OCS may rewire.
+//!   not the far end, which an OCS may rewire. (10.0.0.0/9 holds 2^22 /31s:
+//!   16384 leaves of 256 uplinks, hence [`MAX_LEAVES`].)
+//! * Shared links (issue 16, the sharing mode): a job that joins a link
+//!   other jobs hold gets an 802.1Q sub-interface `<port>.<vlan>` at both
+//!   ends, `vlan` one of [`SHARED_VLANS`] (one per holder: at most
+//!   `MAX_LINK_JOBS` = 8 jobs share a link). The link's `k`-th uplink in
+//!   topology order (leaves in order, each leaf's uplinks in order) owns
+//!   the /28 at `172.16.0.0 + 16k` (172.16.0.0/12, RFC 1918: 65536 links);
+//!   VLAN `101 + i` takes its `i`-th /31, the leaf the even address. The
+//!   job that held the link first keeps the untagged main interface and
+//!   its 10.0.0.0/9 /31.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -22,7 +32,12 @@ use crate::topology::{LeafId, Topology};
 
 const GPU_BASE: u32 = 0x0A80_0000; // 10.128.0.0
 const LINK_BASE: u32 = 0x0A00_0000; // 10.0.0.0
-pub const MAX_LEAVES: usize = 32768;
+const SHARED_BASE: u32 = 0xAC10_0000; // 172.16.0.0
+/// Uplinks the shared-link block (172.16.0.0/12, a /28 each) holds.
+pub const MAX_SHARED_LINKS: usize = 1 << 16;
+/// The 802.1Q VLANs of shared-link sub-interfaces, one per holder.
+pub const SHARED_VLANS: std::ops::RangeInclusive<u16> = 101..=108;
+pub const MAX_LEAVES: usize = 16384;
 pub const MAX_SERVER_PORTS: usize = 128;
 pub const MAX_UPLINKS: usize = 256;
 
@@ -92,6 +107,39 @@ pub fn uplink_peer_address(leaf: LeafId, u: usize) -> Ipv4Net {
     Ipv4Net::new(a.other_end(), 31)
 }
 
+/// The leaf's (even) address on its sub-interface `vlan` of uplink `u`
+/// (a shared link, module doc), /31: `None` when `vlan` is not one of
+/// [`SHARED_VLANS`] or the topology has more uplinks than the block holds.
+pub fn shared_link_address(topo: &Topology, leaf: LeafId, u: usize, vlan: u16) -> Option<Ipv4Net> {
+    let slot = u32::from(vlan.checked_sub(*SHARED_VLANS.start())?);
+    if !SHARED_VLANS.contains(&vlan) {
+        return None;
+    }
+    let before: usize = topo
+        .leaves
+        .get(..leaf.index())?
+        .iter()
+        .map(|l| l.uplinks.len())
+        .sum();
+    let k = before + u;
+    (k < MAX_SHARED_LINKS)
+        .then(|| Ipv4Net::new(Ipv4Addr::from(SHARED_BASE + 16 * k as u32 + 2 * slot), 31))
+}
+
+/// The sub-interface `<port>.<vlan>` of a routed port.
+pub fn subinterface_name(port: &PortName, vlan: u16) -> Result<PortName, crate::names::NameError> {
+    PortName::new(format!("{port}.{vlan}"))
+}
+
+/// A sub-interface name split into its parent port and VLAN
+/// (`100GE1/0/1.101` -> (`100GE1/0/1`, 101)); `None` for a name without a
+/// numeric `.<vlan>` suffix in 1..=4094.
+pub fn split_subinterface(name: &str) -> Option<(&str, u16)> {
+    let (parent, vlan) = name.rsplit_once('.')?;
+    let v: u16 = vlan.parse().ok().filter(|v| (1..=4094).contains(v))?;
+    (!parent.is_empty() && vlan.bytes().all(|b| b.is_ascii_digit())).then_some((parent, v))
+}
+
 /// Where a redirect onto each addressed port sends packets: the far end of
 /// the port's /31 (its point-to-point peer). Dialects whose redirect names a
 /// next hop rather than an egress port (OpenConfig policy-forwarding,
@@ -134,7 +182,7 @@ mod tests {
         assert_eq!(uplink_address(LeafId(1), 2).to_string(), "10.0.2.4/31");
         assert_eq!(uplink_peer_address(LeafId(1), 2).to_string(), "10.0.2.5/31");
         assert!(leaf_gpu_prefix(LeafId(1)).contains(gpu_address(LeafId(1), 127)));
-        for l in [0, 1, 300, 32767] {
+        for l in [0, 1, 300, 16383] {
             assert_eq!(
                 leaf_of_gpu_prefix(leaf_gpu_prefix(LeafId(l))),
                 Some(LeafId(l))
@@ -145,8 +193,8 @@ mod tests {
         assert_eq!(odd("10.128.1.4/24"), None);
         assert_eq!(odd("10.0.1.0/24"), None);
         assert_eq!(
-            leaf_gpu_prefix(LeafId(32767)).to_string(),
-            "10.255.255.0/24"
+            leaf_gpu_prefix(LeafId(16383)).to_string(),
+            "10.191.255.0/24"
         );
     }
 

@@ -220,17 +220,6 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         job: job.clone(),
         source,
     };
-    // A shared link carries two jobs' VRFs on one port: that needs an
-    // 802.1Q sub-interface per job (docs/cassini.md, section 2), which no
-    // dialect renders yet. Refused here, before any device is touched.
-    if let Some(l) = d.sharing.as_ref().and_then(|s| s.links.first()) {
-        return Err(bad(format!(
-            "shares link {}:{} with {}: shared links need one 802.1Q sub-interface per job, which vclos does not configure on devices yet (issue 16): `--sharing` is for replay until then",
-            l.leaf,
-            l.uplink,
-            l.with.iter().map(|j| format!("`{j}`")).collect::<Vec<_>>().join(", ")
-        )));
-    }
     let leaf_of = |name: &str| {
         topo.leaf_id(name)
             .ok_or_else(|| bad(format!("unknown leaf {name:?}")))
@@ -292,6 +281,9 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
 
     let mut hops = Vec::new();
     let mut reserved: BTreeSet<(LeafId, usize)> = BTreeSet::new();
+    // Shared links: (leaf, uplink) -> the job's sub-interface on the leaf
+    // and the leaf's address there (the spine VRF's next hop).
+    let mut subs: HashMap<(LeafId, usize), (PortName, super::Ipv4Net)> = HashMap::new();
     // (spine device, VRF, leaf) -> the leaf's reserved uplinks on that
     // logical spine: the VRF's routes to the leaf, made once all are known.
     let mut downs: BTreeMap<(DeviceId, VrfName, LeafId), Vec<usize>> = BTreeMap::new();
@@ -343,6 +335,15 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                 hops.push((o, ls.min(fs), ls.max(fs)));
             }
         }
+        let vlan = d
+            .sharing
+            .as_ref()
+            .and_then(|sh| {
+                sh.links
+                    .iter()
+                    .find(|x| x.leaf == link.leaf && x.uplink == link.uplink)
+            })
+            .map(|x| x.vlan);
         match far {
             PortRef::Spine(s, i) => {
                 let spine = topo.spine(s);
@@ -358,14 +359,61 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                         dev.mgmt.dialect, dev.name
                     )));
                 }
+                let (spine_port, net) = match vlan {
+                    None => (
+                        port(&spine.ports[i as usize])?,
+                        addr::uplink_peer_address(l, u),
+                    ),
+                    Some(v) => {
+                        let shared = SharedEnds::new(topo, l, u, v, &spine.ports[i as usize])
+                            .map_err(&bad)?;
+                        for (dev, p) in [
+                            (topo.leaf(l).device, &shared.leaf),
+                            (spine.device, &shared.far),
+                        ] {
+                            let d = topo.device(dev);
+                            let max = crate::dialect::max_name_len(d.mgmt.dialect);
+                            if p.as_str().len() > max {
+                                return Err(bad(format!(
+                                    "sub-interface name `{p}` is longer than {max} characters, the limit of {} on {}",
+                                    d.mgmt.dialect, d.name
+                                )));
+                            }
+                        }
+                        let leaf_set = items.entry(topo.leaf(l).device).or_default();
+                        leaf_set.insert(Item::Subinterface {
+                            port: shared.leaf.clone(),
+                            vlan: v,
+                        });
+                        leaf_set.insert(Item::Address {
+                            port: shared.leaf.clone(),
+                            vrf: None,
+                            net: shared.net,
+                        });
+                        items
+                            .entry(spine.device)
+                            .or_default()
+                            .insert(Item::Subinterface {
+                                port: shared.far.clone(),
+                                vlan: v,
+                            });
+                        subs.insert((l, u), (shared.leaf, shared.net));
+                        (shared.far, super::Ipv4Net::new(shared.net.other_end(), 31))
+                    }
+                };
                 let set = items.entry(spine.device).or_default();
                 set.insert(Item::Vrf { name: vrf.clone() });
                 set.insert(Item::Address {
-                    port: port(&spine.ports[i as usize])?,
+                    port: spine_port,
                     vrf: Some(vrf.clone()),
-                    net: addr::uplink_peer_address(l, u),
+                    net,
                 });
                 downs.entry((spine.device, vrf, l)).or_default().push(u);
+            }
+            _ if vlan.is_some() => {
+                return Err(bad(format!(
+                    "shares {label}, which does not reach a spine: only spine links are shared"
+                )))
             }
             PortRef::Leaf(l2, i) => {
                 // The lower end of a leaf-leaf link owns its /31.
@@ -437,7 +485,10 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                 job: job.clone(),
                 index,
                 port: port(&sr.server_port)?,
-                uplink: port(&sr.uplink)?,
+                uplink: match subs.get(&(l, u)) {
+                    Some((sub, _)) => sub.clone(),
+                    None => port(&sr.uplink)?,
+                },
                 destinations,
             });
     }
@@ -454,10 +505,14 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
         ups.sort_unstable();
         let set = items.entry(dev).or_default();
         for (prefix, u) in spine_routes(l, &ups, &gpu_ports(l), &own) {
+            let nexthop = match subs.get(&(l, u)) {
+                Some((_, net)) => net.addr,
+                None => addr::uplink_address(l, u).addr,
+            };
             set.insert(Item::Route {
                 vrf: vrf.clone(),
                 prefix,
-                nexthop: addr::uplink_address(l, u).addr,
+                nexthop,
             });
         }
     }
@@ -470,6 +525,40 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
     }
     debug!(job = %job, devices = items.len(), "resolved decision");
     Ok(Resolved { items, cross, hops })
+}
+
+/// The two ends of a job's 802.1Q sub-interface on a shared link
+/// (addressing module doc): `<uplink>.<vlan>` on the leaf, with the even
+/// address of the link's VLAN /31, and `<spine port>.<vlan>` on the spine.
+struct SharedEnds {
+    leaf: PortName,
+    far: PortName,
+    net: super::Ipv4Net,
+}
+
+impl SharedEnds {
+    fn new(topo: &Topology, l: LeafId, u: usize, vlan: u16, far: &str) -> Result<Self, String> {
+        let net = addr::shared_link_address(topo, l, u, vlan).ok_or_else(|| {
+            format!(
+                "no address for VLAN {vlan} on {}:{}: VLANs {}-{} on at most {} uplinks",
+                topo.leaf(l).name,
+                topo.leaf(l).uplinks[u],
+                addr::SHARED_VLANS.start(),
+                addr::SHARED_VLANS.end(),
+                addr::MAX_SHARED_LINKS
+            )
+        })?;
+        let sub = |p: &str| {
+            PortName::new(p)
+                .and_then(|p| addr::subinterface_name(&p, vlan))
+                .map_err(|e| e.to_string())
+        };
+        Ok(SharedEnds {
+            leaf: sub(&topo.leaf(l).uplinks[u])?,
+            far: sub(far)?,
+            net,
+        })
+    }
 }
 
 /// A job VRF's routes on one logical spine to leaf `l`, reached over the

@@ -134,6 +134,10 @@ pub enum Item {
     Description { port: PortName, text: Description },
     /// The port is a routed (layer-3) port.
     Routed { port: PortName },
+    /// An 802.1Q sub-interface `port` (`<parent>.<vlan>`) of a routed port,
+    /// terminating the one VLAN `vlan`: a job's own layer-3 interface on a
+    /// link it shares (issue 16; [`addressing`] module doc).
+    Subinterface { port: PortName, vlan: u16 },
     /// A job's virtual spine: one VRF per job per logical spine.
     Vrf { name: VrfName },
     /// An interface address, in a VRF or in the global table.
@@ -180,6 +184,7 @@ pub enum ItemKind {
     Hostname,
     Description,
     Routed,
+    Subinterface,
     Vrf,
     Address,
     Route,
@@ -191,10 +196,11 @@ pub enum ItemKind {
 impl ItemKind {
     /// The kinds of vclos's own intent (every kind but
     /// [`ItemKind::ForeignSteering`], which only parsers produce).
-    pub const ALL: [ItemKind; 8] = [
+    pub const ALL: [ItemKind; 9] = [
         ItemKind::Hostname,
         ItemKind::Description,
         ItemKind::Routed,
+        ItemKind::Subinterface,
         ItemKind::Vrf,
         ItemKind::Address,
         ItemKind::Route,
@@ -209,6 +215,7 @@ impl Item {
             Item::Hostname { .. } => ItemKind::Hostname,
             Item::Description { .. } => ItemKind::Description,
             Item::Routed { .. } => ItemKind::Routed,
+            Item::Subinterface { .. } => ItemKind::Subinterface,
             Item::Vrf { .. } => ItemKind::Vrf,
             Item::Address { .. } => ItemKind::Address,
             Item::Route { .. } => ItemKind::Route,
@@ -223,6 +230,7 @@ impl Item {
         match self {
             Item::Description { port, .. }
             | Item::Routed { port }
+            | Item::Subinterface { port, .. }
             | Item::Address { port, .. }
             | Item::Redirect { port, .. }
             | Item::ForeignSteering { port, .. } => Some(port),
@@ -251,6 +259,7 @@ impl fmt::Display for Item {
             Item::Hostname { name } => write!(f, "hostname {name}"),
             Item::Description { port, text } => write!(f, "description {port} \"{text}\""),
             Item::Routed { port } => write!(f, "routed {port}"),
+            Item::Subinterface { port, vlan } => write!(f, "subinterface {port} dot1q {vlan}"),
             Item::Vrf { name } => write!(f, "vrf {name}"),
             Item::Address { port, vrf, net } => match vrf {
                 Some(v) => write!(f, "address {port} {net} vrf {v}"),

@@ -43,6 +43,7 @@ use super::plan::Plan;
 use super::view::LinkView;
 use super::{shapes, vclos, JobRequest, SliceOptions};
 use crate::decision::{SharedLink, Sharing, SharingPhase};
+use crate::intent::addressing::SHARED_VLANS;
 use crate::names::JobId;
 use crate::sharing::circle::{scores_joining, OnLink};
 use crate::sharing::profile::{Phase, Profile, DEFAULT_ITERATION_MS};
@@ -180,6 +181,24 @@ fn shareable_view(st: &FabricState) -> LinkView {
     links
 }
 
+/// The lowest VLAN of [`SHARED_VLANS`] no holder of link `leaf:uplink`
+/// (`with`) has a sub-interface in. A holder that does not list the link
+/// as shared has its untagged main interface. At most `MAX_LINK_JOBS - 1`
+/// holders (the view lends no fuller link) leave one of the eight free.
+fn free_vlan(st: &FabricState, with: &[JobId], leaf: &str, uplink: &str) -> u16 {
+    let taken: Vec<u16> = with
+        .iter()
+        .filter_map(|j| st.decision(j)?.sharing.as_ref())
+        .flat_map(|s| &s.links)
+        .filter(|l| &*l.leaf == leaf && &*l.uplink == uplink)
+        .map(|l| l.vlan)
+        .collect();
+    SHARED_VLANS
+        .clone()
+        .find(|v| !taken.contains(v))
+        .unwrap_or(*SHARED_VLANS.end())
+}
+
 /// The plan's shared links, the newcomer's best shift and its score.
 fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
     let topo = st.topology();
@@ -198,10 +217,12 @@ fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
         }
         groups.insert(with.clone());
         let leaf = topo.leaf(k.leaf);
+        let (leaf_name, uplink) = (&leaf.name, &leaf.uplinks[k.uplink as usize]);
         links.push(SharedLink {
-            leaf: leaf.name.clone(),
-            uplink: leaf.uplinks[k.uplink as usize].clone(),
-            with: with.clone(),
+            leaf: leaf_name.clone(),
+            uplink: uplink.clone(),
+            vlan: free_vlan(st, &with, leaf_name, uplink),
+            with,
         });
     }
     let iter = profile.iteration_ms();
@@ -449,6 +470,10 @@ mod tests {
         d.sharing.as_mut().unwrap().links[0].uplink = "nope".into();
         let e = st.admit(&d).unwrap_err().to_string();
         assert!(e.contains("not one of the job's reserved links"), "{e}");
+        let mut d = b.clone();
+        d.sharing.as_mut().unwrap().links[0].vlan = 4000;
+        let e = st.admit(&d).unwrap_err().to_string();
+        assert!(e.contains("`vlan` 4000 is not one of 101-108"), "{e}");
         // As placed, with `a` opted in, it is admitted.
         st.release(&id("a")).unwrap();
         st.admit(&a).unwrap();
@@ -456,18 +481,108 @@ mod tests {
     }
 
     #[test]
-    fn the_controller_refuses_shared_links_before_touching_a_device() {
+    fn a_joiner_gets_its_own_subinterface_at_both_ends_of_each_shared_link() {
+        use crate::intent::{addressing, Item};
         let (mut p, _) = crowded(sharing_on());
         let b = placed(p.place(&req("b", 8)).unwrap());
         let topo = Arc::clone(p.state().topology());
-        let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
-        let e = crate::intent::build(&topo, &all).unwrap_err().to_string();
-        assert!(e.contains("802.1Q") && e.contains("`a`"), "{e}");
-        // Jobs placed in the mode that share nothing configure as before.
-        p.release(&b.job).unwrap();
-        let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
-        assert!(all.iter().any(|d| d.sharing.is_some()));
-        crate::intent::build(&topo, &all).unwrap();
+        let build = |p: &VclosPlacer| {
+            let all: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+            crate::intent::build(&topo, &all).unwrap()
+        };
+        let fabric = build(&p);
+        let sh = b.sharing.as_ref().unwrap();
+        for l in &sh.links {
+            assert_eq!(l.vlan, 101, "the first joiner takes the first VLAN");
+            let link = b
+                .vclos
+                .links
+                .iter()
+                .find(|k| k.leaf == l.leaf && k.uplink == l.uplink);
+            let link = link.unwrap();
+            let leaf = fabric.device(
+                &topo
+                    .device(topo.leaf(topo.leaf_id(&l.leaf).unwrap()).device)
+                    .name,
+            );
+            let leaf = leaf.unwrap();
+            let sub = format!("{}.101", l.uplink);
+            let net = leaf.items.iter().find_map(|i| match i {
+                Item::Address {
+                    port,
+                    vrf: None,
+                    net,
+                } if port.as_str() == sub => Some(*net),
+                _ => None,
+            });
+            let net = net.unwrap();
+            assert!(net.to_string().starts_with("172.16."), "{net}");
+            assert!(leaf.items.contains(&Item::Subinterface {
+                port: crate::intent::PortName::new(sub.clone()).unwrap(),
+                vlan: 101
+            }));
+            // b's source routes onto this uplink go to the sub-interface.
+            let onto: Vec<&str> = (leaf.items.iter())
+                .filter_map(|i| match i {
+                    Item::Redirect { job, uplink, .. } if *job == b.job => Some(uplink.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                onto.contains(&sub.as_str()) && !onto.contains(&&*l.uplink),
+                "{onto:?}"
+            );
+            // The spine: b's VRF on the spine port's sub-interface, routing
+            // to the leaf through the leaf's sub-interface address; a's VRF
+            // keeps the main port.
+            let spine = fabric.device(&link.peer).unwrap();
+            let far_sub = format!("{}.101", link.peer_port);
+            let bound = |port: &str| {
+                spine.items.iter().find_map(|i| match i {
+                    Item::Address {
+                        port: p,
+                        vrf: Some(v),
+                        ..
+                    } if p.as_str() == port => Some(v.to_string()),
+                    _ => None,
+                })
+            };
+            assert_eq!(bound(&far_sub).as_deref(), Some("Vrf-b"));
+            assert_eq!(bound(&link.peer_port).as_deref(), Some("Vrf-a"));
+            assert!(spine.items.iter().any(|i| matches!(i,
+                Item::Route { vrf, nexthop, .. } if vrf.as_str() == "Vrf-b" && *nexthop == net.addr)));
+        }
+        // With `a` gone its main interfaces return to the baseline; b's
+        // sub-interfaces stay as they were: nothing of b changes.
+        let b_items = |f: &crate::intent::FabricIntent| -> Vec<Item> {
+            (f.devices.iter())
+                .flat_map(|d| d.items.iter())
+                .filter(|i| i.to_string().contains(".101") || i.to_string().contains("Vrf-b"))
+                .cloned()
+                .collect()
+        };
+        let before = b_items(&fabric);
+        p.release(&id("a")).unwrap();
+        let after = build(&p);
+        assert_eq!(b_items(&after), before);
+        let l = &sh.links[0];
+        let li = topo.leaf_id(&l.leaf).unwrap();
+        let u = topo
+            .leaf(li)
+            .uplinks
+            .iter()
+            .position(|x| *x == l.uplink)
+            .unwrap();
+        let link = b
+            .vclos
+            .links
+            .iter()
+            .find(|k| k.leaf == l.leaf && k.uplink == l.uplink);
+        let spine = after.device(&link.unwrap().peer).unwrap();
+        assert!(spine.items.iter().any(|i| matches!(i,
+            Item::Address { port, vrf: None, net }
+                if port.as_str() == &*link.unwrap().peer_port
+                    && *net == addressing::uplink_peer_address(li, u))));
     }
 
     /// Who holds every uplink, spine port and GPU, by job name (slot

@@ -544,6 +544,7 @@ fn ledger_counts_sharing_without_agreement_as_violations() {
             leaf: "leaf1".into(),
             uplink: "up1".into(),
             with: vec![id(with)],
+            vlan: 101,
         }],
     };
     let opted = |name: &str, with: Option<&str>| {

@@ -13,12 +13,15 @@
 //!   placed without one is never shared;
 //! * it is used as patched: neither this decision nor a holder made its
 //!   OCS circuit, so no release can take the circuit from under a sharer;
-//! * at most [`MAX_LINK_JOBS`] jobs share it.
+//! * at most [`MAX_LINK_JOBS`] jobs share it, and each that lists it as
+//!   shared has its own VLAN of `SHARED_VLANS` (its 802.1Q sub-interface
+//!   on the link; the job that does not list it keeps the main interface).
 
 use std::collections::HashSet;
 
 use super::{Ctx, End};
 use crate::decision::{Decision, Sharing};
+use crate::intent::addressing::SHARED_VLANS;
 use crate::sharing::profile::MAX_PHASES;
 use crate::state::{SharedLinkRes, StateError, FREE};
 use crate::trace::workload::MAX_ITERATION_MS;
@@ -82,6 +85,23 @@ pub(super) fn link(
                 holder: job.clone(),
             });
         }
+        let theirs = held.decision.sharing.as_ref().and_then(|sh| {
+            sh.links
+                .iter()
+                .find(|l| &*l.leaf == leaf && &*l.uplink == uplink)
+        });
+        if let (Some(ours), Some(theirs)) = (listed, theirs) {
+            if ours.vlan == theirs.vlan {
+                return Err(cx.invalid(
+                    leaf,
+                    uplink,
+                    format!(
+                        "VLAN {} on this shared link is `{job}`'s sub-interface already",
+                        ours.vlan
+                    ),
+                ));
+            }
+        }
         if held.decision.sharing.is_none() {
             return Err(cx.invalid(
                 leaf,
@@ -142,6 +162,16 @@ pub(super) fn check(cx: &Ctx, d: &Decision, sh: &Sharing) -> Result<(), StateErr
             return bad(format!(
                 "shared link {}:{} is not one of the job's reserved links",
                 l.leaf, l.uplink
+            ));
+        }
+        if !SHARED_VLANS.contains(&l.vlan) {
+            return bad(format!(
+                "shared link {}:{}: `vlan` {} is not one of {}-{}",
+                l.leaf,
+                l.uplink,
+                l.vlan,
+                SHARED_VLANS.start(),
+                SHARED_VLANS.end()
             ));
         }
         if !seen.insert((&l.leaf, &l.uplink)) {
