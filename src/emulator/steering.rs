@@ -6,7 +6,9 @@
 //! vclos did not write targets (`ForeignSteering`: a hand-made CE traffic
 //! policy, SONiC ACL or OpenConfig forwarding policy,
 //! docs/devices/foreign-steering.md), or a spine port bound to
-//! a job VRF (an `Address` in a VRF). Whoever configured the switch — the
+//! a job VRF (an `Address` in a VRF); steering onto an 802.1Q
+//! sub-interface (`<port>.<vlan>`, a shared link) makes its parent busy.
+//! Whoever configured the switch — the
 //! controller, a test over SSH, a human — the OCS then refuses to rewire the
 //! link, as the paper's idle-only rule demands.
 //!
@@ -22,6 +24,7 @@ use tracing::warn;
 
 use super::busy::BusyOracle;
 use super::fabric::Switch;
+use crate::intent::addressing::split_subinterface;
 use crate::intent::Item;
 use crate::topology::{DeviceId, OcsId, PortRef, Topology};
 
@@ -75,16 +78,21 @@ impl SteeredBusy {
         let set: HashSet<String> = items
             .iter()
             .filter_map(|i| match i {
-                Item::Redirect { uplink, .. } => Some(uplink.to_string()),
+                Item::Redirect { uplink, .. } => Some(uplink.as_str()),
                 // Steering vclos did not write counts the same.
                 Item::ForeignSteering {
                     target: Some(t), ..
-                } => Some(t.to_string()),
+                } => Some(t.as_str()),
                 Item::Address {
                     port, vrf: Some(_), ..
-                } => Some(port.to_string()),
+                } => Some(port.as_str()),
                 _ => None,
             })
+            // Traffic steered onto a sub-interface (a shared link) occupies
+            // its parent port: both names count.
+            .flat_map(|p| [Some(p), split_subinterface(p).map(|(parent, _)| parent)])
+            .flatten()
+            .map(str::to_string)
             .collect();
         let set = Arc::new(set);
         *slot = Some((version, Arc::clone(&set)));

@@ -585,6 +585,94 @@ mod tests {
                     && *net == addressing::uplink_peer_address(li, u))));
     }
 
+    #[test]
+    fn the_verifier_follows_each_job_through_its_own_interface_of_a_shared_link() {
+        use crate::intent::Item;
+        use std::collections::{BTreeMap, BTreeSet};
+        let (mut p, _) = crowded(sharing_on());
+        let b = placed(p.place(&req("b", 8)).unwrap());
+        let topo = Arc::clone(p.state().topology());
+        let held: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+        let items: BTreeMap<String, BTreeSet<Item>> = (crate::intent::build(&topo, &held).unwrap())
+            .devices
+            .into_iter()
+            .map(|d| (d.device, d.items))
+            .collect();
+        let violations = |items: &BTreeMap<String, BTreeSet<Item>>, held: &[Decision]| {
+            let fwd = crate::verification::forwarding_state(&topo, items);
+            (crate::verification::verify_state(&topo, held, &fwd).unwrap())
+                .into_iter()
+                .flat_map(|r| {
+                    r.violations
+                        .into_iter()
+                        .map(move |v| format!("{}: {v}", r.job))
+                })
+                .collect::<Vec<_>>()
+        };
+        // As built: every flow of a and b arrives, each in its own VRF, and
+        // the sharing they agreed on is not a violation.
+        assert_eq!(violations(&items, &held), Vec::<String>::new());
+        // Not agreed (b's decision without its `with`): both are reported.
+        let mut unagreed = held.clone();
+        for d in &mut unagreed {
+            if let Some(sh) = d.sharing.as_mut() {
+                sh.links.iter_mut().for_each(|l| l.with = vec![id("zz")]);
+            }
+        }
+        let v = violations(&items, &unagreed);
+        assert!(
+            v.iter()
+                .any(|v| v.starts_with("a: ") && v.contains("shared with job b")),
+            "{v:?}"
+        );
+        // A spine sub-interface terminating another VLAN than its name says
+        // takes none of b's frames: b's flows through it fail, a's do not.
+        let link = &b.sharing.as_ref().unwrap().links[0];
+        let reserved = b
+            .vclos
+            .links
+            .iter()
+            .find(|k| k.leaf == link.leaf && k.uplink == link.uplink);
+        let spine = &reserved.unwrap().peer;
+        let mut broken = items.clone();
+        let set = broken.get_mut(&**spine).unwrap();
+        let sub = set
+            .iter()
+            .find(|i| matches!(i, Item::Subinterface { .. }))
+            .cloned()
+            .unwrap();
+        set.remove(&sub);
+        if let Item::Subinterface { port, .. } = sub {
+            set.insert(Item::Subinterface { port, vlan: 102 });
+        }
+        let v = violations(&broken, &held);
+        assert!(
+            v.iter()
+                .any(|v| v.starts_with("b: ") && v.contains("unreachable")),
+            "{v:?}"
+        );
+        assert!(!v.iter().any(|v| v.starts_with("a: ")), "{v:?}");
+        assert!(
+            v.iter().any(|v| v.contains("terminating its VLAN")),
+            "{v:?}"
+        );
+        // The leaf without its sub-interface: b's redirects there are broken.
+        let mut broken = items.clone();
+        let leaf = &topo
+            .device(topo.leaf(topo.leaf_id(&link.leaf).unwrap()).device)
+            .name;
+        broken
+            .get_mut(leaf)
+            .unwrap()
+            .retain(|i| !matches!(i, Item::Subinterface { .. }));
+        let v = violations(&broken, &held);
+        assert!(
+            v.iter()
+                .any(|v| v.starts_with("b: ") && v.contains("nor a sub-interface")),
+            "{v:?}"
+        );
+    }
+
     /// Who holds every uplink, spine port and GPU, by job name (slot
     /// numbers differ between a live state and one rebuilt).
     fn holders(st: &crate::state::FabricState) -> Vec<Vec<String>> {

@@ -12,6 +12,13 @@
 //!   the verifier reports an egress outside the VRF. On a chassis, a port
 //!   name resolves to its logical spine; a route out of another logical
 //!   spine is recorded as unresolved, with the reason;
+//! * 802.1Q sub-interfaces (a link shared by jobs, issue 16): a redirect
+//!   onto `<uplink>.<vlan>` sends tagged frames; on the spine they enter
+//!   the VRF bound to the sub-interface of that VLAN, not the port's, and a
+//!   route whose next hop is on a sub-interface sends them tagged, which
+//!   the leaf takes only on a sub-interface terminating that VLAN. A
+//!   sub-interface counts only if the VLAN it terminates
+//!   (`Item::Subinterface`) is the one its name says;
 //! * an OCS's patch table is its `Patch` items;
 //! * steering vclos did not write on a leaf server port
 //!   (`ForeignSteering`, docs/devices/foreign-steering.md) takes that
@@ -79,8 +86,31 @@ fn dest_of(topo: &Topology, p: Ipv4Net) -> Option<Dest> {
     (port < ports).then_some((l, Some(port as u16)))
 }
 
+/// The 802.1Q sub-interfaces of a device's items whose name agrees with
+/// the VLAN they terminate: name -> (parent, VLAN). A sub-interface that
+/// terminates another VLAN than its name says, or none, takes no traffic
+/// vclos sends it: left out, so a flow through it fails naming it.
+fn subinterfaces(items: &BTreeSet<Item>) -> HashMap<&str, (&str, u16)> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Subinterface { port, vlan } => addressing::split_subinterface(port.as_str())
+                .filter(|(_, v)| v == vlan)
+                .map(|pv| (port.as_str(), pv)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut ForwardingState) {
     let leaf = topo.leaf(l);
+    let uplink_of = |name: &str| leaf.uplinks.iter().position(|u| &**u == name);
+    let subs = subinterfaces(items);
+    for (parent, vlan) in subs.values() {
+        if let Some(u) = uplink_of(parent) {
+            fwd.add_leaf_vlan(l, u as u16, *vlan);
+        }
+    }
     let mut seen: HashMap<u16, String> = HashMap::new();
     for item in items {
         let Item::Redirect {
@@ -120,12 +150,22 @@ fn leaf(topo: &Topology, l: LeafId, items: &BTreeSet<Item>, fwd: &mut Forwarding
                 )),
             }
         }
-        match leaf.uplinks.iter().position(|u| &**u == uplink.as_str()) {
-            Some(u) => fwd.set_scoped_redirect(l, sp, u as u16, scope),
-            None => fwd.set_broken_redirect(
+        let tagged = subs
+            .get(uplink.as_str())
+            .and_then(|&(parent, v)| Some((uplink_of(parent)?, v)));
+        match (uplink_of(uplink.as_str()), tagged) {
+            (Some(u), _) => fwd.set_scoped_redirect(l, sp, u as u16, scope),
+            (None, Some((u, v))) => {
+                fwd.set_scoped_redirect(l, sp, u as u16, scope);
+                fwd.set_redirect_vlan(l, sp, v);
+            }
+            (None, None) => fwd.set_broken_redirect(
                 l,
                 sp,
-                format!("{what}: {uplink} is not an uplink of {}", leaf.name),
+                format!(
+                    "{what}: {uplink} is not an uplink of {} (nor a sub-interface of one terminating its VLAN)",
+                    leaf.name
+                ),
             ),
         }
     }
@@ -178,8 +218,9 @@ fn vrf_job(name: &str, chassis: bool) -> Option<&str> {
     n.bytes().all(|b| b.is_ascii_digit()).then_some(job)
 }
 
-/// Where a VRF route leaves: a (logical spine, port) or why it cannot.
-type Egress = Result<(SpineId, u16), String>;
+/// Where a VRF route leaves: a (logical spine, port, VLAN if through a
+/// sub-interface) or why it cannot.
+type Egress = Result<(SpineId, u16, Option<u16>), String>;
 
 fn spine_device(
     topo: &Topology,
@@ -188,13 +229,22 @@ fn spine_device(
     items: &BTreeSet<Item>,
     fwd: &mut ForwardingState,
 ) {
-    let mut port_of: HashMap<&str, (SpineId, u16)> = HashMap::new();
+    // Port or sub-interface name -> (logical spine, port, VLAN if tagged).
+    let mut port_of: HashMap<&str, (SpineId, u16, Option<u16>)> = HashMap::new();
     for &s in spines {
         for (i, p) in topo.spine(s).ports.iter().enumerate() {
-            port_of.insert(p, (s, i as u16));
+            port_of.insert(p, (s, i as u16, None));
         }
     }
-    let label = |(s, i): (SpineId, u16)| topo.port_label(PortRef::Spine(s, i));
+    for (name, (parent, vlan)) in subinterfaces(items) {
+        if let Some(&(s, i, None)) = port_of.get(parent) {
+            port_of.insert(name, (s, i, Some(vlan)));
+        }
+    }
+    let label = |(s, i, v): (SpineId, u16, Option<u16>)| {
+        let port = topo.port_label(PortRef::Spine(s, i));
+        v.map_or(port.clone(), |v| format!("{port} (VLAN {v})"))
+    };
     for item in items {
         if let Item::Vrf { name } = item {
             if let Some(job) = vrf_job(name.as_str(), dev.members.len() > 1) {
@@ -204,17 +254,18 @@ fn spine_device(
     }
     // Every address of the device (a next hop may resolve to any of them).
     let mut nets: Vec<(&str, Ipv4Net)> = Vec::new();
-    let mut bound: BTreeMap<&VrfName, BTreeMap<SpineId, BTreeSet<u16>>> = BTreeMap::new();
+    type Bound = BTreeSet<(u16, Option<u16>)>;
+    let mut bound: BTreeMap<&VrfName, BTreeMap<SpineId, Bound>> = BTreeMap::new();
     for item in items {
         if let Item::Address { port, vrf, net } = item {
             nets.push((port.as_str(), *net));
             if let Some(v) = vrf {
                 match port_of.get(port.as_str()) {
-                    Some(&(s, i)) => {
-                        bound.entry(v).or_default().entry(s).or_default().insert(i);
+                    Some(&(s, i, tag)) => {
+                        bound.entry(v).or_default().entry(s).or_default().insert((i, tag));
                     }
                     None => fwd.add_problem(format!(
-                        "{}:{port}: bound to VRF {v}, but not a spine port of the topology",
+                        "{}:{port}: bound to VRF {v}, but neither a spine port of the topology nor a sub-interface of one terminating its VLAN",
                         dev.name
                     )),
                 }
@@ -260,7 +311,12 @@ fn spine_device(
         for (&s, ports) in per_spine {
             let mut vrf = Vrf {
                 name: vrf_name.to_string(),
-                ports: ports.clone(),
+                ports: ports
+                    .iter()
+                    .filter(|p| p.1.is_none())
+                    .map(|p| p.0)
+                    .collect(),
+                tagged: ports.iter().filter_map(|&(p, v)| Some((p, v?))).collect(),
                 strays: strays.get(vrf_name).cloned().unwrap_or_default(),
                 ..Vrf::default()
             };
@@ -270,8 +326,11 @@ fn spine_device(
                     .or_default()
                     .push(format!("{prefix} via {nh}"));
                 match out {
-                    Ok((s2, i)) if *s2 == s => {
+                    Ok((s2, i, tag)) if *s2 == s => {
                         vrf.routes.insert(*l, *i);
+                        if let Some(v) = tag {
+                            vrf.egress_vlans.insert(*l, *v);
+                        }
                     }
                     Ok(other) => {
                         vrf.unresolved.insert(
@@ -292,6 +351,7 @@ fn spine_device(
                 // Equal-cost routes spread a flow over links the job did not
                 // pin: not the source-routed, contention-free forwarding.
                 vrf.routes.remove(&l);
+                vrf.egress_vlans.remove(&l);
                 let what = if l.1.is_some() { "one GPU" } else { "one leaf" };
                 vrf.unresolved
                     .insert(l, format!("several routes to {what} ({})", v.join(", ")));

@@ -128,6 +128,16 @@ pub struct JobView {
     /// Fabric ports the job's virtual Clos may use (leaf uplinks, spine ports,
     /// OCS ports); `None` skips the containment check.
     pub allowed: Option<BTreeSet<PortRef>>,
+    /// Ports of the links the job's decision shares (issue 16) -> the jobs
+    /// it shares them with: agreed sharing, not an isolation violation.
+    pub shared: BTreeMap<PortRef, BTreeSet<String>>,
+}
+
+impl JobView {
+    /// Whether this job agreed to share port `p` with `other`.
+    fn shares(&self, p: &PortRef, other: &str) -> bool {
+        self.shared.get(p).is_some_and(|w| w.contains(other))
+    }
 }
 
 /// The verdict for one job.
@@ -175,6 +185,7 @@ fn walk(
     let Some(uplink) = fwd.redirect(src.leaf, src.port) else {
         return Err(format!("{leaf}:{sport} has no redirect"));
     };
+    let vlan = fwd.redirect_vlan(src.leaf, src.port);
     if let Some(scope) = fwd.redirect_scope(src.leaf, src.port) {
         if !scope.contains(&dst.leaf) {
             return Err(format!(
@@ -194,10 +205,18 @@ fn walk(
             topo.leaf(dst.leaf).name
         )),
         PortRef::Spine(s, ingress) => {
-            let egress = spine_hop(topo, fwd, s, ingress, dst)?;
+            let (egress, tag) = spine_hop(topo, fwd, s, (ingress, vlan), dst)?;
             let out = PortRef::Spine(s, egress);
             path.push(out);
             match fwd.far_end(topo, out)? {
+                PortRef::Leaf(l, u) if l == dst.leaf && !fwd.leaf_accepts(l, u, tag) => {
+                    Err(format!(
+                        "{} sends VLAN {} to {}, which has no sub-interface for it",
+                        topo.port_label(out),
+                        tag.unwrap_or_default(),
+                        topo.port_label(PortRef::Leaf(l, u))
+                    ))
+                }
                 PortRef::Leaf(l, _) if l == dst.leaf => Ok(()),
                 other => Err(format!(
                     "{} leads to {} instead of leaf {}",
@@ -211,18 +230,23 @@ fn walk(
     }
 }
 
-/// The spine's forwarding decision: ingress port's VRF, its route to the
-/// GPU `dst` (its host route if the VRF has one, else its leaf's prefix).
+/// The spine's forwarding decision: the VRF of the ingress port (of its
+/// sub-interface for the frames' VLAN, if tagged), its route to the GPU
+/// `dst` (its host route if the VRF has one, else its leaf's prefix).
+/// Returns the egress port and the VLAN it tags with, if any.
 fn spine_hop(
     topo: &Topology,
     fwd: &ForwardingState,
     s: SpineId,
-    ingress: u16,
+    (ingress, vlan): (u16, Option<u16>),
     dst: GpuPort,
-) -> Result<u16, String> {
-    let label = || topo.port_label(PortRef::Spine(s, ingress));
+) -> Result<(u16, Option<u16>), String> {
+    let label = || match vlan {
+        None => topo.port_label(PortRef::Spine(s, ingress)),
+        Some(v) => format!("{} (VLAN {v})", topo.port_label(PortRef::Spine(s, ingress))),
+    };
     let vrf = fwd
-        .vrf_of(s, ingress)
+        .vrf_of(s, ingress, vlan)
         .ok_or_else(|| format!("{} is bound to no VRF", label()))?;
     let leaf = dst.leaf;
     let host = (leaf, Some(dst.port));
@@ -231,15 +255,15 @@ fn spine_hop(
     } else {
         (leaf, None)
     };
-    for port in [Some(ingress), vrf.routes.get(&key).copied()]
-        .into_iter()
-        .flatten()
-    {
-        let names = fwd.vrf_names_binding(s, port);
+    let out_vlan = vrf.egress_vlans.get(&key).copied();
+    let out = vrf.routes.get(&key).map(|&p| (p, out_vlan));
+    for (port, tag) in [Some((ingress, vlan)), out].into_iter().flatten() {
+        let names = fwd.vrf_names_binding(s, port, tag);
         if names.len() > 1 {
             return Err(format!(
-                "{} is bound to several VRFs ({})",
+                "{}{} is bound to several VRFs ({})",
                 topo.port_label(PortRef::Spine(s, port)),
+                tag.map(|v| format!(" (VLAN {v})")).unwrap_or_default(),
                 names.join(", ")
             ));
         }
@@ -259,15 +283,16 @@ fn spine_hop(
         }
         m
     })?;
-    if !vrf.ports.contains(&egress) {
+    if !vrf.binds(egress, out_vlan) {
         return Err(format!(
-            "VRF {} routes leaf {} out of {}, which is not bound to it",
+            "VRF {} routes leaf {} out of {}{}, which is not bound to it",
             vrf.name,
             topo.leaf(leaf).name,
-            topo.port_label(PortRef::Spine(s, egress))
+            topo.port_label(PortRef::Spine(s, egress)),
+            out_vlan.map(|v| format!(" (VLAN {v})")).unwrap_or_default()
         ));
     }
-    Ok(egress)
+    Ok((egress, out_vlan))
 }
 
 fn gpu_label(topo: &Topology, g: GpuPort) -> String {
@@ -343,7 +368,9 @@ pub fn verify(topo: &Topology, fwd: &ForwardingState, jobs: &[JobView]) -> Vec<R
     shared.sort();
     for (p, u) in shared {
         for &ji in &u {
-            for &other in u.iter().filter(|&&o| o != ji) {
+            let agreed =
+                |o: usize| jobs[ji].shares(&p, &jobs[o].name) || jobs[o].shares(&p, &jobs[ji].name);
+            for &other in u.iter().filter(|&&o| o != ji && !agreed(o)) {
                 let v = Violation::SharedLink {
                     port: topo.port_label(p),
                     other: jobs[other].name.clone(),
@@ -378,20 +405,30 @@ impl JobView {
         }
         gpus.sort_by_key(|g| (g.leaf, g.port));
         let mut allowed = BTreeSet::new();
+        let mut shared: BTreeMap<PortRef, BTreeSet<String>> = BTreeMap::new();
+        let port = |dev: &str, name: &str| {
+            switch_port(topo, dev, name)
+                .ok_or_else(|| format!("job {}: unknown port {dev}:{name}", d.job))
+        };
         for l in &d.vclos.links {
-            allowed.insert(
-                switch_port(topo, &l.leaf, &l.uplink).ok_or_else(|| {
-                    format!("job {}: unknown port {}:{}", d.job, l.leaf, l.uplink)
-                })?,
-            );
-            allowed.insert(switch_port(topo, &l.peer, &l.peer_port).ok_or_else(|| {
-                format!("job {}: unknown port {}:{}", d.job, l.peer, l.peer_port)
-            })?);
+            let ends = [port(&l.leaf, &l.uplink)?, port(&l.peer, &l.peer_port)?];
+            allowed.extend(ends);
+            let with = d.sharing.as_ref().and_then(|sh| {
+                sh.links
+                    .iter()
+                    .find(|x| x.leaf == l.leaf && x.uplink == l.uplink)
+            });
+            for w in with.map(|x| &x.with).into_iter().flatten() {
+                for e in ends {
+                    shared.entry(e).or_default().insert(w.to_string());
+                }
+            }
         }
         Ok(JobView {
             name: d.job.to_string(),
             gpus,
             allowed: Some(allowed),
+            shared,
         })
     }
 }

@@ -30,6 +30,23 @@ pub struct Vrf {
     /// Routes to prefixes that are no leaf's GPU prefix, described with the
     /// device; named when a flow finds no route.
     pub strays: Vec<String>,
+    /// 802.1Q sub-interfaces bound to the VRF: (spine port, VLAN). Frames
+    /// tagged with the VLAN on the port enter this VRF (a shared link,
+    /// issue 16), untagged ones the VRF of the port itself.
+    pub tagged: BTreeSet<(u16, u16)>,
+    /// Destination -> VLAN, where the route leaves through a sub-interface
+    /// of its egress port (tagged).
+    pub egress_vlans: BTreeMap<Dest, u16>,
+}
+
+impl Vrf {
+    /// Whether the VRF takes frames arriving on `port` with tag `vlan`.
+    pub fn binds(&self, port: u16, vlan: Option<u16>) -> bool {
+        match vlan {
+            None => self.ports.contains(&port),
+            Some(v) => self.tagged.contains(&(port, v)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -39,6 +56,10 @@ pub struct ForwardingState {
     /// Redirects that match only traffic to these leaves (an ACL's
     /// destinations); absent = all destinations.
     scopes: HashMap<(LeafId, u16), BTreeSet<LeafId>>,
+    /// Redirects onto an 802.1Q sub-interface of their uplink: its VLAN.
+    redirect_vlans: HashMap<(LeafId, u16), u16>,
+    /// Leaf uplinks' sub-interfaces: (leaf, uplink, VLAN terminated).
+    leaf_vlans: std::collections::HashSet<(LeafId, u16, u16)>,
     /// Server ports whose source route cannot be followed, and why.
     broken: HashMap<(LeafId, u16), String>,
     /// Device-level findings that concern no single flow (configuration on
@@ -88,7 +109,30 @@ impl ForwardingState {
         self.broken.insert((leaf, server_port), why);
     }
 
+    /// The redirect of a server port leaves tagged `vlan` (through that
+    /// sub-interface of its uplink).
+    pub fn set_redirect_vlan(&mut self, leaf: LeafId, server_port: u16, vlan: u16) {
+        self.redirect_vlans.insert((leaf, server_port), vlan);
+    }
+
+    /// The VLAN a server port's redirect tags its traffic with, if any.
+    pub fn redirect_vlan(&self, leaf: LeafId, server_port: u16) -> Option<u16> {
+        self.redirect_vlans.get(&(leaf, server_port)).copied()
+    }
+
+    /// Leaf uplink `uplink` has a sub-interface terminating `vlan`.
+    pub fn add_leaf_vlan(&mut self, leaf: LeafId, uplink: u16, vlan: u16) {
+        self.leaf_vlans.insert((leaf, uplink, vlan));
+    }
+
+    /// Whether frames tagged `vlan` arriving on the leaf's uplink are taken
+    /// (untagged ones always are: the routed main interface).
+    pub fn leaf_accepts(&self, leaf: LeafId, uplink: u16, vlan: Option<u16>) -> bool {
+        vlan.is_none_or(|v| self.leaf_vlans.contains(&(leaf, uplink, v)))
+    }
+
     pub fn clear_redirect(&mut self, leaf: LeafId, server_port: u16) {
+        self.redirect_vlans.remove(&(leaf, server_port));
         self.redirects.remove(&(leaf, server_port));
         self.scopes.remove(&(leaf, server_port));
         self.broken.remove(&(leaf, server_port));
@@ -153,21 +197,20 @@ impl ForwardingState {
         self.redirects.get(&(leaf, server_port)).copied()
     }
 
-    /// The VRF binding spine port `port`, if any (the first, if misconfigured twice).
-    pub fn vrf_of(&self, spine: SpineId, port: u16) -> Option<&Vrf> {
-        self.vrfs
-            .get(&spine)?
-            .iter()
-            .find(|v| v.ports.contains(&port))
+    /// The VRF taking frames tagged `vlan` (`None`: untagged) on spine
+    /// port `port`, if any (the first, if misconfigured twice).
+    pub fn vrf_of(&self, spine: SpineId, port: u16, vlan: Option<u16>) -> Option<&Vrf> {
+        self.vrfs.get(&spine)?.iter().find(|v| v.binds(port, vlan))
     }
 
-    /// Names of every VRF binding spine port `port` (more than one is a fault).
-    pub fn vrf_names_binding(&self, spine: SpineId, port: u16) -> Vec<&str> {
+    /// Names of every VRF binding spine port `port` for frames tagged
+    /// `vlan` (more than one is a fault).
+    pub fn vrf_names_binding(&self, spine: SpineId, port: u16, vlan: Option<u16>) -> Vec<&str> {
         self.vrfs
             .get(&spine)
             .map(|v| {
                 v.iter()
-                    .filter(|v| v.ports.contains(&port))
+                    .filter(|v| v.binds(port, vlan))
                     .map(|v| v.name.as_str())
                     .collect()
             })

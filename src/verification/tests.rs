@@ -82,6 +82,7 @@ fn install_on(
         name: name.into(),
         gpus,
         allowed: Some(allowed),
+        shared: BTreeMap::new(),
     }
 }
 
