@@ -12,7 +12,8 @@
 //! change configures, per switch:
 //! * the port of every item it adds (a server-facing port that gets a
 //!   vclos source route, a spine port bound to a job VRF, ...) and the
-//!   uplink each added source route steers onto;
+//!   uplink each added source route steers onto (for a sub-interface of a
+//!   shared link, its parent port as well);
 //! * the switch end of every OCS port it rewires (`ENT-PATCH`/`DLT-PATCH`
 //!   of an added or removed patch): the emulated OCS, like the paper's
 //!   idle-only rule (Section 7), refuses to move a link steered onto, and
@@ -23,6 +24,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::intent::addressing::split_subinterface;
 use crate::intent::{Item, PortName};
 use crate::plan::{DevicePlan, Running};
 use crate::topology::{OcsId, PortRef, Role, Topology};
@@ -96,6 +98,16 @@ pub fn touched(topo: &Topology, plans: &[DevicePlan]) -> Touched {
             }
             if let Some(port) = i.port() {
                 note(&d.device, port, format!("vclos configures `{i}`"));
+                // A sub-interface's traffic crosses its parent port.
+                let parent =
+                    split_subinterface(port.as_str()).and_then(|(p, _)| PortName::new(p).ok());
+                if let Some(parent) = parent {
+                    note(
+                        &d.device,
+                        &parent,
+                        format!("vclos configures `{i}` on its sub-interface"),
+                    );
+                }
             }
         }
     }
