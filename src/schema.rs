@@ -56,6 +56,10 @@ pub mod policy_forwarding;
 /// only for groupings and types stays import-only, as on a device that
 /// does not implement it (libyang's `REF_IMPLEMENTED` adds the modules
 /// their defaults and `when`/`must` conditions reference).
+/// `openconfig-vlan` (1.0.2, 2016-05-26) types the tag of a sub-interface
+/// (`subinterfaces/subinterface/vlan/config/vlan-id`, its augment of
+/// openconfig-interfaces); its other augments (switched and routed VLANs)
+/// load with it, vclos writes none of them.
 pub const OPENCONFIG_MODULES: &[&str] = &[
     "ietf-netconf",
     "iana-if-type",
@@ -67,6 +71,7 @@ pub const OPENCONFIG_MODULES: &[&str] = &[
     "openconfig-network-instance-types",
     "openconfig-policy-types",
     "openconfig-types",
+    "openconfig-vlan",
 ];
 
 /// An RFC 6241 `error-tag` for a schema violation.

@@ -16,6 +16,9 @@ mod interop;
 #[path = "lifecycle_common/mod.rs"]
 mod common;
 
+#[path = "netconf_emu/mod.rs"]
+mod netconf_emu;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -196,4 +199,39 @@ async fn a_two_leaf_job_leaves_every_running_config_valid() {
     let gone = f.release(&job, &NoProgress).await.unwrap();
     assert!(gone.report.is_committed(), "{}", gone.report);
     check(&emu.configs(&f).await, "after the release");
+}
+
+/// A shared link's sub-interface (openconfig-vlan 1.0.2 tag, if-ip
+/// address, VRF binding of the subinterface): every change payload and
+/// the full rendering are valid; a tag outside `vlan-id` (1..4094) or a
+/// binding of a subinterface that is not there is refused.
+#[test]
+fn subinterface_config_is_valid_and_bad_tags_are_refused() {
+    let Some(s) = schema() else { return };
+    let oc = dialect(Dialect::Openconfig);
+    let spine = netconf_emu::shared_spine();
+    let none = std::collections::BTreeSet::new();
+    for c in oc
+        .changes(&none, &spine)
+        .iter()
+        .chain(&oc.changes(&spine, &none))
+    {
+        s.validate_edit(c).unwrap_or_else(|v| panic!("{v}\n{c}"));
+    }
+    let text = oc.render(&spine);
+    s.validate_config(&text).unwrap();
+    let tag = "<vlan-id>101</vlan-id>";
+    assert!(text.contains(tag), "{text}");
+    for bad in ["0", "4095", "x"] {
+        let v = s
+            .validate_config(&text.replace(tag, &format!("<vlan-id>{bad}</vlan-id>")))
+            .unwrap_err();
+        assert_eq!(v.tag, ErrorTag::InvalidValue, "{bad}: {v}");
+    }
+    let bound = "<subinterface>101</subinterface>";
+    assert!(text.contains(bound), "{text}");
+    let v = s
+        .validate_config(&text.replace(bound, "<subinterface>102</subinterface>"))
+        .unwrap_err();
+    assert_eq!(v.tag, ErrorTag::DataMissing, "{v}");
 }

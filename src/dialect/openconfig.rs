@@ -17,6 +17,25 @@
 //!   `.../subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip]/config/{ip,prefix-length}`,
 //!   subinterface 0 with its `config/index` (the key's leafref target;
 //!   the model's `default 0` would supply it, a device need not);
+//! - 802.1Q sub-interfaces (`Item::Subinterface`, a job's own interface
+//!   on a shared link): the vclos port `<parent>.<vlan>`
+//!   (`addressing::split_subinterface`) is
+//!   `/interfaces/interface[name=<parent>]/subinterfaces/subinterface[index=<vlan>]`
+//!   with `config/index`, and its tag is openconfig-vlan 1.0.2
+//!   (2016-05-26), which augments that subinterface with
+//!   `vlan/config/vlan-id` (type: union of `oc-vlan-types:vlan-id`,
+//!   uint16 1..4094, and the QinQ string `qinq-id`; the bundle's revision
+//!   predates the `vlan/match/single-tagged` form of later ones). Its
+//!   addresses are the if-ip addresses above under that index, its VRF
+//!   binding `interface` `<parent>`, `subinterface` `<vlan>` (id: the
+//!   vclos name). Created with the parent's name and type, deleted whole
+//!   (subtree delete, RFC 6241 Section 7.2, drops its addresses; the
+//!   binding is removed first with the address). Read back: subinterface
+//!   `n` (1..=4094) is the port `<parent>.<n>`; it is an
+//!   `Item::Subinterface` with the VLAN it really terminates when that is
+//!   one single id, and none when it has no tag or a QinQ one (so a VLAN
+//!   other than the index is drift, never taken for the intended one);
+//!   indices above 4094 are not vclos ports and are not read;
 //! - job VRFs: openconfig-network-instance 0.6.0 (2017-01-13),
 //!   `/network-instances/network-instance[name]/config/{name,type,route-distinguisher}`
 //!   with `type` `oc-ni-types:L3VRF`, and
@@ -54,7 +73,10 @@
 //!
 //! Changes are one `<config>` document per step for `edit-config`, with
 //! `nc:operation="delete"` for removals, ordered like the CLI dialects:
-//! unbind before delete, create before bind.
+//! unbind before delete, create before bind; a subinterface and its tag
+//! come before its addresses and VRF binding, and go after them. A
+//! subinterface that only changes its tag is re-tagged by a merge, not
+//! deleted and re-created.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -64,7 +86,9 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use super::{Dialect, ParseError};
-use crate::intent::addressing::{next_hops, port_of_next_hop};
+use crate::intent::addressing::{
+    next_hops, port_of_next_hop, split_subinterface, subinterface_name,
+};
 use crate::intent::name::{parse_policy_name, policy_name};
 use crate::intent::{
     route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
@@ -76,6 +100,7 @@ const OC_SYS: &str = "http://openconfig.net/yang/system";
 const OC_IF: &str = "http://openconfig.net/yang/interfaces";
 const OC_IP: &str = "http://openconfig.net/yang/interfaces/ip";
 const OC_NI: &str = "http://openconfig.net/yang/network-instance";
+const OC_VLAN: &str = "http://openconfig.net/yang/vlan";
 const IANA_IFT: &str = "urn:ietf:params:xml:ns:yang:iana-if-type";
 const OC_NI_TYPES: &str = "http://openconfig.net/yang/network-instance-types";
 const OC_POL_TYPES: &str = "http://openconfig.net/yang/policy-types";
@@ -267,20 +292,63 @@ fn address(net: &Ipv4Net) -> El {
     )
 }
 
-/// Subinterface 0 holding `inner` addresses; `config` (the key's leafref
-/// target) is written when the subinterface is created, not on deletes.
-fn subif(inner: El, config: bool) -> El {
-    let mut s = El::new("subinterface").with(El::leaf("index", 0));
+/// The OpenConfig (interface, subinterface index) of a vclos port: a
+/// sub-interface `<parent>.<vlan>` ([`split_subinterface`]) is
+/// subinterface `vlan` of `parent`, any other port subinterface 0 of
+/// itself (the untagged main interface).
+fn oc_port(port: &PortName) -> (PortName, u16) {
+    split_subinterface(port.as_str())
+        .and_then(|(parent, vlan)| Some((PortName::new(parent).ok()?, vlan)))
+        .unwrap_or_else(|| (port.clone(), 0))
+}
+
+/// `subinterfaces/subinterface[index]` holding `inner`; `config` (the
+/// key's leafref target) is written when the subinterface is created,
+/// not on deletes.
+fn subif(index: u16, config: bool, inner: El) -> El {
+    let mut s = El::new("subinterface").with(El::leaf("index", index));
     if config {
-        s = s.with(El::new("config").with(El::leaf("index", 0)));
+        s = s.with(El::new("config").with(El::leaf("index", index)));
     }
-    El::new("subinterfaces").with(
-        s.with(
-            El::new("ipv4")
-                .ns(OC_IP)
-                .with(El::new("addresses").with(inner)),
-        ),
-    )
+    El::new("subinterfaces").with(s.with(inner))
+}
+
+/// `ipv4/addresses` (openconfig-if-ip) holding `inner`.
+fn ipv4(inner: El) -> El {
+    El::new("ipv4")
+        .ns(OC_IP)
+        .with(El::new("addresses").with(inner))
+}
+
+/// `vlan/config/vlan-id` (openconfig-vlan 1.0.2, augmenting the
+/// subinterface): the single 802.1Q tag the subinterface terminates.
+fn vlan_tag(vlan: u16) -> El {
+    El::new("vlan")
+        .ns(OC_VLAN)
+        .with(El::new("config").with(El::leaf("vlan-id", vlan)))
+}
+
+/// The subinterface of an `Item::Subinterface`: created with its parent's
+/// config (name and type, as for addresses) and its tag, or deleted whole
+/// (the device then drops what it holds). `None` for a port that is no
+/// `<parent>.<vlan>` name: a tag on subinterface 0 would re-tag the
+/// untagged main interface.
+fn subinterface(port: &PortName, vlan: u16, delete: bool) -> Option<El> {
+    let (parent, index) = oc_port(port);
+    if index == 0 {
+        return None;
+    }
+    let iface = interface(&parent);
+    Some(if delete {
+        let s = El::new("subinterface")
+            .with(El::leaf("index", index))
+            .op("delete");
+        iface.with(El::new("subinterfaces").with(s))
+    } else {
+        iface
+            .with(iface_config(&parent))
+            .with(subif(index, true, vlan_tag(vlan)))
+    })
 }
 
 fn instance(name: &str) -> El {
@@ -297,12 +365,15 @@ fn vrf_config(name: &VrfName) -> El {
         ))
 }
 
+/// A port in a VRF: `id` is the vclos port name, `interface` and
+/// `subinterface` the OpenConfig pair it stands for ([`oc_port`]).
 fn vrf_interface(port: &PortName) -> El {
+    let (parent, index) = oc_port(port);
     El::new("interface").with(El::leaf("id", port)).with(
         El::new("config")
             .with(El::leaf("id", port))
-            .with(El::leaf("interface", port))
-            .with(El::leaf("subinterface", 0)),
+            .with(El::leaf("interface", parent))
+            .with(El::leaf("subinterface", index)),
     )
 }
 
@@ -388,7 +459,9 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
     let ifs = |e: El| El::new("interfaces").ns(OC_IF).with(e);
     let nis = |e: El| El::new("network-instances").ns(OC_NI).with(e);
     match item {
-        Item::Subinterface { .. } => vec![], // SUBIF-TODO
+        Item::Subinterface { port, vlan } => subinterface(port, *vlan, delete)
+            .map(|i| vec![ifs(i)])
+            .unwrap_or_default(),
         Item::Hostname { name } if delete => vec![El::new("system")
             .ns(OC_SYS)
             .with(El::new("config").with(El::leaf("hostname", name).op("delete")))],
@@ -412,12 +485,17 @@ fn fragments(item: &Item, hops: &BTreeMap<&PortName, Ipv4Addr>, delete: bool) ->
                     instance(v.as_str()).with(El::new("interfaces").with(op(vrf_interface(port))))
                 ));
             }
+            let (parent, index) = oc_port(port);
             let iface = if delete {
-                interface(port)
+                interface(&parent)
             } else {
-                interface(port).with(iface_config(port))
+                interface(&parent).with(iface_config(&parent))
             };
-            out.push(ifs(iface.with(subif(op(address(net)), !delete))));
+            out.push(ifs(iface.with(subif(
+                index,
+                !delete,
+                ipv4(op(address(net))),
+            ))));
             if let (Some(v), false) = (vrf, delete) {
                 out.push(nis(
                     instance(v.as_str()).with(El::new("interfaces").with(vrf_interface(port)))
@@ -491,25 +569,35 @@ impl Dialect for OpenConfig {
     }
 
     fn changes(&self, running: &BTreeSet<Item>, candidate: &BTreeSet<Item>) -> Vec<String> {
-        // Removal order: bindings, policies, routes, addresses, descriptions, VRFs.
+        // Removal order: bindings, policies, routes, addresses,
+        // subinterfaces, descriptions, VRFs; adding, the reverse.
         let rank = |i: &Item, adding: bool| {
             let r = match i.kind() {
                 ItemKind::Redirect => 0,
                 ItemKind::Route => 1,
                 ItemKind::Address => 2,
-                ItemKind::Description => 3,
-                ItemKind::Vrf => 4,
-                _ => 5,
+                ItemKind::Subinterface => 3,
+                ItemKind::Description => 4,
+                ItemKind::Vrf => 5,
+                _ => 6,
             };
             if adding {
-                5 - r
+                6 - r
             } else {
                 r
             }
         };
+        // A subinterface that stays with another tag is re-tagged by the
+        // merge that adds it, not deleted (which would drop its addresses).
+        let retagged = |i: &Item| match i {
+            Item::Subinterface { port, .. } => candidate
+                .iter()
+                .any(|c| matches!(c, Item::Subinterface { port: p, .. } if p == port)),
+            _ => false,
+        };
         let mut removed: Vec<&Item> = running
             .difference(candidate)
-            .filter(|i| self.claims(i.kind()))
+            .filter(|i| self.claims(i.kind()) && !retagged(i))
             .collect();
         removed.sort_by_key(|i| rank(i, false));
         let mut added: Vec<&Item> = candidate
@@ -650,6 +738,72 @@ fn prefix_declarations(s: &quick_xml::events::BytesStart<'_>) -> Vec<(String, St
         .collect()
 }
 
+/// The vclos port of subinterface `s` of interface `parent`: index 0 is
+/// the port itself, index `n` in 1..=4094 the sub-interface `parent.n`
+/// (the dialect writes subinterface `n` for VLAN `n`). Other indices are
+/// no vclos port: `None`, the subinterface is not read.
+fn subinterface_port(
+    device: &str,
+    parent: &PortName,
+    s: &El,
+) -> Result<Option<PortName>, ParseError> {
+    let err = |m: String| ParseError::at(device, Some(s.line), m);
+    let text = s
+        .text_at(&["index"])
+        .ok_or_else(|| err(format!("<subinterface> of {parent} lacks index")))?;
+    let index: u32 = text.parse().map_err(|_| {
+        err(format!(
+            "subinterface index {text:?} of {parent} is not a number"
+        ))
+    })?;
+    match index {
+        0 => Ok(Some(parent.clone())),
+        1..=4094 => subinterface_name(parent, index as u16)
+            .map(Some)
+            .map_err(|e| err(e.to_string())),
+        _ => Ok(None),
+    }
+}
+
+/// The one 802.1Q tag subinterface `s` (vclos port `port`) terminates:
+/// openconfig-vlan 1.0.2 `vlan/config/vlan-id` when it is a single VLAN
+/// id (1..=4094). `None` for the untagged main interface, a subinterface
+/// without a tag, or a QinQ id (`outer.inner`): no `Item::Subinterface`
+/// then, so a port `<parent>.<n>` carries VLAN `n` only when the items say
+/// `Subinterface { port, vlan: n }` (a tag other than the index is read as
+/// it is, and differs from any intent).
+fn single_tag(port: &PortName, s: &El) -> Option<u16> {
+    split_subinterface(port.as_str())?;
+    s.text_at(&["vlan", "config", "vlan-id"])?
+        .parse::<u16>()
+        .ok()
+        .filter(|v| (1..=4094).contains(v))
+}
+
+/// The vclos port a network-instance interface binds: `config/interface`
+/// with `config/subinterface` ([`subinterface_name`] for index `n` > 0)
+/// when the device gives them, else the `id` key (what vclos writes).
+fn bound_port(device: &str, i: &El) -> Result<PortName, ParseError> {
+    let err = |m: String| ParseError::at(device, Some(i.line), m);
+    let named = |s: &str| PortName::new(s).map_err(|e| err(e.to_string()));
+    let Some(parent) = i.text_at(&["config", "interface"]) else {
+        let id = i
+            .text_at(&["id"])
+            .ok_or_else(|| err("<interface> lacks id".into()))?;
+        return named(id);
+    };
+    let parent = named(parent)?;
+    match i.text_at(&["config", "subinterface"]).unwrap_or("0") {
+        "0" => Ok(parent),
+        n => match n.parse::<u16>().ok().filter(|n| (1..=4094).contains(n)) {
+            Some(n) => subinterface_name(&parent, n).map_err(|e| err(e.to_string())),
+            None => Err(err(format!(
+                "network-instance interface {parent} binds subinterface {n:?}, not a VLAN number"
+            ))),
+        },
+    }
+}
+
 fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
     let err = |e: &El, m: String| ParseError::at(device, Some(e.line), m);
     let need = |e: &El, path: &[&str]| -> Result<String, ParseError> {
@@ -686,6 +840,15 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
             .iter()
             .flat_map(|x| x.all("subinterface"))
         {
+            let Some(sp) = subinterface_port(device, &p, s)? else {
+                continue;
+            };
+            if let Some(vlan) = single_tag(&sp, s) {
+                items.insert(Item::Subinterface {
+                    port: sp.clone(),
+                    vlan,
+                });
+            }
             for a in s
                 .path(&["ipv4", "addresses"])
                 .iter()
@@ -699,7 +862,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
                     .filter(|l| *l <= 32)
                     .ok_or_else(|| err(a, format!("bad prefix length {len:?}")))?;
                 addrs
-                    .entry(p.clone())
+                    .entry(sp.clone())
                     .or_default()
                     .push(Ipv4Net::new(addr, len));
             }
@@ -735,7 +898,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
                 .iter()
                 .flat_map(|x| x.all("interface"))
             {
-                vrf_of.insert(port(i, &need(i, &["id"])?)?, vrf.clone());
+                vrf_of.insert(bound_port(device, i)?, vrf.clone());
             }
             let protos = ni.path(&["protocols"]);
             let statics = protos
@@ -897,6 +1060,72 @@ fn foreign_forwarding(root: &El, items: &BTreeSet<Item>) -> BTreeSet<Item> {
     out
 }
 
+/// A leaf and a spine of a shared link, as intent makes them (issue 16):
+/// job `a` holds `Ethernet64` untagged, job `b` joins it with VLAN 101 at
+/// both ends; the leaf's redirect for `b` goes to the sub-interface, the
+/// spine binds it to `b`'s VRF and routes back through the leaf's
+/// sub-interface address. For the dialect's and the emulator's tests.
+#[cfg(test)]
+pub(crate) fn shared_link_items() -> (BTreeSet<Item>, BTreeSet<Item>) {
+    let port = |s: &str| PortName::new(s).unwrap_or_else(|e| panic!("{e}"));
+    let net = |s: &str| s.parse::<Ipv4Net>().unwrap_or_else(|e| panic!("{e}"));
+    let vrf = |s: &str| VrfName::new(s).unwrap_or_else(|e| panic!("{e}"));
+    let sub = Item::Subinterface {
+        port: port("Ethernet64.101"),
+        vlan: 101,
+    };
+    let leaf = BTreeSet::from([
+        sub.clone(),
+        Item::Address {
+            port: port("Ethernet64"),
+            vrf: None,
+            net: net("10.0.0.0/31"),
+        },
+        Item::Address {
+            port: port("Ethernet64.101"),
+            vrf: None,
+            net: net("172.16.0.0/31"),
+        },
+        Item::Address {
+            port: port("Ethernet0"),
+            vrf: None,
+            net: net("10.128.0.0/31"),
+        },
+        Item::Redirect {
+            job: crate::names::JobId::new("b").unwrap_or_else(|e| panic!("{e}")),
+            index: 1,
+            port: port("Ethernet0"),
+            uplink: port("Ethernet64.101"),
+            destinations: vec![net("10.128.1.0/24")],
+        },
+    ]);
+    let spine = BTreeSet::from([
+        sub,
+        Item::Vrf {
+            name: vrf("Vrf-a-1"),
+        },
+        Item::Vrf {
+            name: vrf("Vrf-b-1"),
+        },
+        Item::Address {
+            port: port("Ethernet64"),
+            vrf: Some(vrf("Vrf-a-1")),
+            net: net("10.0.0.1/31"),
+        },
+        Item::Address {
+            port: port("Ethernet64.101"),
+            vrf: Some(vrf("Vrf-b-1")),
+            net: net("172.16.0.1/31"),
+        },
+        Item::Route {
+            vrf: vrf("Vrf-b-1"),
+            prefix: net("10.128.0.0/24"),
+            nexthop: "172.16.0.0".parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+        },
+    ]);
+    (leaf, spine)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -981,5 +1210,152 @@ mod tests {
             )),
             "{text}"
         );
+    }
+    fn at(changes: &[String], needle: &str) -> usize {
+        changes
+            .iter()
+            .position(|c| c.contains(needle))
+            .unwrap_or_else(|| panic!("no change has {needle}: {changes:#?}"))
+    }
+
+    #[test]
+    fn subinterfaces_render_under_their_parent_and_read_back() {
+        let (leaf, spine) = shared_link_items();
+        for items in [&leaf, &spine] {
+            let text = OpenConfig.render(items);
+            assert_eq!(&OpenConfig.parse("d", &text).unwrap(), items, "{text}");
+            // One interface element: the parent holds both subinterfaces.
+            assert_eq!(text.matches("<name>Ethernet64</name>").count(), 2, "{text}");
+            assert!(
+                text.contains(&format!("<vlan xmlns=\"{OC_VLAN}\">"))
+                    && text.contains("<vlan-id>101</vlan-id>")
+                    && text.contains("<index>101</index>"),
+                "{text}"
+            );
+        }
+        // The leaf's redirect: the far end of the sub-interface's /31.
+        let text = OpenConfig.render(&leaf);
+        assert!(text.contains("<next-hop>172.16.0.1</next-hop>"), "{text}");
+        // The spine's binding names the parent and the subinterface.
+        let text = OpenConfig.render(&spine);
+        assert!(
+            text.contains("<id>Ethernet64.101</id>")
+                && text.contains("<interface>Ethernet64</interface>")
+                && text.contains("<subinterface>101</subinterface>"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn subinterface_changes_come_in_an_order_the_device_accepts() {
+        let (_, spine) = shared_link_items();
+        let none = BTreeSet::new();
+        let add = OpenConfig.changes(&none, &spine);
+        let tag = at(&add, "<vlan-id>101</vlan-id>");
+        let addr = at(&add, "<ip>172.16.0.1</ip>");
+        let bind = at(&add, "<subinterface>101</subinterface>");
+        assert!(tag < addr && addr < bind, "{add:#?}");
+        let del = OpenConfig.changes(&spine, &none);
+        let unbind = at(&del, "<subinterface>101</subinterface>");
+        let addr = at(&del, "<ip>172.16.0.1</ip>");
+        let sub = at(
+            &del,
+            "<subinterface nc:operation=\"delete\"><index>101</index>",
+        );
+        assert!(unbind < addr && addr < sub, "{del:#?}");
+        // A subinterface that changes its tag is re-tagged, not deleted
+        // (its addresses stay).
+        let retag = |v: u16| {
+            let mut s = spine.clone();
+            s.retain(|i| !matches!(i, Item::Subinterface { .. }));
+            s.insert(Item::Subinterface {
+                port: PortName::new("Ethernet64.101").unwrap(),
+                vlan: v,
+            });
+            s
+        };
+        let c = OpenConfig.changes(&retag(102), &spine);
+        assert_eq!(c.len(), 1, "{c:#?}");
+        assert!(c[0].contains("<vlan-id>101</vlan-id>") && !c[0].contains("delete"));
+        // No tag on the main interface: a subinterface item must be named
+        // `<parent>.<vlan>`.
+        let main = BTreeSet::from([Item::Subinterface {
+            port: PortName::new("Ethernet64").unwrap(),
+            vlan: 101,
+        }]);
+        assert!(OpenConfig.changes(&none, &main).is_empty());
+    }
+
+    /// Subinterface 101 of Ethernet64 with `vlan` (its `<vlan>` element,
+    /// or none) and one address.
+    fn tagged(vlan: &str, index: u32) -> String {
+        format!(
+            "<data><interfaces xmlns=\"{OC_IF}\"><interface><name>Ethernet64</name>\
+             <subinterfaces><subinterface><index>{index}</index>{vlan}<ipv4 xmlns=\"{OC_IP}\">\
+             <addresses><address><ip>172.16.0.0</ip><config><ip>172.16.0.0</ip>\
+             <prefix-length>31</prefix-length></config></address></addresses></ipv4>\
+             </subinterface></subinterfaces></interface></interfaces></data>"
+        )
+    }
+
+    #[test]
+    fn a_subinterface_carries_only_the_single_vlan_it_terminates() {
+        let vlan = |v: &str| {
+            format!("<vlan xmlns=\"{OC_VLAN}\"><config><vlan-id>{v}</vlan-id></config></vlan>")
+        };
+        let subs = |text: &str| -> Vec<(String, u16)> {
+            let items = OpenConfig.parse("d", text).unwrap();
+            items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Subinterface { port, vlan } => Some((port.to_string(), *vlan)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let addressed = |text: &str, port: &str| {
+            OpenConfig
+                .parse("d", text)
+                .unwrap()
+                .iter()
+                .any(|i| matches!(i, Item::Address { port: p, .. } if p.as_str() == port))
+        };
+        let sub = "Ethernet64.101".to_string();
+        assert_eq!(subs(&tagged(&vlan("101"), 101)), [(sub.clone(), 101)]);
+        // Another VLAN than the index: read as it is, which no intent has.
+        assert_eq!(subs(&tagged(&vlan("102"), 101)), [(sub, 102)]);
+        // No tag, or a QinQ id: no 802.1Q sub-interface at all; the
+        // address is still the port's.
+        for v in [String::new(), vlan("101.5"), vlan("0")] {
+            let text = tagged(&v, 101);
+            assert!(subs(&text).is_empty(), "{v}");
+            assert!(addressed(&text, "Ethernet64.101"), "{v}");
+        }
+        // Index 0 is the main interface, whatever it carries.
+        assert!(subs(&tagged(&vlan("7"), 0)).is_empty());
+        assert!(addressed(&tagged("", 0), "Ethernet64"));
+        // An index no VLAN can be is no vclos port.
+        assert!(!addressed(&tagged("", 5000), "Ethernet64.5000"));
+        let e = OpenConfig.parse(
+            "d",
+            &tagged("", 0).replace("<index>0</index>", "<index>x</index>"),
+        );
+        assert!(e.unwrap_err().to_string().contains("not a number"));
+    }
+
+    #[test]
+    fn vrf_bindings_read_the_interface_and_subinterface() {
+        let (_, spine) = shared_link_items();
+        // A device naming the binding by another id.
+        let text = OpenConfig
+            .render(&spine)
+            .replace("<id>Ethernet64.101</id>", "<id>b-link</id>");
+        assert_eq!(OpenConfig.parse("d", &text).unwrap(), spine);
+        let bad = text.replace(
+            "<subinterface>101</subinterface>",
+            "<subinterface>9999</subinterface>",
+        );
+        let e = OpenConfig.parse("d", &bad).unwrap_err().to_string();
+        assert!(e.contains("Ethernet64") && e.contains("9999"), "{e}");
     }
 }

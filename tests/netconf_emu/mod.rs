@@ -33,3 +33,21 @@ pub fn options(srv: &SshServer, timeout: Duration) -> SshOptions {
     o.connect_retries = 0;
     o
 }
+
+/// The spine end of a link shared by jobs `a` (main interface, VRF
+/// `Vrf-a-1`) and `b` (sub-interface `Ethernet64.101`, VLAN 101, VRF
+/// `Vrf-b-1`, a route back through the leaf's sub-interface address), as
+/// intent makes it (issue 16).
+pub fn shared_spine() -> std::collections::BTreeSet<vclos::intent::Item> {
+    serde_yaml_ng::from_str(
+        "
+- {kind: subinterface, port: Ethernet64.101, vlan: 101}
+- {kind: vrf, name: Vrf-a-1}
+- {kind: vrf, name: Vrf-b-1}
+- {kind: address, port: Ethernet64, vrf: Vrf-a-1, net: 10.0.0.1/31}
+- {kind: address, port: Ethernet64.101, vrf: Vrf-b-1, net: 172.16.0.1/31}
+- {kind: route, vrf: Vrf-b-1, prefix: 10.128.0.0/24, nexthop: 172.16.0.0}
+",
+    )
+    .unwrap()
+}

@@ -5,6 +5,8 @@
 //!   well-formed `<rpc-error>`s, as a message-in/message-out machine.
 //! * [`tree`]: the generic edit-config merge (list entries keyed by a
 //!   documented heuristic) and subtree filtering.
+//! * [`rules`]: device rules no model states (one subinterface per
+//!   802.1Q tag on a port).
 //!
 //! The transport is the `netconf` subsystem of [`super::ssh`]; framing and
 //! the XML tree are shared with the NETCONF driver (`vclos_drivers::netconf`)
@@ -20,6 +22,7 @@
 //! `persist`.
 
 pub mod datastore;
+pub mod rules;
 pub mod session;
 pub mod tree;
 

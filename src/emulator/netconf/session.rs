@@ -38,6 +38,7 @@ use vclos_drivers::netconf::xml::{Element, NS_BASE};
 use vclos_drivers::netconf::{CAP_BASE_10, CAP_BASE_11, CAP_CONFIRMED};
 
 use super::datastore::{KillSwitch, NetconfDevice, Store};
+use super::rules;
 use super::tree::{self, Op, Scope};
 use crate::emulator::faults::Action;
 use crate::schema::Violation;
@@ -75,6 +76,11 @@ pub const MODULES: &[(&str, &str, &str)] = &[
         "openconfig-if-ethernet",
         "http://openconfig.net/yang/interfaces/ethernet",
         "2020-05-06",
+    ),
+    (
+        "openconfig-vlan",
+        "http://openconfig.net/yang/vlan",
+        "2016-05-26",
     ),
     (
         "openconfig-system",
@@ -768,7 +774,8 @@ impl NetconfSession {
     }
 
     /// A whole datastore: the OpenConfig key/config rule
-    /// ([`tree::validate`]), then the schema's.
+    /// ([`tree::validate`]), then the schema's, then the device rules no
+    /// model states ([`rules`]).
     fn check_store(&self, data: &Element) -> Result<(), RpcErr> {
         data.children
             .iter()
@@ -778,7 +785,11 @@ impl NetconfSession {
             let xml: String = data.children.iter().map(Element::to_xml).collect();
             schema.validate_config(&xml).map_err(violation)?;
         }
-        Ok(())
+        rules::unique_vlans(data).map_err(|d| {
+            let mut r = rpc_err("application", "operation-failed", d.message);
+            r.path = Some(d.path);
+            r
+        })
     }
 }
 

@@ -754,3 +754,127 @@ fn schema_checks_validate_and_commit() {
     );
     assert_eq!(tag, "invalid-value");
 }
+
+/// Apply `changes` one edit-config each, commit, and read running back
+/// with the OpenConfig parser.
+fn apply_and_read(
+    s: &mut NetconfSession,
+    changes: &[String],
+) -> std::collections::BTreeSet<crate::intent::Item> {
+    use crate::dialect::Dialect;
+    for c in changes {
+        ok(s, &edit(c));
+    }
+    ok(s, "<commit/>");
+    let r = rpc(s, "<get-config><source><running/></source></get-config>");
+    crate::dialect::openconfig::OpenConfig
+        .parse("d", &r.to_xml())
+        .unwrap()
+}
+
+#[test]
+fn subinterfaces_round_trip_through_edit_config_and_get_config() {
+    use crate::dialect::openconfig::{shared_link_items, OpenConfig};
+    use crate::dialect::Dialect;
+    use crate::intent::Item;
+    let none = std::collections::BTreeSet::new();
+    let (leaf, spine) = shared_link_items();
+    for dev in devices() {
+        for items in [&leaf, &spine] {
+            let mut s = session(&dev);
+            let got = apply_and_read(&mut s, &OpenConfig.changes(&none, items));
+            assert_eq!(&got, items);
+            // Job b leaves the shared link: its sub-interface and what is
+            // on it go, job a's main interface stays.
+            let mut kept = items.clone();
+            kept.retain(|i| {
+                !matches!(i, Item::Redirect { .. } | Item::Route { .. })
+                    && !i.port().is_some_and(|p| p.as_str().ends_with(".101"))
+                    && !matches!(i, Item::Vrf { name } if name.as_str() == "Vrf-b-1")
+            });
+            let got = apply_and_read(&mut s, &OpenConfig.changes(items, &kept));
+            assert_eq!(got, kept);
+            assert!(!dev.running().to_xml().contains("<index>101</index>"));
+            let got = apply_and_read(&mut s, &OpenConfig.changes(&kept, &none));
+            assert_eq!(got, none);
+        }
+    }
+}
+
+const VLAN_NS: &str = "http://openconfig.net/yang/vlan";
+
+/// Subinterface `index` of `port` (created with the port) tagged `vlan`.
+fn tagged_subif(port: &str, index: u32, vlan: &str) -> String {
+    format!(
+        "<config><interfaces xmlns=\"http://openconfig.net/yang/interfaces\"><interface><name>{port}</name><config><name>{port}</name><type {IANAIFT}>ianaift:ethernetCsmacd</type></config><subinterfaces><subinterface><index>{index}</index><config><index>{index}</index></config><vlan xmlns=\"{VLAN_NS}\"><config><vlan-id>{vlan}</vlan-id></config></vlan></subinterface></subinterfaces></interface></interfaces></config>"
+    )
+}
+
+#[test]
+fn two_subinterfaces_of_a_port_cannot_terminate_one_vlan() {
+    for dev in devices() {
+        let mut s = session(&dev);
+        ok(&mut s, &edit(&tagged_subif("e1", 101, "101")));
+        // The same tag on another port is another VLAN.
+        ok(&mut s, &edit(&tagged_subif("e2", 101, "101")));
+        let before = dev.state().candidate.clone();
+        let r = rpc(&mut s, &edit(&tagged_subif("e1", 102, "101")));
+        let e = error_of(&r);
+        assert_eq!(
+            text_of(e, "error-tag"),
+            "operation-failed",
+            "{}",
+            r.to_xml()
+        );
+        assert!(
+            text_of(e, "error-path").contains("subinterface[index='102']"),
+            "{}",
+            r.to_xml()
+        );
+        assert!(text_of(e, "error-message").contains("VLAN 101 of interface e1"));
+        assert_eq!(dev.state().candidate, before, "candidate unchanged");
+        // Re-tagging the first one frees 101 for the second.
+        ok(&mut s, &edit(&tagged_subif("e1", 101, "103")));
+        ok(&mut s, &edit(&tagged_subif("e1", 102, "101")));
+        ok(&mut s, "<commit/>");
+    }
+}
+
+#[test]
+fn the_models_refuse_bad_tags_and_dangling_subinterfaces() {
+    let Some(dev) = schema_device() else { return };
+    let mut s = session(&dev);
+    ok(&mut s, &edit(&tagged_subif("e1", 101, "101")));
+    ok(&mut s, &edit(VRF));
+    let before = dev.state().candidate.clone();
+    let bind = |iface: &str, sub: u32| {
+        format!(
+            "<config><network-instances xmlns=\"{NI}\"><network-instance><name>JOB7</name><interfaces><interface><id>x</id><config><id>x</id><interface>{iface}</interface><subinterface>{sub}</subinterface></config></interface></interfaces></network-instance></network-instances></config>"
+        )
+    };
+    // The subinterface of a port the device does not have: the interface
+    // entry it would sit in has no config/name, the target of its key's
+    // leafref (and no mandatory config/type).
+    let orphan = tagged_subif("e9", 101, "101").replace(
+        &format!("<config><name>e9</name><type {IANAIFT}>ianaift:ethernetCsmacd</type></config>"),
+        "",
+    );
+    let cases = [
+        // openconfig-vlan-types vlan-id: uint16 1..4094 (or a QinQ string).
+        (tagged_subif("e1", 101, "4095"), "invalid-value"),
+        (tagged_subif("e1", 101, "0"), "invalid-value"),
+        (tagged_subif("e1", 101, "vlan101"), "invalid-value"),
+        (orphan, "data-missing"),
+        // The binding's subinterface is a leafref (require-instance).
+        (bind("e1", 102), "data-missing"),
+        (bind("e9", 101), "data-missing"),
+    ];
+    for (cfg, tag) in cases {
+        let r = rpc(&mut s, &edit(&cfg));
+        let e = error_of(&r);
+        assert_eq!(text_of(e, "error-tag"), tag, "{cfg}\n{}", r.to_xml());
+        assert_eq!(dev.state().candidate, before, "candidate unchanged: {cfg}");
+    }
+    ok(&mut s, &edit(&bind("e1", 101)));
+    ok(&mut s, "<commit/>");
+}
