@@ -235,3 +235,38 @@ fn subinterface_config_is_valid_and_bad_tags_are_refused() {
         .unwrap_err();
     assert_eq!(v.tag, ErrorTag::DataMissing, "{v}");
 }
+
+#[test]
+fn route_distinguishers_the_model_refused_before_the_fold_pass() {
+    // The model's digit-wise route-distinguisher pattern refuses most
+    // numbers from 4e9 up; VRF names hashing there (FNV-1a) are folded
+    // (`vclos::intent::route_distinguisher`). Pick two job names with such
+    // a VRF on testbed-ocs's chassis spines (`Vrf-<job>-<n>`).
+    let Some(s) = schema() else { return };
+    let fnv = |n: &str| {
+        n.bytes().fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
+    };
+    let high = |job: &str| (1..=8).any(|m| fnv(&format!("Vrf-{job}-{m}")) >= 4_000_000_000);
+    let names: Vec<String> = (0..1000)
+        .map(|i| format!("r{i}"))
+        .filter(|j| high(j))
+        .take(2)
+        .collect();
+    assert_eq!(names.len(), 2);
+    let t = topo();
+    let mut held = Vec::new();
+    for (golden, name) in ["j1", "j2"].into_iter().zip(&names) {
+        let mut d = decision(golden);
+        d.job = vclos::names::JobId::new(name.as_str()).unwrap();
+        held.push(d);
+    }
+    let mut vrfs = 0;
+    for (dev, text) in rendered(&t, &held) {
+        vrfs += text.matches("<route-distinguisher>").count();
+        s.validate_config(&text)
+            .unwrap_or_else(|v| panic!("{dev}: {v}"));
+    }
+    assert!(vrfs > 0);
+}

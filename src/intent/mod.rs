@@ -342,17 +342,49 @@ pub enum IntentError {
 
 /// The route distinguisher number of a VRF (`65000:<n>`): a 32-bit FNV-1a
 /// hash of its name, so it depends on the VRF alone (adding or releasing
-/// another job never renumbers it). Collisions on one device are refused
-/// when intent is built.
+/// another job never renumbers it), folded into 1..=3999999999.
+/// Collisions on one device are refused when intent is built.
+///
+/// The fold: the OpenConfig model's type-0 route distinguisher
+/// (openconfig-network-instance-types, the 2020-05-06 bundle vclos
+/// validates against) matches the assigned number digit by digit
+/// (`4[0-2][0-9][0-4][0-9][0-6][0-7][0-2][0-9][0-5]|[0-3][0-9]{9}|
+/// [1-9][0-9]{1,8}|[1-9]`), which refuses 0 and most numbers from 4e9 up
+/// (4095000000, say) though they are valid; about 7% of hashes, `Vrf-a`
+/// and `Vrf-b` among them. Hashes from 4e9 up are shifted down by 4e9,
+/// 0 becomes 1; every other VRF keeps the number it always had.
 pub fn route_distinguisher(vrf: &VrfName) -> u32 {
-    vrf.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
+    const LIMIT: u32 = 4_000_000_000;
+    let h = vrf.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+    });
+    (if h >= LIMIT { h - LIMIT } else { h }).max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_distinguishers_are_numbers_the_openconfig_pattern_takes() {
+        let rd = |n: &str| route_distinguisher(&VrfName::new(n).unwrap_or_else(|e| panic!("{e}")));
+        // Hashed to 4e9 and more before the fold.
+        for n in ["Vrf-a", "Vrf-b"] {
+            assert!((1..4_000_000_000).contains(&rd(n)), "{n}: {}", rd(n));
+        }
+        for i in 0..20_000 {
+            let n = format!("Vrf-job{i}");
+            assert!((1..4_000_000_000).contains(&rd(&n)), "{n}");
+        }
+        // Names below the fold keep their number.
+        let raw = |n: &str| {
+            n.bytes().fold(0x811c_9dc5_u32, |h, b| {
+                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+            })
+        };
+        assert_eq!(rd("Vrf-j1"), raw("Vrf-j1"));
+        assert!(raw("Vrf-a") >= 4_000_000_000);
+    }
 
     #[test]
     fn prefix_arithmetic() {
