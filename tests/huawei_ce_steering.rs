@@ -4,15 +4,20 @@
 //! nothing, so `vclos verify` reports the job unreachable and the emulated
 //! OCS sees the uplink idle; the next-hop form verifies clean and makes the
 //! uplink busy.
+//!
+//! Shared links (issue 16): a job joining job a's links gets 802.1Q
+//! sub-interfaces at both ends; their configurations go through the
+//! emulated CE (display, typed changes, commit, rollback) and read back as
+//! the intent.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use vclos::decision::Decision;
-use vclos::dialect::dialect;
+use vclos::decision::{Decision, SharedLink, Sharing, SharingPhase};
+use vclos::dialect::{claimed, dialect, huawei_ce::HuaweiCe, Dialect as _};
 use vclos::emulator::busy::BusyOracle;
-use vclos::emulator::cli::SwitchDevice;
+use vclos::emulator::cli::{CliSession, SwitchDevice};
 use vclos::emulator::fabric::Switch;
 use vclos::emulator::faults::Faults;
 use vclos::emulator::steering::SteeredBusy;
@@ -164,4 +169,125 @@ fn only_the_next_hop_form_makes_the_uplink_busy() {
         !busy(&old),
         "redirect interface on a routed port does not steer onto {uplink}"
     );
+}
+
+/// Job a as [`job`], and job b (srv2 on leaf1, srv6 on leaf2) joining
+/// each of a's links with VLAN 101.
+fn shared(t: &Topology) -> [Decision; 2] {
+    let a = job(t);
+    let spines = ["spine1-1", "spine1-2", "spine1-3", "spine1-4"];
+    let mut b = sample::vclos_decision(t, "b", &["srv2", "srv6"], &spines).unwrap();
+    let ends = |d: &Decision| -> Vec<(String, String)> {
+        (d.vclos.links.iter())
+            .map(|l| (l.leaf.to_string(), l.uplink.to_string()))
+            .collect()
+    };
+    assert_eq!(ends(&a), ends(&b), "b reserves a's links");
+    b.sharing = Some(Box::new(Sharing {
+        time_shift_ms: 0,
+        score: 1.0,
+        profile: vec![SharingPhase {
+            ms: 1000,
+            demand: 0.5,
+        }],
+        links: (a.vclos.links.iter())
+            .map(|l| SharedLink {
+                leaf: l.leaf.clone(),
+                uplink: l.uplink.clone(),
+                with: vec![a.job.clone()],
+                vlan: 101,
+            })
+            .collect(),
+    }));
+    [a, b]
+}
+
+/// The CE items of `device` for `held`.
+fn ce_items(
+    t: &Topology,
+    held: &[Decision],
+    device: &str,
+) -> std::collections::BTreeSet<intent::Item> {
+    let all = intent::build(t, held).unwrap();
+    claimed(&HuaweiCe, &all.device(device).unwrap().items)
+}
+
+#[test]
+fn shared_link_configs_round_trip_through_the_emulated_ce() {
+    let t = testbed();
+    let held = shared(&t);
+    for dev in ["leaf1", "leaf2", "spine1"] {
+        let items = ce_items(&t, &held, dev);
+        assert!(
+            items
+                .iter()
+                .any(|i| matches!(i, intent::Item::Subinterface { vlan: 101, .. })),
+            "{dev} has a sub-interface"
+        );
+        let text = HuaweiCe.render(&items);
+        let emu = VrpConfig::parse(&text).unwrap_or_else(|e| panic!("{dev}: {e:?}\n{text}"));
+        assert_eq!(HuaweiCe.parse(dev, &emu.render()).unwrap(), items, "{dev}");
+    }
+    // Job b's source routes on leaf1 go to the sub-interfaces' far ends.
+    let leaf1 = HuaweiCe.render(&ce_items(&t, &held, "leaf1"));
+    let hops: Vec<&str> = (leaf1.split("traffic behavior v-b-").skip(1))
+        .filter_map(|b| b.split("redirect nexthop ").nth(1))
+        .collect();
+    assert!(!hops.is_empty(), "{leaf1}");
+    assert!(hops.iter().all(|h| h.starts_with("172.16.")), "{leaf1}");
+}
+
+/// Type `lines` into a CLI session, asserting no error; the outputs.
+fn type_all(s: &mut CliSession, lines: &[String]) {
+    for l in lines {
+        let r = s.handle_line(l);
+        assert!(!r.output.contains("Error"), "{l:?} -> {}", r.output);
+    }
+}
+
+#[test]
+fn the_joiners_plan_commits_and_rolls_back_on_the_emulated_ce() {
+    let t = testbed();
+    let held = shared(&t);
+    for dev in ["leaf1", "spine1"] {
+        let before = ce_items(&t, &held[..1], dev);
+        let after = ce_items(&t, &held, dev);
+        let ports: Vec<String> = (before.iter().chain(&after))
+            .filter_map(|i| i.port())
+            .map(|p| p.as_str().split('.').next().unwrap().to_string())
+            .collect();
+        let sw = SwitchDevice::with_interfaces(
+            dev,
+            VrpConfig::parse(&HuaweiCe.render(&before)).unwrap(),
+            Arc::new(Faults::new()),
+            ports,
+        );
+        let read = || HuaweiCe.parse(dev, &sw.running_config().render()).unwrap();
+        let mut s = CliSession::new(sw.clone(), "vclos");
+        type_all(&mut s, &["system-view".into()]);
+        // A sub-interface of a port the box does not have is refused.
+        let r = s.handle_line("interface 100GE1/0/99.101");
+        assert!(r.output.contains("Error: Wrong parameter"), "{}", r.output);
+        type_all(&mut s, &HuaweiCe.changes(&before, &after));
+        type_all(&mut s, &["commit".into()]);
+        assert_eq!(read(), after, "{dev} after the joiner's plan");
+        // Rolling the commit back removes the sub-interfaces.
+        type_all(
+            &mut s,
+            &["return".into(), "rollback configuration last 1".into()],
+        );
+        assert_eq!(read(), before, "{dev} rolled back");
+        // And b's release, typed, does the same.
+        let sw2 = SwitchDevice::new(
+            dev,
+            VrpConfig::parse(&HuaweiCe.render(&after)).unwrap(),
+            Arc::new(Faults::new()),
+        );
+        let mut s = CliSession::new(sw2.clone(), "vclos");
+        type_all(&mut s, &["system-view".into()]);
+        type_all(&mut s, &HuaweiCe.changes(&after, &before));
+        type_all(&mut s, &["commit".into()]);
+        let got = HuaweiCe.parse(dev, &sw2.running_config().render()).unwrap();
+        assert_eq!(got, before, "{dev} after b's release");
+    }
 }

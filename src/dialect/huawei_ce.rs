@@ -58,6 +58,47 @@
 //! whose next hop is on no addressed port, or that redirects nowhere,
 //! steers nothing either.
 //!
+//! # Sub-interfaces (shared links)
+//! A job joining a shared link gets [`Item::Subinterface`] `X.V` with its
+//! own /31 ([`Item::Address`], bound to the job's VPN instance on a spine).
+//! On the device that is a Layer-3 Ethernet sub-interface terminating the
+//! single 802.1Q VLAN `V`:
+//! ```text
+//! interface 100GE1/0/17.101
+//!  dot1q termination vid 101
+//!  ip binding vpn-instance Vrf-b
+//!  ip address 172.16.0.3 31
+//! ```
+//! deleted whole by `undo interface 100GE1/0/17.101`. Sources: the
+//! `dot1q termination vid low-pe-vid [ to high-pe-vid ]` command in the
+//! Ethernet sub-interface views (100GE, 25GE, Eth-Trunk, ...; VLAN ids
+//! 1-4094), Huawei VRP V8 command reference (NetEngine 8000 edition,
+//! `dot1qTermination(ETHBASEOM)`, <http://a10.tagan.ru/huawei/netengine8000f1a/command/8090/dot1qTermination(ETHBASEOM).html>),
+//! and the CloudEngine configuration examples that build Layer-3
+//! sub-interfaces on a main interface switched to Layer 3 with
+//! `undo portswitch` ("Example for Configuring Adaptive Routing",
+//! CE8850/CE8855 configuration guide: `interface 100ge 1/0/3.1020`,
+//! `ip binding vpn-instance`, `ip address`, `dot1q termination vid 20`;
+//! "Example for Configuring Association Between BFD Session Status and
+//! Sub-interface Status"). Their configuration scripts list each
+//! sub-interface right after its main interface, which the rendering
+//! keeps (ports sort with `X` < `X.V` < the next port). vclos writes
+//! `dot1q termination vid` first in the view, the order `changes` types
+//! it in (the V300 scripts print it last, after `ip address`; the
+//! parser does not depend on the order).
+//!
+//! Reading back, a block `interface X.V` is a sub-interface vclos can use
+//! only if it terminates VLAN `V` (one of its `dot1q termination vid`
+//! lines holds `V`) and its main interface `X` is routed. The device
+//! accepts a sub-interface without a termination, or terminating another
+//! VLAN than its number (the adaptive-routing example's `100GE1/0/1.104`
+//! terminates VLAN 10), but the far end of a vclos link tags the job's
+//! traffic with `V`: such a block yields *no* items at all (no
+//! Subinterface, no Address), so a redirect whose next hop is on it
+//! resolves to no port and is not read either; `vclos verify` reports the
+//! flows as unsteered and the next plan types the termination and the
+//! address again.
+//!
 //! Order constraints of the real device that [`HuaweiCe::changes`] keeps:
 //! a traffic policy is unbound from its interface before it is deleted and
 //! created before it is bound; a VRF exists before a port binds to it and is
@@ -66,12 +107,17 @@
 //! before the binding is undone and set again after binding; interface
 //! addresses are set before the behaviors whose next hops they hold, and a
 //! behavior whose uplink address changed is rewritten with the new next hop.
+//! A main interface is routed before its sub-interfaces are created; a
+//! sub-interface is created with its VLAN termination before its binding
+//! and address; it is deleted (`undo interface X.V`) only after the
+//! policies redirecting to its next hop are unbound and deleted, and
+//! before the VPN instance it was bound to is deleted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
 use super::{Dialect, ParseError};
-use crate::intent::addressing::{next_hops, port_of_next_hop};
+use crate::intent::addressing::{next_hops, port_of_next_hop, split_subinterface};
 use crate::intent::name::{parse_policy_name, policy_name};
 use crate::intent::{
     route_distinguisher, Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName,
@@ -153,6 +199,8 @@ impl<'a> Hops<'a> {
 /// Per-interface lines, in the order the device displays them.
 #[derive(Default)]
 struct Iface<'a> {
+    /// `dot1q termination vid V` of a sub-interface (module doc).
+    vlan: Option<u16>,
     description: Option<&'a Description>,
     routed: bool,
     address: Option<(&'a Option<VrfName>, &'a Ipv4Net)>,
@@ -169,6 +217,9 @@ impl Iface<'_> {
     /// Write the lines, each after `indent` and ending in a newline.
     fn write(&self, out: &mut String, indent: &str) {
         use std::fmt::Write;
+        if let Some(v) = self.vlan {
+            let _ = writeln!(out, "{indent}dot1q termination vid {v}");
+        }
         if let Some(d) = self.description {
             let _ = writeln!(out, "{indent}description {d}");
         }
@@ -233,6 +284,7 @@ impl Dialect for HuaweiCe {
                 }
                 (Item::Description { text, .. }, Some(e)) => e.description = Some(text),
                 (Item::Routed { .. }, Some(e)) => e.routed = true,
+                (Item::Subinterface { vlan, .. }, Some(e)) => e.vlan = Some(*vlan),
                 (Item::Address { vrf, net, .. }, Some(e)) => e.address = Some((vrf, net)),
                 (
                     Item::Route {
@@ -314,146 +366,8 @@ impl Dialect for HuaweiCe {
             .difference(running)
             .filter(|i| self.claims(i.kind()))
             .collect();
-        let mut out = Vec::new();
-
-        // Removals, dependents first.
-        let mut unbind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
-        let mut objects = Vec::new();
-        let mut routes = Vec::new();
-        let mut iface: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
-        let mut vrfs = Vec::new();
-        for item in &removed {
-            match item {
-                Item::Subinterface { .. } => {} // SUBIF-TODO
-                Item::Redirect {
-                    job, index, port, ..
-                } => {
-                    let n = pname(job, *index);
-                    unbind
-                        .entry(port)
-                        .or_default()
-                        .push(format!("undo traffic-policy {n} inbound"));
-                    objects.push(format!("undo traffic policy {n}"));
-                    objects.push(format!("undo traffic behavior {n}"));
-                    objects.push(format!("undo traffic classifier {n}"));
-                    objects.push(format!("undo acl name {n}"));
-                }
-                Item::Route {
-                    vrf,
-                    prefix,
-                    nexthop,
-                } => routes.push(format!("undo {}", route_line(vrf, prefix, nexthop))),
-                Item::Address { port, vrf, net } => {
-                    let v = iface.entry(port).or_default();
-                    v.push(format!("undo {}", address_line(net)));
-                    if let Some(vrf) = vrf {
-                        v.push(format!("undo ip binding vpn-instance {vrf}"));
-                    }
-                }
-                Item::Description { port, .. } => iface
-                    .entry(port)
-                    .or_default()
-                    .insert(0, "undo description".into()),
-                Item::Routed { port } => iface.entry(port).or_default().push("portswitch".into()),
-                Item::Vrf { name } => vrfs.push(format!("undo ip vpn-instance {name}")),
-                Item::Hostname { .. } => {
-                    // Replace rather than stack: a generic view tree would
-                    // keep two `sysname` lines.
-                    out.push("undo sysname".into())
-                }
-                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
-            }
-        }
-        push_views(&mut out, unbind);
-        out.extend(objects);
-        out.extend(routes);
-        push_views(&mut out, iface);
-        out.extend(vrfs);
-
-        // Additions, dependencies first.
-        let hops = Hops::of(candidate);
-        let mut iface: BTreeMap<&PortName, Iface> = BTreeMap::new();
-        let mut routes = Vec::new();
-        let mut objects = Vec::new();
-        let mut bind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
-        for item in &added {
-            match item {
-                Item::Subinterface { .. } => {} // SUBIF-TODO
-                Item::Hostname { name } => out.push(format!("sysname {name}")),
-                Item::Vrf { name } => out.extend([
-                    format!("ip vpn-instance {name}"),
-                    "ipv4-family".into(),
-                    format!("route-distinguisher 65000:{}", route_distinguisher(name)),
-                    "quit".into(),
-                    "quit".into(),
-                ]),
-                Item::Description { port, text } => {
-                    iface.entry(port).or_default().description = Some(text)
-                }
-                Item::Routed { port } => iface.entry(port).or_default().routed = true,
-                Item::Address { port, vrf, net } => {
-                    iface.entry(port).or_default().address = Some((vrf, net))
-                }
-                Item::Route {
-                    vrf,
-                    prefix,
-                    nexthop,
-                } => routes.push(route_line(vrf, prefix, nexthop)),
-                Item::Redirect {
-                    job,
-                    index,
-                    port,
-                    uplink,
-                    destinations,
-                } => {
-                    let Some(action) = hops.redirect(uplink) else {
-                        continue;
-                    };
-                    let n = pname(job, *index);
-                    objects.push(format!("acl name {n} advance"));
-                    objects.extend(rule_lines(destinations));
-                    objects.push("quit".into());
-                    objects.extend([
-                        format!("traffic classifier {n} type or"),
-                        format!("if-match acl {n}"),
-                        "quit".into(),
-                        format!("traffic behavior {n}"),
-                        action,
-                        "quit".into(),
-                        format!("traffic policy {n}"),
-                        format!("classifier {n} behavior {n}"),
-                        "quit".into(),
-                    ]);
-                    bind.entry(port)
-                        .or_default()
-                        .push(format!("traffic-policy {n} inbound"));
-                }
-                Item::Patch { .. } | Item::ForeignSteering { .. } => {}
-            }
-        }
-        // Redirects kept whose uplink's next hop moved: rewrite the action.
-        let old_hops = Hops::of(running);
-        for item in running.intersection(candidate) {
-            if let Item::Redirect {
-                job, index, uplink, ..
-            } = item
-            {
-                let new = hops.redirect(uplink);
-                if new.is_some() && new != old_hops.redirect(uplink) {
-                    let n = pname(job, *index);
-                    objects.extend([format!("traffic behavior {n}")]);
-                    objects.extend(new);
-                    objects.push("quit".into());
-                }
-            }
-        }
-        push_views(
-            &mut out,
-            iface.into_iter().map(|(p, i)| (p, i.lines())).collect(),
-        );
-        out.extend(routes);
-        out.extend(objects);
-        push_views(&mut out, bind);
+        let mut out = removals(&removed, candidate);
+        out.extend(additions(&added, running, candidate));
         out
     }
 
@@ -468,6 +382,203 @@ impl Dialect for HuaweiCe {
         items.extend(foreign);
         Ok(items)
     }
+}
+
+/// Commands removing `removed` (items of running not in `candidate`),
+/// dependents first: policies are unbound and deleted, routes removed,
+/// sub-interfaces deleted whole (`undo interface X.V`, after the behaviors
+/// redirecting to their next hops are gone), interface lines undone, and
+/// VPN instances deleted last (after every port and sub-interface binding
+/// them is unbound or deleted).
+fn removals(removed: &[&Item], candidate: &BTreeSet<Item>) -> Vec<String> {
+    let mut unbind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+    let mut objects = Vec::new();
+    let mut routes = Vec::new();
+    let mut subifs: Vec<&PortName> = Vec::new();
+    let mut iface: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+    let mut vrfs = Vec::new();
+    let mut out = Vec::new();
+    for item in removed {
+        match item {
+            Item::Subinterface { port, vlan } => {
+                if subinterface_vlan(candidate, port).is_some() {
+                    // Same sub-interface, another VLAN: keep the view (and
+                    // its address), change the termination only.
+                    iface
+                        .entry(port)
+                        .or_default()
+                        .push(format!("undo dot1q termination vid {vlan}"));
+                } else {
+                    subifs.push(port);
+                }
+            }
+            Item::Redirect {
+                job, index, port, ..
+            } => {
+                let n = pname(job, *index);
+                unbind
+                    .entry(port)
+                    .or_default()
+                    .push(format!("undo traffic-policy {n} inbound"));
+                objects.push(format!("undo traffic policy {n}"));
+                objects.push(format!("undo traffic behavior {n}"));
+                objects.push(format!("undo traffic classifier {n}"));
+                objects.push(format!("undo acl name {n}"));
+            }
+            Item::Route {
+                vrf,
+                prefix,
+                nexthop,
+            } => routes.push(format!("undo {}", route_line(vrf, prefix, nexthop))),
+            Item::Address { port, vrf, net } => {
+                let v = iface.entry(port).or_default();
+                v.push(format!("undo {}", address_line(net)));
+                if let Some(vrf) = vrf {
+                    v.push(format!("undo ip binding vpn-instance {vrf}"));
+                }
+            }
+            Item::Description { port, .. } => iface
+                .entry(port)
+                .or_default()
+                .insert(0, "undo description".into()),
+            Item::Routed { port } => iface.entry(port).or_default().push("portswitch".into()),
+            Item::Vrf { name } => vrfs.push(format!("undo ip vpn-instance {name}")),
+            Item::Hostname { .. } => {
+                // Replace rather than stack: a generic view tree would
+                // keep two `sysname` lines.
+                out.push("undo sysname".into())
+            }
+            Item::Patch { .. } | Item::ForeignSteering { .. } => {}
+        }
+    }
+    // A deleted sub-interface takes its lines with it.
+    for p in &subifs {
+        iface.remove(p);
+    }
+    push_views(&mut out, unbind);
+    out.extend(objects);
+    out.extend(routes);
+    out.extend(subifs.iter().map(|p| format!("undo interface {p}")));
+    push_views(&mut out, iface);
+    out.extend(vrfs);
+    out
+}
+
+/// The VLAN `items` terminate on sub-interface `port`, if it is one.
+fn subinterface_vlan(items: &BTreeSet<Item>, port: &PortName) -> Option<u16> {
+    items.iter().find_map(|i| match i {
+        Item::Subinterface { port: p, vlan } if p == port => Some(*vlan),
+        _ => None,
+    })
+}
+
+/// Commands adding `added` (items of `candidate` not in `running`),
+/// dependencies first: VPN instances, then interfaces in port order (a
+/// main interface's `undo portswitch` before its sub-interfaces, each
+/// sub-interface's `dot1q termination vid` before its binding and
+/// address), static routes, the MQC objects (whose next hops the
+/// addresses now hold), and the policy bindings last.
+fn additions(added: &[&Item], running: &BTreeSet<Item>, candidate: &BTreeSet<Item>) -> Vec<String> {
+    let hops = Hops::of(candidate);
+    let mut out = Vec::new();
+    let mut iface: BTreeMap<&PortName, Iface> = BTreeMap::new();
+    let mut routes = Vec::new();
+    let mut objects = Vec::new();
+    let mut bind: BTreeMap<&PortName, Vec<String>> = BTreeMap::new();
+    for item in added {
+        match item {
+            Item::Subinterface { port, vlan } => iface.entry(port).or_default().vlan = Some(*vlan),
+            Item::Hostname { name } => out.push(format!("sysname {name}")),
+            Item::Vrf { name } => out.extend([
+                format!("ip vpn-instance {name}"),
+                "ipv4-family".into(),
+                format!("route-distinguisher 65000:{}", route_distinguisher(name)),
+                "quit".into(),
+                "quit".into(),
+            ]),
+            Item::Description { port, text } => {
+                iface.entry(port).or_default().description = Some(text)
+            }
+            Item::Routed { port } => iface.entry(port).or_default().routed = true,
+            Item::Address { port, vrf, net } => {
+                iface.entry(port).or_default().address = Some((vrf, net))
+            }
+            Item::Route {
+                vrf,
+                prefix,
+                nexthop,
+            } => routes.push(route_line(vrf, prefix, nexthop)),
+            Item::Redirect {
+                job,
+                index,
+                port,
+                uplink,
+                destinations,
+            } => {
+                let Some(action) = hops.redirect(uplink) else {
+                    continue;
+                };
+                objects.extend(mqc_objects(&pname(job, *index), destinations, action));
+                bind.entry(port)
+                    .or_default()
+                    .push(format!("traffic-policy {} inbound", pname(job, *index)));
+            }
+            Item::Patch { .. } | Item::ForeignSteering { .. } => {}
+        }
+    }
+    objects.extend(moved_next_hops(running, candidate, &hops));
+    push_views(
+        &mut out,
+        iface.into_iter().map(|(p, i)| (p, i.lines())).collect(),
+    );
+    out.extend(routes);
+    out.extend(objects);
+    push_views(&mut out, bind);
+    out
+}
+
+/// The ACL, classifier, behavior and policy of one source route, typed
+/// from system view.
+fn mqc_objects(n: &str, destinations: &[Ipv4Net], action: String) -> Vec<String> {
+    let mut out = vec![format!("acl name {n} advance")];
+    out.extend(rule_lines(destinations));
+    out.extend([
+        "quit".into(),
+        format!("traffic classifier {n} type or"),
+        format!("if-match acl {n}"),
+        "quit".into(),
+        format!("traffic behavior {n}"),
+        action,
+        "quit".into(),
+        format!("traffic policy {n}"),
+        format!("classifier {n} behavior {n}"),
+        "quit".into(),
+    ]);
+    out
+}
+
+/// Redirects kept whose uplink's next hop moved: rewrite the action.
+fn moved_next_hops(
+    running: &BTreeSet<Item>,
+    candidate: &BTreeSet<Item>,
+    hops: &Hops<'_>,
+) -> Vec<String> {
+    let old_hops = Hops::of(running);
+    let mut out = Vec::new();
+    for item in running.intersection(candidate) {
+        if let Item::Redirect {
+            job, index, uplink, ..
+        } = item
+        {
+            let new = hops.redirect(uplink);
+            if new.is_some() && new != old_hops.redirect(uplink) {
+                out.push(format!("traffic behavior {}", pname(job, *index)));
+                out.extend(new);
+                out.push("quit".into());
+            }
+        }
+    }
+    out
 }
 
 fn push_views(out: &mut Vec<String>, views: BTreeMap<&PortName, Vec<String>>) {
@@ -559,6 +670,8 @@ struct Parser<'a> {
     behaviors: HashMap<String, (usize, Action)>,
     policies: HashMap<String, (usize, String, String)>,
     bindings: Vec<(usize, PortName, String)>,
+    /// Sub-interfaces read, with their main interfaces.
+    subs: Vec<(PortName, PortName)>,
 }
 
 impl<'a> Parser<'a> {
@@ -704,6 +817,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        self.unrouted_subinterfaces();
         self.redirects()?;
         Ok(self.items)
     }
@@ -729,21 +843,24 @@ impl<'a> Parser<'a> {
 
     fn interface(&mut self, n: &Node<'_>) -> Result<(), ParseError> {
         let port = self.port(n.line, self.word(n, "interface ")?)?;
+        let mut items = Vec::new();
+        let mut bindings = Vec::new();
         let mut vrf = None;
         let mut net = None;
+        let mut vids: Vec<(u16, u16)> = Vec::new();
         for c in &n.children {
             let t = c.text;
             if let Some(d) = t.strip_prefix("description ") {
                 // A description vclos could not have written is not ours:
                 // leave it out, so the plan replaces it on managed ports.
                 if let Ok(text) = Description::new(d.trim()) {
-                    self.items.insert(Item::Description {
+                    items.push(Item::Description {
                         port: port.clone(),
                         text,
                     });
                 }
             } else if t == "undo portswitch" {
-                self.items.insert(Item::Routed { port: port.clone() });
+                items.push(Item::Routed { port: port.clone() });
             } else if let Some(v) = t.strip_prefix("ip binding vpn-instance ") {
                 vrf = Some(self.vrf(c.line, v.trim())?);
             } else if t.starts_with("ip address ") {
@@ -752,11 +869,13 @@ impl<'a> Parser<'a> {
                     continue;
                 }
                 net = Some(self.net(c.line, w.get(2).copied(), w.get(3).copied(), false)?);
+            } else if let Some(r) = t.strip_prefix("dot1q termination vid ") {
+                vids.push(self.vid_range(c.line, r)?);
             } else if t.starts_with("traffic-policy ") {
                 let w: Vec<&str> = t.split_whitespace().collect();
                 if let ["traffic-policy", p, "inbound"] = w.as_slice() {
                     if parse_policy_name(p).is_some() {
-                        self.bindings.push((c.line, port.clone(), p.to_string()));
+                        bindings.push((c.line, port.clone(), p.to_string()));
                     }
                 }
             }
@@ -764,9 +883,57 @@ impl<'a> Parser<'a> {
         // A binding without an address is not an item vclos writes alone; it
         // shows up as a missing address and is corrected by the plan.
         if let Some(net) = net {
-            self.items.insert(Item::Address { port, vrf, net });
+            items.push(Item::Address {
+                port: port.clone(),
+                vrf,
+                net,
+            });
         }
+        if let Some((parent, vlan)) = split_subinterface(port.as_str()) {
+            // The sub-interface rule (module doc): one that does not
+            // terminate the VLAN of its name carries none of vclos's
+            // traffic, so nothing on it is read.
+            if !vids.iter().any(|(lo, hi)| (*lo..=*hi).contains(&vlan)) {
+                return Ok(());
+            }
+            let parent = self.port(n.line, parent)?;
+            self.subs.push((parent, port.clone()));
+            items.push(Item::Subinterface { port, vlan });
+        }
+        self.items.extend(items);
+        self.bindings.extend(bindings);
         Ok(())
+    }
+
+    /// `A` or `A to B` of `dot1q termination vid`, VLAN ids 1-4094.
+    fn vid_range(&self, line: usize, r: &str) -> Result<(u16, u16), ParseError> {
+        let vid = |s: &str| s.parse::<u16>().ok().filter(|v| (1..=4094).contains(v));
+        let w: Vec<&str> = r.split_whitespace().collect();
+        let range = match w.as_slice() {
+            [a] => vid(a).map(|a| (a, a)),
+            [a, "to", b, ..] => vid(a).zip(vid(b)),
+            [a, ..] => vid(a).map(|a| (a, a)),
+            [] => None,
+        };
+        range.ok_or_else(|| self.err(line, format!("bad VLAN id in `dot1q termination vid {r}`")))
+    }
+
+    /// Sub-interfaces of main interfaces that are not routed (Layer 2:
+    /// no `undo portswitch`) forward nothing at Layer 3: drop what was
+    /// read on them.
+    fn unrouted_subinterfaces(&mut self) {
+        let dead: BTreeSet<PortName> = std::mem::take(&mut self.subs)
+            .into_iter()
+            .filter(|(parent, _)| {
+                !self.items.contains(&Item::Routed {
+                    port: parent.clone(),
+                })
+            })
+            .map(|(_, sub)| sub)
+            .collect();
+        self.items
+            .retain(|i| !i.port().is_some_and(|p| dead.contains(p)));
+        self.bindings.retain(|(_, p, _)| !dead.contains(p));
     }
 
     fn redirects(&mut self) -> Result<(), ParseError> {

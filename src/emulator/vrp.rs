@@ -43,6 +43,25 @@
 //!   to Layer 3 mode": by default Ethernet interfaces are in Layer 2 mode,
 //!   and after `undo portswitch` IP addresses can be configured; cited in
 //!   `docs/devices/huawei-ce.md`).
+//! * Sub-interfaces (`interface 100GE1/0/17.101`, Layer-3 Ethernet
+//!   sub-interfaces of a physical port or Eth-Trunk): created only on a
+//!   main interface in Layer 3 mode (`undo portswitch`; the CloudEngine
+//!   configuration examples cited in the dialect's module doc switch the
+//!   main interface first), else `MainLayer2` (an Eth-Trunk that does not
+//!   exist is a wrong parameter); `dot1q termination vid A [to B]` (VRP V8
+//!   command reference, `dot1qTermination(ETHBASEOM)`: sub-interface views
+//!   only, VLAN ids 1-4094, B greater than A) is refused in a main
+//!   interface's view (`Unrecognized`) and when a sub-interface of the
+//!   same main interface already terminates one of its VLANs
+//!   (`VlanTerminated`: on VRP a VLAN tag selects one sub-interface of the
+//!   port it arrives on); several lines accumulate. A sub-interface's
+//!   `ip binding vpn-instance` follows the interface rule above. A new
+//!   sub-interface is displayed right after its main interface and the
+//!   lower-numbered sub-interfaces of it (as in the configuration scripts
+//!   of those examples). `undo interface X.N` deletes it with its lines;
+//!   `undo interface` of a physical port is refused (`PhysicalInterface`:
+//!   physical interfaces exist by hardware, not by configuration). The
+//!   three refusals' wording is the emulator's.
 //!
 //! # Strictness: documented syntax only
 //! Each view accepts only the commands listed in `leaf_valid` (others are
@@ -131,6 +150,20 @@ pub enum VrpError {
     /// applied to an interface, a classifier or behavior in a policy).
     #[error("Error: The {0} is being used and cannot be deleted.")]
     InUse(&'static str),
+    /// A sub-interface created on a main interface still in Layer 2 mode
+    /// (the wording is the emulator's).
+    #[error("Error: The main interface works in Layer 2 mode; run undo portswitch on it first.")]
+    MainLayer2,
+    /// A VLAN already terminated by a sub-interface of the same main
+    /// interface (the wording is the emulator's).
+    #[error(
+        "Error: The VLAN is already terminated by another sub-interface of the main interface."
+    )]
+    VlanTerminated,
+    /// `undo interface` of a physical (main) interface, which configuration
+    /// cannot delete (the wording is the emulator's).
+    #[error("Error: A physical interface cannot be deleted.")]
+    PhysicalInterface,
     /// The view the session was in has been deleted (by another session's
     /// commit, found when a candidate is replayed onto a newer running).
     #[error("Error: The view {0} no longer exists.")]
@@ -202,6 +235,7 @@ fn leaf_valid(ctx: Ctx, line: &str) -> bool {
         ]),
         Ctx::Interface => starts(&[
             "description",
+            "dot1q",
             "ip address",
             "ip binding",
             "portswitch",
@@ -386,6 +420,8 @@ impl VrpConfig {
             None => syntax::check_leaf(ctx, &body, undo).map_err(shift)?,
         }
         self.check_references(ctx, opener.as_deref(), &body, undo)?;
+        self.check_subinterface(cursor, opener.as_deref(), &body, undo)
+            .map_err(shift)?;
         let at_interface = cursor
             .last()
             .is_some_and(|k| ctx_of_key(k) == Ctx::Interface);
@@ -504,6 +540,66 @@ impl VrpConfig {
         }
     }
 
+    /// The sub-interface rules (module doc): a physical interface is not
+    /// deleted; a new sub-interface needs a Layer-3 main interface;
+    /// `dot1q termination vid` is a sub-interface command and a VLAN is
+    /// terminated by one sub-interface of a main interface at most.
+    /// Columns are relative to `body`.
+    fn check_subinterface(
+        &self,
+        cursor: &[String],
+        opener: Option<&str>,
+        body: &str,
+        undo: bool,
+    ) -> Result<(), VrpError> {
+        if let Some(name) = opener.and_then(|k| k.strip_prefix("interface ")) {
+            return match (undo, name.split_once('.')) {
+                (true, None) if is_physical(name) => Err(VrpError::PhysicalInterface),
+                (false, Some((main, _))) if !self.has_view(&format!("interface {name}")) => {
+                    self.check_layer3_main(main)
+                }
+                _ => Ok(()),
+            };
+        }
+        let Some(new) = opener.is_none().then(|| terminated(body)).flatten() else {
+            return Ok(());
+        };
+        let here = cursor.last().map(String::as_str).unwrap_or_default();
+        let Some((main, _)) = here.split_once('.') else {
+            return Err(VrpError::Unrecognized { column: 0 });
+        };
+        if undo {
+            return Ok(());
+        }
+        let siblings = (self.top.iter()).filter(|n| {
+            n.view
+                && n.text
+                    .strip_prefix(main)
+                    .is_some_and(|r| r.starts_with('.'))
+        });
+        let clash = siblings
+            .flat_map(|n| n.children.iter().map(move |c| (n, c)))
+            .filter(|(n, c)| !(n.text == here && c.text == body))
+            .filter_map(|(_, c)| terminated(&c.text))
+            .any(|(lo, hi)| lo <= new.1 && new.0 <= hi);
+        if clash {
+            return Err(VrpError::VlanTerminated);
+        }
+        Ok(())
+    }
+
+    /// A sub-interface of `main` can be created: `main` works in Layer 3
+    /// mode. A physical port not in the configuration is in its default
+    /// Layer 2 mode; an Eth-Trunk not in it does not exist.
+    fn check_layer3_main(&self, main: &str) -> Result<(), VrpError> {
+        let key = format!("interface {main}");
+        match self.top.iter().find(|n| n.view && n.text == key) {
+            Some(n) if n.children.iter().any(|c| c.text == "undo portswitch") => Ok(()),
+            None if !is_physical(main) => Err(VrpError::WrongParameter { column: 10 }),
+            _ => Err(VrpError::MainLayer2),
+        }
+    }
+
     /// The `display current-configuration` text (see the module doc).
     /// Top-level nodes are kept in display order by [`VrpConfig::apply`].
     pub fn render(&self) -> String {
@@ -611,10 +707,46 @@ fn diff_level<'a>(old: &'a [Node], new: &'a [Node], depth: usize, out: &mut Stri
     }
 }
 
+/// Where a new top-level sub-interface view `interface X.N` goes: right
+/// after its main interface `X` and the sub-interfaces of `X` numbered
+/// below `N`, as the CE lists interfaces (module doc). `None` for any
+/// other node, or when `X` is not in the configuration.
+fn subinterface_slot(level: &[Node], text: &str) -> Option<usize> {
+    let (parent, n) = text.strip_prefix("interface ")?.split_once('.')?;
+    let n: u32 = n.parse().ok()?;
+    let main = format!("interface {parent}");
+    let before = |t: &str| {
+        t == main
+            || t.strip_prefix(main.as_str())
+                .and_then(|r| r.strip_prefix('.'))
+                .and_then(|m| m.parse::<u32>().ok())
+                .is_some_and(|m| m < n)
+    };
+    level
+        .iter()
+        .rposition(|x| x.view && before(&x.text))
+        .map(|i| i + 1)
+}
+
+/// The VLAN ids a `dot1q termination vid A [to B]` line terminates.
+fn terminated(line: &str) -> Option<(u16, u16)> {
+    let w: Vec<&str> = line
+        .strip_prefix("dot1q termination vid ")?
+        .split(' ')
+        .collect();
+    match w.as_slice() {
+        [a] => a.parse().ok().map(|a| (a, a)),
+        [a, "to", b] => Some((a.parse().ok()?, b.parse().ok()?)),
+        _ => None,
+    }
+}
+
 /// Add a node; at top level keep the kind order of the display, so two
 /// configurations that display the same compare equal.
 fn insert(level: &mut Vec<Node>, node: Node, top: bool) {
-    if top {
+    if let Some(at) = top.then(|| subinterface_slot(level, &node.text)).flatten() {
+        level.insert(at, node);
+    } else if top {
         let r = rank(&node.text);
         let at = level
             .iter()

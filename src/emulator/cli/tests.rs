@@ -131,7 +131,7 @@ fn candidate_changes_and_clear() {
 fn undo_errors_and_commit_of_nothing() {
     let mut s = CliSession::new(device(), "admin");
     run(&mut s, &["system-view"]);
-    let r = s.handle_line("undo interface 100GE1/0/9");
+    let r = s.handle_line("undo interface LoopBack9");
     assert_eq!(r.output, "Error: The configuration does not exist.\n");
     assert!(s.handle_line("commit").output.starts_with("Info:"));
 }
@@ -222,6 +222,8 @@ fn wrong_parameters_and_unknown_interfaces_are_refused_with_a_caret() {
         &mut s,
         &[
             "interface 100GE1/0/1",
+            // A sub-interface needs a Layer-3 main interface.
+            "undo portswitch",
             "interface 100GE1/0/1.10",
             "interface Eth-Trunk1",
         ],

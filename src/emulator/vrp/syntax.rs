@@ -269,6 +269,7 @@ pub(super) fn check_leaf(ctx: Ctx, line: &str, undo: bool) -> Result<(), VrpErro
             w.end_at(2)
         }
         (Ctx::Interface, "portswitch" | "shutdown", _) => w.end_at(1),
+        (Ctx::Interface, "dot1q", _) => dot1q_termination(&w),
         (Ctx::Acl, "rule", _) => acl_rule(&w),
         (Ctx::Acl | Ctx::Policy, "step", _) => {
             w.value(1, |s| number(s, 1, 20))?;
@@ -428,6 +429,24 @@ fn route_static(w: &Words<'_>) -> Result<(), VrpError> {
         i += 2;
     }
     Ok(())
+}
+
+/// `dot1q termination vid low-pe-vid [ to high-pe-vid ]` (sub-interface
+/// views; VLAN ids 1-4094, `high-pe-vid` greater than `low-pe-vid`: the
+/// VRP V8 command reference cited in the module doc of `vrp`).
+fn dot1q_termination(w: &Words<'_>) -> Result<(), VrpError> {
+    w.keyword(1, &["termination"])?;
+    w.keyword(2, &["vid"])?;
+    if !w.value(3, |s| number(s, 1, 4094))? {
+        return Ok(());
+    }
+    if w.get(4).is_none() {
+        return Ok(());
+    }
+    w.keyword(4, &["to"])?;
+    let low = w.get(3).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    w.value(5, |s| number(s, low + 1, 4094))?;
+    w.end_at(6)
 }
 
 /// `rule [ rule-id ] { permit | deny } [ protocol ] [ source { a w | any } ]

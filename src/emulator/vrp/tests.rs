@@ -453,6 +453,167 @@ fn policies_need_their_objects_and_objects_in_use_stay() {
     assert!(!cfg.render().contains("traffic"));
 }
 
+#[test]
+fn subinterfaces_need_a_layer3_main_interface() {
+    let mut cfg = VrpConfig::new("S");
+    let sub = "interface 100GE1/0/17.101";
+    // A port not yet configured is in its default Layer 2 mode.
+    assert_eq!(refused(&mut cfg, &[sub]), VrpError::MainLayer2);
+    typed(&mut cfg, &["interface 100GE1/0/17", "description up"]);
+    assert_eq!(refused(&mut cfg, &[sub]), VrpError::MainLayer2);
+    // An Eth-Trunk that does not exist is a wrong parameter.
+    assert_eq!(
+        refused(&mut cfg, &["interface Eth-Trunk5.101"]),
+        VrpError::WrongParameter { column: 10 }
+    );
+    typed(&mut cfg, &["interface 100GE1/0/17", "undo portswitch", sub]);
+    assert!(cfg.render().contains("interface 100GE1/0/17.101\n"));
+    // Switched to Layer 2 again, the main interface takes no new ones.
+    typed(&mut cfg, &["interface 100GE1/0/17", "portswitch"]);
+    assert_eq!(
+        refused(&mut cfg, &["interface 100GE1/0/17.102"]),
+        VrpError::MainLayer2
+    );
+    // An existing sub-interface's view can still be entered.
+    typed(&mut cfg, &[sub, "description x"]);
+}
+
+#[test]
+fn dot1q_termination_is_checked_and_one_sub_interface_per_vlan() {
+    let mut cfg = VrpConfig::new("S");
+    typed(&mut cfg, &["interface 100GE1/0/17", "undo portswitch"]);
+    typed(&mut cfg, &["interface 100GE1/0/18", "undo portswitch"]);
+    let main = "interface 100GE1/0/17";
+    let (a, b) = ("interface 100GE1/0/17.101", "interface 100GE1/0/17.102");
+    // A sub-interface command: not in a main interface's view.
+    assert_eq!(
+        refused(&mut cfg, &[main, "dot1q termination vid 101"]),
+        VrpError::Unrecognized { column: 0 }
+    );
+    // `dot1q termination vid ` is 22 wide.
+    let wrong = |column| VrpError::WrongParameter { column };
+    for (line, want) in [
+        ("dot1q termination vid 0", wrong(22)),
+        ("dot1q termination vid 4095", wrong(22)),
+        ("dot1q termination vid x", wrong(22)),
+        ("dot1q termination vid 200 to 100", wrong(29)),
+        ("dot1q termination vid 200 to 200", wrong(29)),
+        ("dot1q termination vid", VrpError::Incomplete { column: 22 }),
+        (
+            "dot1q termination vlan 10",
+            VrpError::Unrecognized { column: 18 },
+        ),
+        (
+            "dot1q termination vid 10 20",
+            VrpError::Unrecognized { column: 25 },
+        ),
+    ] {
+        assert_eq!(refused(&mut cfg, &[a, line]), want, "{line}");
+    }
+    typed(
+        &mut cfg,
+        &[a, "dot1q termination vid 101", "dot1q termination vid 101"],
+    );
+    // The same VLAN on another sub-interface of the same port, alone or
+    // in a range, is refused; on another port it is fine.
+    for line in [
+        "dot1q termination vid 101",
+        "dot1q termination vid 100 to 110",
+    ] {
+        assert_eq!(
+            refused(&mut cfg, &[b, line]),
+            VrpError::VlanTerminated,
+            "{line}"
+        );
+    }
+    typed(&mut cfg, &[b, "dot1q termination vid 102"]);
+    typed(
+        &mut cfg,
+        &["interface 100GE1/0/18.101", "dot1q termination vid 101"],
+    );
+    // Undone, the VLAN is free again.
+    typed(&mut cfg, &[a, "undo dot1q termination vid 101"]);
+    typed(&mut cfg, &[b, "dot1q termination vid 101"]);
+}
+
+#[test]
+fn subinterface_vpn_binding_follows_the_interface_rule() {
+    let mut cfg = VrpConfig::new("S");
+    typed(&mut cfg, &["interface 100GE1/0/1", "undo portswitch"]);
+    let sub = "interface 100GE1/0/1.101";
+    typed(
+        &mut cfg,
+        &[sub, "dot1q termination vid 101", "ip address 172.16.0.3 31"],
+    );
+    assert_eq!(
+        refused(&mut cfg, &[sub, "ip binding vpn-instance Vrf-b"]),
+        VrpError::NoVpnInstance
+    );
+    typed(&mut cfg, &["ip vpn-instance Vrf-b", "ipv4-family"]);
+    typed(&mut cfg, &[sub, "ip binding vpn-instance Vrf-b"]);
+    assert!(
+        !cfg.render().contains("172.16.0.3"),
+        "binding clears the address"
+    );
+    typed(&mut cfg, &[sub, "ip address 172.16.0.3 31"]);
+    assert!(cfg.render().contains(
+        "interface 100GE1/0/1.101\n dot1q termination vid 101\n ip binding vpn-instance Vrf-b\n ip address 172.16.0.3 31\n"
+    ));
+}
+
+#[test]
+fn subinterfaces_are_deleted_whole_physical_ports_never() {
+    let mut cfg = VrpConfig::new("S");
+    typed(&mut cfg, &["interface 100GE1/0/1", "undo portswitch"]);
+    typed(
+        &mut cfg,
+        &["interface 100GE1/0/1.101", "dot1q termination vid 101"],
+    );
+    let top = &mut Vec::new();
+    assert_eq!(
+        cfg.apply(top, "undo interface 100GE1/0/1"),
+        Err(VrpError::PhysicalInterface)
+    );
+    cfg.apply(top, "undo interface 100GE1/0/1.101").unwrap();
+    assert!(!cfg.render().contains(".101"));
+    assert_eq!(
+        cfg.apply(top, "undo interface 100GE1/0/1.101"),
+        Err(VrpError::NotExist)
+    );
+    // Logical interfaces are created and deleted by configuration.
+    typed(&mut cfg, &["interface LoopBack1"]);
+    cfg.apply(top, "undo interface LoopBack1").unwrap();
+}
+
+#[test]
+fn subinterfaces_are_displayed_after_their_main_interface() {
+    let mut cfg = VrpConfig::new("S");
+    for port in ["100GE1/0/17", "100GE1/0/18"] {
+        typed(&mut cfg, &[&format!("interface {port}"), "undo portswitch"]);
+    }
+    typed(
+        &mut cfg,
+        &[
+            "interface 100GE1/0/17.102",
+            "dot1q termination vid 102",
+            "interface 100GE1/0/17.101",
+            "dot1q termination vid 101",
+        ],
+    );
+    let r = cfg.render();
+    let ifaces: Vec<&str> = r.lines().filter(|l| l.starts_with("interface ")).collect();
+    assert_eq!(
+        ifaces,
+        [
+            "interface 100GE1/0/17",
+            "interface 100GE1/0/17.101",
+            "interface 100GE1/0/17.102",
+            "interface 100GE1/0/18"
+        ]
+    );
+    assert_eq!(VrpConfig::parse(&r).unwrap(), cfg);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
@@ -461,12 +622,14 @@ proptest::proptest! {
     #[test]
     fn any_line_in_any_view_is_answered(
         view in proptest::sample::select(vec![
-            "interface 100GE1/0/1", "acl name A advance", "traffic classifier C",
+            "interface 100GE1/0/1", "interface 100GE1/0/1.7", "acl name A advance", "traffic classifier C",
             "traffic behavior B", "traffic policy P", "ip vpn-instance V",
         ]),
-        line in "(undo )?(ip|rule|redirect|classifier|if-match|description|interface|traffic|route-distinguisher|sysname|mtu|vlan)( [a-z0-9./:-]{0,12}){0,7}",
+        line in "(undo )?(ip|rule|redirect|classifier|if-match|description|interface|traffic|route-distinguisher|sysname|mtu|vlan|dot1q termination vid)( [a-z0-9./:-]{0,12}){0,7}",
     ) {
         let mut cfg = VrpConfig::new("S");
+        // A routed port, so its sub-interface view can be opened.
+        typed(&mut cfg, &["interface 100GE1/0/1", "undo portswitch"]);
         let mut cursor = Vec::new();
         cfg.apply(&mut cursor, view).unwrap();
         let _ = cfg.apply(&mut cursor, &line);
