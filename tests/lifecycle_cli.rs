@@ -24,13 +24,19 @@ impl Drop for Serve {
 
 /// `vclos emu serve` of testbed-ocs with `faults`; returns the written topology.
 fn serve(dir: &Path, faults: &[String]) -> (Serve, PathBuf) {
+    let testbed = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/testbed-ocs.yaml"
+    ));
+    serve_topology(dir, testbed, faults)
+}
+
+/// `vclos emu serve` of `source` with `faults`; returns the written topology.
+fn serve_topology(dir: &Path, source: &Path, faults: &[String]) -> (Serve, PathBuf) {
     let topo = dir.join("emu.yaml");
     let mut cmd = Command::new(BIN);
     cmd.args(["emu", "serve", "--topology"])
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/topologies/testbed-ocs.yaml"
-        ))
+        .arg(source)
         .args(["--switch-delay-ms", "0", "--write-topology"])
         .arg(&topo);
     for f in faults {
@@ -577,4 +583,114 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     let o = vclos(&topo, &state, &["job", "release", "--id", "p"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_in_sync(&topo, &state);
+}
+
+/// The job holding each server, from `job list --json`.
+fn server_holders(topo: &Path, state: &Path) -> std::collections::BTreeMap<String, String> {
+    let o = vclos(topo, state, &["job", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for j in jobs.as_array().unwrap() {
+        for g in j["gpus"].as_array().unwrap() {
+            out.insert(
+                g["server"].as_str().unwrap().to_string(),
+                j["job"].as_str().unwrap().to_string(),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn a_shared_link_is_configured_as_one_subinterface_per_joining_job_and_verified() {
+    // 3 leaves x 2 servers x 4 GPUs, 4 uplinks per leaf (2:1), Huawei CE.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("narrow.yaml");
+    let o = Command::new(BIN)
+        .args(["topology", "generate", "--leaves", "3", "--spines", "4"])
+        .args(["--gpus-per-server", "4", "--servers-per-leaf", "2"])
+        .arg("--allow-oversubscription")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(&source, &o.stdout).unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve_topology(dir.path(), &source, &[]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let submit = |id: &str, gpus: &str, extra: &[&str]| {
+        let mut args = vec!["job", "submit", "--id", id, "--gpus", gpus];
+        args.extend_from_slice(extra);
+        let o = vclos(&topo, &state, &args);
+        assert!(o.status.success(), "{id}: {}", text(&o));
+    };
+    let release = |id: &str| {
+        let o = vclos(&topo, &state, &["job", "release", "--id", id]);
+        assert!(o.status.success(), "{id}: {}", text(&o));
+    };
+    // Fill every server, then free the first server of leaves 1 and 2:
+    // `a` takes them and every uplink of both leaves.
+    for i in 1..=6 {
+        submit(&format!("s{i}"), "4", &[]);
+    }
+    let holder = server_holders(&topo, &state);
+    release(&holder["srv1-1"]);
+    release(&holder["srv2-1"]);
+    let sharing = [
+        "--sharing",
+        "cassini",
+        "--iteration-ms",
+        "400",
+        "--comm-fraction",
+        "0.25",
+    ];
+    submit("a", "8", &sharing);
+    // Free the second server of leaf 1 and one of leaf 3: `b` has idle
+    // servers but no free uplink on leaf 1, so it shares a's four links
+    // there, each on its own sub-interface (VLAN 101) at both ends.
+    release(&holder["srv1-2"]);
+    release(&holder["srv3-1"]);
+    submit("b", "8", &sharing);
+    let o = vclos(&topo, &state, &["job", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "b")
+        .unwrap();
+    let links = b["sharing"]["links"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{b}"));
+    assert_eq!(links.len(), 4, "{b}");
+    for l in links {
+        assert_eq!(
+            (&l["leaf"], &l["with"], &l["vlan"]),
+            (&"leaf1".into(), &serde_json::json!(["a"]), &101.into()),
+            "{b}"
+        );
+    }
+    // The leaf's running configuration holds b's sub-interfaces and its
+    // source routes through them; every flow of every job is verified from
+    // the devices' own configurations.
+    let o = vclos(&topo, &state, &["device", "get-config", "leaf1"]);
+    let running = text(&o);
+    assert!(o.status.success(), "{running}");
+    assert!(
+        running.contains("interface 100GE1/0/9.101")
+            && running.contains("dot1q termination vid 101"),
+        "{running}"
+    );
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_in_sync(&topo, &state);
+    // Either may leave first; the other keeps its interfaces, in sync.
+    release("a");
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_in_sync(&topo, &state);
+    release("b");
+    assert_in_sync(&topo, &state);
+    let o = vclos(&topo, &state, &["device", "get-config", "leaf1"]);
+    assert!(!text(&o).contains(".101"), "{}", text(&o));
 }

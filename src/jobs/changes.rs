@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use crate::controller::{ChangeSet, DeviceChange, Verify};
 use crate::dialect::{claimed, dialect};
-use crate::intent::{DeviceIntent, FabricIntent, Item};
+use crate::intent::addressing::split_subinterface;
+use crate::intent::{DeviceIntent, FabricIntent, Item, PortName};
 use crate::names::JobId;
 use crate::plan::DevicePlan;
 use crate::state::FabricState;
@@ -25,19 +26,31 @@ use crate::topology::{Dialect as DialectId, Role, Topology};
 use super::JobsError;
 
 /// The vclos-managed part of a device's parsed items: items without a port,
-/// and items on ports the topology gives the device (the rest of a real
-/// configuration is not ours to judge); foreign steering also when it
-/// redirects onto such a port.
+/// and items on ports the topology gives the device or on 802.1Q
+/// sub-interfaces of those (shared links; a sub-interface carries its
+/// traffic over the port's link, so one vclos did not write is drift too)
+/// — the rest of a real configuration is not ours to judge; foreign
+/// steering also when it redirects onto such a port.
 pub fn managed(base: &FabricIntent, device: &str, items: BTreeSet<Item>) -> BTreeSet<Item> {
-    let ports: BTreeSet<_> = base
+    let ports: BTreeSet<&str> = base
         .device(device)
-        .map(|b| b.items.iter().filter_map(Item::port).cloned().collect())
+        .map(|b| {
+            b.items
+                .iter()
+                .filter_map(Item::port)
+                .map(|p| p.as_str())
+                .collect()
+        })
         .unwrap_or_default();
+    let ours = |p: &PortName| {
+        ports.contains(p.as_str())
+            || split_subinterface(p.as_str()).is_some_and(|(parent, _)| ports.contains(parent))
+    };
     items
         .into_iter()
         .filter(|i| {
-            i.port().is_none_or(|p| ports.contains(p))
-                || matches!(i, Item::ForeignSteering { target: Some(t), .. } if ports.contains(t))
+            i.port().is_none_or(ours)
+                || matches!(i, Item::ForeignSteering { target: Some(t), .. } if ours(t))
         })
         .collect()
 }
