@@ -56,6 +56,33 @@ fn samples() -> BTreeSet<Item> {
             uplink: p("Ethernet8"),
             destinations: vec![net(0x0A80_0100, 24)],
         },
+        // A shared link: a second job's sub-interface of the uplink, its
+        // source route onto it, and a spine-side sub-interface in a VRF.
+        Item::Subinterface {
+            port: p("Ethernet8.101"),
+            vlan: 101,
+        },
+        Item::Address {
+            port: p("Ethernet8.101"),
+            vrf: None,
+            net: net(0xAC10_0000, 31),
+        },
+        Item::Redirect {
+            job: JobId::new("j2").unwrap(),
+            index: 2,
+            port: p("Ethernet1"),
+            uplink: p("Ethernet8.101"),
+            destinations: vec![net(0x0A80_0100, 24)],
+        },
+        Item::Subinterface {
+            port: p("Ethernet4.102"),
+            vlan: 102,
+        },
+        Item::Address {
+            port: p("Ethernet4.102"),
+            vrf: Some(VrfName::new("Vrf-j1-2").unwrap()),
+            net: net(0xAC10_0003, 31),
+        },
         Item::patch(p("3"), p("35")),
     ]
     .into_iter()

@@ -54,7 +54,9 @@ pub fn golden(rel: &str, actual: &str) {
 
 /// A consistent random item set: per port at most one description,
 /// address and redirect; redirect uplinks addressed with a /31; policy
-/// names unique. Numeric ports also get OCS patches.
+/// names unique. Alphanumeric ports also get 802.1Q sub-interfaces (one of
+/// the uplink, some redirects go onto it; one of some other ports, with an
+/// address); numeric ports get OCS patches instead.
 pub fn item_set(numeric_ports: bool) -> impl Strategy<Value = BTreeSet<Item>> {
     let port_names = if numeric_ports {
         prop::collection::btree_set(1u32..500, 2..12)
@@ -99,16 +101,36 @@ pub fn item_set(numeric_ports: bool) -> impl Strategy<Value = BTreeSet<Item>> {
             for v in &vrfs {
                 items.insert(Item::Vrf { name: v.clone() });
             }
-            // The first port is the uplink every redirect uses.
+            // The first port is the uplink every redirect uses: itself,
+            // or (a link shared by jobs, alphanumeric ports) its 802.1Q
+            // sub-interface `.101`, addressed too.
             let uplink = ports[0].clone();
             items.insert(Item::Address {
                 port: uplink.clone(),
                 vrf: None,
                 net: net(0x0A00_0000, 31),
             });
+            let shared_uplink = (!numeric_ports).then(|| {
+                // A sub-interface's parent is a routed port.
+                items.insert(Item::Routed {
+                    port: uplink.clone(),
+                });
+                let sub = PortName::new(format!("{uplink}.101")).unwrap();
+                items.insert(Item::Subinterface {
+                    port: sub.clone(),
+                    vlan: 101,
+                });
+                items.insert(Item::Address {
+                    port: sub.clone(),
+                    vrf: None,
+                    net: net(0xAC10_0000, 31),
+                });
+                sub
+            });
             for (i, p) in ports.iter().enumerate().skip(1) {
                 let (routed, desc, a, in_vrf, vi, dest, job) = per_port[i % per_port.len()].clone();
-                if routed {
+                let sub = !numeric_ports && a % 5 == 1;
+                if routed || sub {
                     items.insert(Item::Routed { port: p.clone() });
                 }
                 if let Some(text) = desc {
@@ -117,24 +139,43 @@ pub fn item_set(numeric_ports: bool) -> impl Strategy<Value = BTreeSet<Item>> {
                         text,
                     });
                 }
+                let vrf = if in_vrf && !vrfs.is_empty() {
+                    Some(vrfs[vi % vrfs.len()].clone())
+                } else {
+                    None
+                };
                 if a % 3 != 0 {
-                    let vrf = if in_vrf && !vrfs.is_empty() {
-                        Some(vrfs[vi % vrfs.len()].clone())
-                    } else {
-                        None
-                    };
                     items.insert(Item::Address {
                         port: p.clone(),
-                        vrf,
+                        vrf: vrf.clone(),
                         net: net(0x0B00_0000 + 4 * i as u32, 30 + (a % 2)),
                     });
                 }
+                if sub {
+                    // A sub-interface of its own (a spine end of a shared
+                    // link), bound to the port's VRF or not.
+                    let vlan = 101 + u16::from(a % 8);
+                    let sub = PortName::new(format!("{p}.{vlan}")).unwrap();
+                    items.insert(Item::Subinterface {
+                        port: sub.clone(),
+                        vlan,
+                    });
+                    items.insert(Item::Address {
+                        port: sub,
+                        vrf,
+                        net: net(0xAC10_1000 + 4 * i as u32, 31),
+                    });
+                }
                 if a % 2 == 0 {
+                    let onto = match &shared_uplink {
+                        Some(sub) if a % 4 == 0 => sub.clone(),
+                        _ => uplink.clone(),
+                    };
                     items.insert(Item::Redirect {
                         job: JobId::new(job).unwrap(),
                         index: i as u16,
                         port: p.clone(),
-                        uplink: uplink.clone(),
+                        uplink: onto,
                         destinations: dest
                             .into_iter()
                             .map(|d| net(0x0A80_0000 + 256 * d, 24))
