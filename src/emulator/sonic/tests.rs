@@ -409,9 +409,7 @@ fn the_models_refuse_what_sonic_yang_models_refuse() {
         refused(&dev, &mut sh, "", &patch, why);
     }
     // The same rule without the model's complaints is taken.
-    sh.write("/tmp/ok.json", &rule(json!({"PACKET_ACTION": "DROP"})));
-    let (out, status) = sh.status("sudo config apply-patch /tmp/ok.json");
-    assert_eq!(status, 0, "{out}");
+    accepted(&mut sh, "", &rule(json!({"PACKET_ACTION": "DROP"})));
 }
 
 #[test]
@@ -456,9 +454,7 @@ fn ignored_acl_rules_still_get_orchagents_checks() {
     }
     // aclorch's legacy form is programmed too, once the models are bypassed.
     let legacy = rule_patch(json!({"PRIORITY": "9999", "PACKET_ACTION": "REDIRECT:Ethernet4"}));
-    sh.write("/tmp/p.json", &legacy);
-    let (out, status) = sh.status(&format!("sudo config apply-patch {IGN} /tmp/p.json"));
-    assert_eq!(status, 0, "{out}");
+    accepted(&mut sh, IGN, &legacy);
 }
 
 #[test]
@@ -467,20 +463,10 @@ fn a_redirect_in_running_makes_unignored_patches_fail() {
     // models cannot express is running, every patch needs `-i /ACL_RULE`.
     let dev = leaf();
     let mut sh = Sh::new(&dev);
-    sh.write("/tmp/p.json", REDIRECT);
-    assert_eq!(
-        sh.status(&format!("sudo config apply-patch {IGN} /tmp/p.json"))
-            .1,
-        0
-    );
+    accepted(&mut sh, IGN, REDIRECT);
     let vrf = r#"[{"op":"add","path":"/VRF","value":{"Vrf-a":{}}}]"#;
     refused(&dev, &mut sh, "", vrf, "field REDIRECT_ACTION has no leaf");
-    sh.write("/tmp/v.json", vrf);
-    assert_eq!(
-        sh.status(&format!("sudo config apply-patch {IGN} /tmp/v.json"))
-            .1,
-        0
-    );
+    accepted(&mut sh, IGN, vrf);
     assert!(dev.running()["VRF"]["Vrf-a"].is_object());
     // A rollback to a checkpoint holding it needs the option as well.
     sh.run("sudo config checkpoint c1");
