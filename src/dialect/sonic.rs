@@ -51,8 +51,8 @@
 //! would find no such next hop: the redirect is not programmed).
 //!
 //! Reading a sub-interface back: its VLAN is its `vlan` field. An entry
-//! without one yields no [`Item::Subinterface`] (the HLD: "Unless the user
-//! configures vlan_id ... the subinterface will NOT be provisioned"), nor
+//! without one yields no [`Item::Subinterface`] (the HLD provisions no
+//! sub-interface whose VLAN is not configured), nor
 //! does one with `admin_status: down`; its addresses still parse. A `vlan`
 //! that disagrees with the name's suffix is reported as written: such an
 //! entry is not the sub-interface vclos writes (its VLAN is the suffix), so
