@@ -8,11 +8,13 @@
 #[path = "lifecycle_common/mod.rs"]
 mod common;
 
+use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use vclos::controller::{DriverFactory, NoProgress};
+use vclos::decision::{Decision, SharedLink, Sharing, SharingPhase};
 use vclos::dialect::dialect;
 use vclos::emulator::fabric::Switch;
 use vclos::emulator::ocs::OcsError;
@@ -252,4 +254,122 @@ async fn smuggled_names_never_reach_the_shell() {
         .map(|d| sonic(&emu, d).history().len())
         .collect();
     assert_eq!(after, history, "a SONiC shell was contacted");
+}
+
+/// Job `id` joining every link of `c` (VLAN 101, issue 16) from the other
+/// servers of c's leaves: c's decision with each GPU moved to the next
+/// server of its leaf (same GPU index, so the port behind it).
+fn joiner(topo: &vclos::topology::Topology, c: &Decision, id: &str) -> Decision {
+    let mut d = c.clone();
+    d.job = JobId::new(id).unwrap();
+    let next = |server: &str| {
+        let s = topo.server(topo.server_id(server).unwrap());
+        let on = &topo.leaf(s.leaf).servers;
+        let i = on
+            .iter()
+            .position(|x| &*topo.server(*x).name == server)
+            .unwrap();
+        topo.server(on[(i + 1) % on.len()]).name.clone()
+    };
+    // The port of a leaf whose GPU moves: the same GPU of the next server.
+    let port = |leaf: &str, p: &str| {
+        let l = topo.leaf(topo.leaf_id(leaf).unwrap());
+        let i = l.server_ports.iter().position(|x| &**x == p).unwrap();
+        let (s, g) = l.server_port_owner[i].unwrap();
+        let to = topo.server(topo.server_id(&next(&topo.server(s).name)).unwrap());
+        l.server_ports[to.ports[g as usize] as usize].clone()
+    };
+    for g in &mut d.gpus {
+        g.server = next(&g.server);
+    }
+    for vl in &mut d.vclos.leaves {
+        let leaf = vl.leaf.clone();
+        vl.server_ports.iter_mut().for_each(|p| *p = port(&leaf, p));
+    }
+    for r in &mut d.source_routes {
+        r.server_port = port(&r.leaf.clone(), &r.server_port);
+    }
+    let links = (c.vclos.links.iter())
+        .map(|l| SharedLink {
+            leaf: l.leaf.clone(),
+            uplink: l.uplink.clone(),
+            with: vec![c.job.clone()],
+            vlan: 101,
+        })
+        .collect();
+    let phase = |ms, demand| SharingPhase { ms, demand };
+    d.sharing = Some(Box::new(Sharing {
+        time_shift_ms: 125,
+        score: 1.0,
+        profile: vec![phase(175, 0.0), phase(75, 1.0)],
+        links,
+    }));
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joiners_subinterfaces_apply_and_read_back_as_the_intent() {
+    let emu = sonic_emu().await;
+    let mut f = emu.fabric().await.with_policy(Policy::Vclos);
+    for j in ["a", "b"] {
+        f.submit(&id(j), 12, &NoProgress).await.unwrap();
+    }
+    let c = f.submit(&id("c"), 8, &NoProgress).await.unwrap();
+    assert!(c.report.is_committed(), "{}", c.report);
+    for j in ["a", "b"] {
+        f.release(&id(j), &NoProgress).await.unwrap();
+    }
+    let c = c.plan.decision;
+    let d = joiner(&emu.topo, &c, "d");
+    let intent = vclos::intent::build(&emu.topo, &[c.clone(), d]).unwrap();
+    let dialect = dialect(Dialect::Sonic);
+    for leaf in ["leaf1", "leaf2"] {
+        let want = &intent.device(leaf).unwrap().items;
+        assert!(want
+            .iter()
+            .any(|i| matches!(i, Item::Subinterface { vlan: 101, .. })));
+        // Applied through the leaf's real driver, read back, parsed.
+        let mut drv = emu.drivers().driver(leaf).unwrap();
+        drv.open().await.unwrap();
+        let start = drv.get_config().await.unwrap();
+        let old = dialect.parse(leaf, &start).unwrap();
+        let patch = dialect.changes(&old, want).join("\n");
+        drv.load_candidate(&patch, LoadMode::Merge).await.unwrap();
+        drv.commit(None).await.unwrap();
+        let back = dialect
+            .parse(leaf, &drv.get_config().await.unwrap())
+            .unwrap();
+        // What SONiC holds of the intent (a routed port is implicit there).
+        let claimed: BTreeSet<Item> = (want.iter())
+            .filter(|i| dialect.claims(i.kind()))
+            .cloned()
+            .collect();
+        assert_eq!(back, claimed, "{leaf}");
+        let db = sonic(&emu, leaf).running();
+        assert_models_hold(&db);
+        // d's rules name the far end of each sub-interface's /31 on it.
+        let rules = db["ACL_RULE"].as_object().unwrap();
+        let onto: Vec<&str> = (rules.iter())
+            .filter(|(k, _)| k.starts_with("v-d-"))
+            .filter_map(|(_, r)| r["REDIRECT_ACTION"].as_str())
+            .collect();
+        assert!(!onto.is_empty(), "{rules:?}");
+        for t in onto {
+            let (ip, sub) = t.split_once('@').unwrap();
+            let addr = db["VLAN_SUB_INTERFACE"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .find_map(|k| k.strip_prefix(&format!("{sub}|")))
+                .unwrap();
+            let net: vclos::intent::Ipv4Net = addr.parse().unwrap();
+            assert_eq!(net.other_end().to_string(), ip, "{t}");
+        }
+        // d leaves again: exactly the configuration before.
+        let patch = dialect.changes(&back, &old).join("\n");
+        drv.load_candidate(&patch, LoadMode::Merge).await.unwrap();
+        drv.commit(None).await.unwrap();
+        assert_eq!(drv.get_config().await.unwrap(), start, "{leaf}");
+        drv.close().await.unwrap();
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! The rendering is a config_db document holding only what vclos manages
 //! (tables `DEVICE_METADATA`, `PORT` descriptions, `VRF`, `INTERFACE`,
-//! `STATIC_ROUTE`, `ACL_TABLE`, `ACL_RULE`); it is meant for `config load`
+//! `VLAN_SUB_INTERFACE`, `STATIC_ROUTE`, `ACL_TABLE`, `ACL_RULE`); it is meant for `config load`
 //! (merge). Source routing of a server port is an L3 ingress ACL table
 //! `v-<job>-p<n>` bound to the port, with one rule per remote job leaf:
 //! `PRIORITY` 9999 down (sonic-acl.yang.j2 `PRIORITY`, uint32 0..999999,
@@ -26,6 +26,42 @@
 //! `/ACL_RULE` from the model check with the updater's `-i` option (see
 //! `vclos_drivers::sonic`). The parser reads both forms.
 //!
+//! # Sub-interfaces
+//! An [`Item::Subinterface`] `Ethernet64.101` (VLAN 101) is the entry
+//! `VLAN_SUB_INTERFACE|Ethernet64.101` `{"admin_status": "up", "vlan":
+//! "101"}`, plus `"vrf_name"` when its address is in a VRF (the spine end);
+//! its address is the key `VLAN_SUB_INTERFACE|Ethernet64.101|172.16.0.2/31`
+//! (sonic-net/SONiC `doc/subport/sonic-sub-port-intf-hld.md` 2.1;
+//! sonic-net/sonic-buildimage `src/sonic-yang-models/yang-models/
+//! sonic-vlan-sub-interface.yang`). vclos writes the long name (the parent
+//! port's own name) and always the `vlan` field, which a short name
+//! (`Eth64.101`) needs (the model's `must`; sonic-buildimage issue 10802).
+//! An address goes to `VLAN_SUB_INTERFACE` when its port's name is
+//! `<parent>.<vlan>` (SONiC port names hold no dot), else to `INTERFACE`.
+//!
+//! A redirect onto a sub-interface cannot name it: aclorch's
+//! `getRedirectObjectId` (sonic-swss `orchagent/aclorch.cpp`) refuses any
+//! port that is not physical or a LAG ("Wrong port type for REDIRECT
+//! action") and a sub-port is a `Port::SUBPORT` (`PortsOrch::addSubPort`).
+//! It also takes a next hop `<ip>@<alias>` (`NextHopKey`) that exists on the
+//! switch, so the rule is `REDIRECT_ACTION: "<far end>@<sub-interface>"`,
+//! the far end being the other address of the sub-interface's /31
+//! ([`next_hops`]). The parser maps it back to the sub-interface, and
+//! refuses a next hop that is on no subnet of the named interface (aclorch
+//! would find no such next hop: the redirect is not programmed).
+//!
+//! Reading a sub-interface back: its VLAN is its `vlan` field. An entry
+//! without one yields no [`Item::Subinterface`] (the HLD provisions no
+//! sub-interface whose VLAN is not configured), nor
+//! does one with `admin_status: down`; its addresses still parse. A `vlan`
+//! that disagrees with the name's suffix is reported as written: such an
+//! entry is not the sub-interface vclos writes (its VLAN is the suffix), so
+//! it never passes for it — the difference is drift and vclos rewrites the
+//! entry. (On a long name sonic-swss `cfgmgr/intfmgr.cpp`
+//! `doIntfGeneralTask` appends the suffix as the VLAN after the fields, so
+//! the kernel netdev may well carry the suffix: the config is ambiguous
+//! either way, and vclos does not trust it.)
+//!
 //! Changes are RFC 6902 JSON Patch operations, one per line, for `config
 //! apply-patch`: removals first (rules before tables, addresses before their
 //! port, routes before their VRF), then additions in the reverse order, each
@@ -33,24 +69,31 @@
 //! touched field by field, never replaced, as they hold hardware settings.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 
 use serde_json::{json, Map, Value};
 
 use super::{Dialect, ParseError};
+use crate::intent::addressing::{next_hops, port_of_next_hop, split_subinterface};
 use crate::intent::name::{parse_policy_name, policy_name};
 use crate::intent::{Description, Hostname, Ipv4Net, Item, ItemKind, PortName, VrfName};
+use crate::names::JobId;
 use crate::topology::Dialect as DialectId;
+
+/// The table of sub-interfaces.
+const SUBIF: &str = "VLAN_SUB_INTERFACE";
 
 /// The SONiC dialect.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sonic;
 
 /// Table order for additions; removals use the reverse.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "DEVICE_METADATA",
     "PORT",
     "VRF",
     "INTERFACE",
+    "VLAN_SUB_INTERFACE",
     "STATIC_ROUTE",
     "ACL_TABLE",
     "ACL_RULE",
@@ -58,8 +101,8 @@ const TABLES: [&str; 7] = [
 
 type Path = Vec<String>;
 
-/// Sort key making additions safe: table order, then port entries of
-/// `INTERFACE` before their addresses.
+/// Sort key making additions safe: table order, then interface entries
+/// (`INTERFACE`, `VLAN_SUB_INTERFACE`) before their addresses.
 fn order(p: &Path) -> (usize, bool, Path) {
     let t = TABLES
         .iter()
@@ -68,16 +111,79 @@ fn order(p: &Path) -> (usize, bool, Path) {
     (t, p.get(1).is_some_and(|k| k.contains('|')), p.clone())
 }
 
+/// Whether `name` is a sub-interface name: `<parent>.<vlan>` with a parent
+/// of letters and digits (the model's `name` pattern, `(\w+)\.<vlan>`;
+/// SONiC port names hold no dot, and an IPv4 address is no such name).
+fn is_subinterface(name: &str) -> bool {
+    split_subinterface(name).is_some_and(|(p, _)| p.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// The table of an interface's entries: a sub-interface in
+/// `VLAN_SUB_INTERFACE`, a port in `INTERFACE`.
+fn interface_table(port: &PortName) -> &'static str {
+    if is_subinterface(port.as_str()) {
+        SUBIF
+    } else {
+        "INTERFACE"
+    }
+}
+
+/// The `REDIRECT_ACTION` of a redirect onto `uplink`: the port itself, or
+/// for a sub-interface, which aclorch does not take as a target, the next
+/// hop `<far end>@<sub-interface>` (module doc). A sub-interface without a
+/// /31 keeps its bare name, which the switch refuses.
+fn redirect_value(uplink: &PortName, hops: &BTreeMap<&PortName, Ipv4Addr>) -> String {
+    match hops.get(uplink) {
+        Some(ip) if interface_table(uplink) == SUBIF => format!("{ip}@{uplink}"),
+        _ => uplink.to_string(),
+    }
+}
+
+/// The `ACL_TABLE` entry and `ACL_RULE` entries of one redirect.
+fn redirect_leaves(
+    job: &JobId,
+    index: u16,
+    port: &PortName,
+    target: &str,
+    destinations: &[Ipv4Net],
+    put: &mut impl FnMut(&[&str], Value),
+) {
+    let n = policy_name(job, index).unwrap_or_else(|_| format!("v-{job}-p{index}"));
+    put(
+        &["ACL_TABLE", &n],
+        json!({"type": "L3", "stage": "ingress", "ports": [port.as_str()], "policy_desc": format!("vclos {job}")}),
+    );
+    for (k, d) in destinations.iter().enumerate() {
+        put(
+            &["ACL_RULE", &format!("{n}|RULE_{}", k + 1)],
+            json!({
+                "PRIORITY": 9999usize.saturating_sub(k).to_string(),
+                "IP_TYPE": "IPV4ANY",
+                "DST_IP": d.to_string(),
+                "REDIRECT_ACTION": target,
+            }),
+        );
+    }
+}
+
 fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
+    let hops = next_hops(items);
     let mut out = BTreeMap::new();
     // ECMP routes share one key, with a comma-separated next-hop list.
     let mut routes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Interface entries take fields from several items (a sub-interface's
+    // VLAN, its address's VRF).
+    let mut ifaces: BTreeMap<(&str, String), Map<String, Value>> = BTreeMap::new();
     let mut put = |p: &[&str], v: Value| {
         out.insert(p.iter().map(|s| s.to_string()).collect::<Path>(), v);
     };
     for item in items {
         match item {
-            Item::Subinterface { .. } => {} // SUBIF-TODO
+            Item::Subinterface { port, vlan } => {
+                let e = ifaces.entry((SUBIF, port.to_string())).or_default();
+                e.insert("admin_status".into(), json!("up"));
+                e.insert("vlan".into(), json!(vlan.to_string()));
+            }
             Item::Hostname { name } => put(
                 &["DEVICE_METADATA", "localhost", "hostname"],
                 json!(name.as_str()),
@@ -88,12 +194,12 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
             ),
             Item::Vrf { name } => put(&["VRF", name.as_str()], json!({})),
             Item::Address { port, vrf, net } => {
-                let v = match vrf {
-                    Some(v) => json!({ "vrf_name": v.as_str() }),
-                    None => json!({}),
-                };
-                put(&["INTERFACE", port.as_str()], v);
-                put(&["INTERFACE", &format!("{port}|{net}")], json!({}));
+                let t = interface_table(port);
+                let e = ifaces.entry((t, port.to_string())).or_default();
+                if let Some(v) = vrf {
+                    e.insert("vrf_name".into(), json!(v.as_str()));
+                }
+                put(&[t, &format!("{port}|{net}")], json!({}));
             }
             Item::Route {
                 vrf,
@@ -110,25 +216,14 @@ fn leaves(items: &BTreeSet<Item>) -> BTreeMap<Path, Value> {
                 uplink,
                 destinations,
             } => {
-                let n = policy_name(job, *index).unwrap_or_else(|_| format!("v-{job}-p{index}"));
-                put(
-                    &["ACL_TABLE", &n],
-                    json!({"type": "L3", "stage": "ingress", "ports": [port.as_str()], "policy_desc": format!("vclos {job}")}),
-                );
-                for (k, d) in destinations.iter().enumerate() {
-                    put(
-                        &["ACL_RULE", &format!("{n}|RULE_{}", k + 1)],
-                        json!({
-                            "PRIORITY": 9999usize.saturating_sub(k).to_string(),
-                            "IP_TYPE": "IPV4ANY",
-                            "DST_IP": d.to_string(),
-                            "REDIRECT_ACTION": uplink.as_str(),
-                        }),
-                    );
-                }
+                let target = redirect_value(uplink, &hops);
+                redirect_leaves(job, *index, port, &target, destinations, &mut put);
             }
             Item::Routed { .. } | Item::Patch { .. } | Item::ForeignSteering { .. } => {}
         }
+    }
+    for ((t, k), e) in ifaces {
+        out.insert(vec![t.to_string(), k], Value::Object(e));
     }
     for (key, nhs) in routes {
         out.insert(
@@ -149,6 +244,57 @@ fn redirect_target(rule: &Value) -> Option<&str> {
     let a = rule.get("PACKET_ACTION").and_then(Value::as_str)?;
     let (kw, t) = a.split_once(':')?;
     (kw.eq_ignore_ascii_case("REDIRECT") && !t.is_empty()).then_some(t)
+}
+
+/// The uplink a redirect target names: a port, or the interface of a next
+/// hop `<ip>@<interface>` (aclorch's `NextHopKey` form), whose subnet must
+/// hold `ip` (as the other address) — else the switch has no such next hop
+/// and aclorch does not program the rule, as it does not a rule naming a
+/// sub-interface itself (module doc).
+fn uplink_of(target: &str, items: &BTreeSet<Item>) -> Result<String, String> {
+    let Some((ip, alias)) = target.split_once('@') else {
+        if is_subinterface(target) {
+            return Err(format!(
+                "redirect target {target} is a sub-interface: aclorch redirects to physical ports and LAGs only"
+            ));
+        }
+        return Ok(target.to_string());
+    };
+    let hop: Ipv4Addr = ip
+        .parse()
+        .map_err(|_| format!("redirect next hop {ip:?} is not an IPv4 address"))?;
+    let nets = items.iter().filter_map(|i| match i {
+        Item::Address { port, net, .. } if port.as_str() == alias => Some((net, port)),
+        _ => None,
+    });
+    match port_of_next_hop(nets, hop) {
+        Some(_) => Ok(alias.to_string()),
+        None => Err(format!(
+            "redirect next hop {hop} is on no subnet of {alias}: the switch has no such next hop"
+        )),
+    }
+}
+
+/// The VLAN a `VLAN_SUB_INTERFACE` entry terminates, as vclos reads it: its
+/// `vlan` field (what vclos writes, and what a short name needs). No VLAN
+/// (no item) when the field is absent — the HLD provisions no sub-interface
+/// without one — or when the sub-interface is administratively down; a
+/// field that disagrees with the name's suffix is reported as written
+/// (module doc).
+fn subinterface_vlan(e: &Value) -> Result<Option<u16>, String> {
+    if e.get("admin_status").and_then(Value::as_str) == Some("down") {
+        return Ok(None);
+    }
+    let v = match e.get("vlan") {
+        None => return Ok(None),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => return Err(format!("vlan {other} is not a VLAN id")),
+    };
+    match v.parse::<u16>() {
+        Ok(n) if (1..=4094).contains(&n) => Ok(Some(n)),
+        _ => Err(format!("vlan {v:?} is not a VLAN id 1..4094")),
+    }
 }
 
 fn insert(map: &mut Map<String, Value>, path: &[String], v: Value) {
@@ -287,18 +433,28 @@ impl Dialect for Sonic {
                 items.insert(Item::Vrf { name: vrf(k, k)? });
             }
         }
-        let ifaces = table("INTERFACE");
-        for k in ifaces.keys() {
-            if let Some((p, a)) = k.split_once('|') {
-                let v = ifaces.get(p).and_then(|e| str_of(e, "vrf_name"));
-                let v = match v {
-                    Some(v) if v.starts_with("Vrf-") => Some(vrf(k, &v)?),
-                    _ => None,
-                };
-                items.insert(Item::Address {
-                    port: port(p)?,
-                    vrf: v,
-                    net: net(k, a)?,
+        for t in ["INTERFACE", SUBIF] {
+            let ifaces = table(t);
+            for k in ifaces.keys() {
+                if let Some((p, a)) = k.split_once('|') {
+                    let v = ifaces.get(p).and_then(|e| str_of(e, "vrf_name"));
+                    let v = match v {
+                        Some(v) if v.starts_with("Vrf-") => Some(vrf(k, &v)?),
+                        _ => None,
+                    };
+                    items.insert(Item::Address {
+                        port: port(p)?,
+                        vrf: v,
+                        net: net(k, a)?,
+                    });
+                }
+            }
+        }
+        for (k, e) in table(SUBIF).iter().filter(|(k, _)| !k.contains('|')) {
+            if let Some(vlan) = subinterface_vlan(e).map_err(|m| err(k, m))? {
+                items.insert(Item::Subinterface {
+                    port: port(k)?,
+                    vlan,
                 });
             }
         }
@@ -344,17 +500,18 @@ impl Dialect for Sonic {
                 .iter()
                 .filter(|(rk, _)| rk.split_once('|').is_some_and(|(t, _)| t == k))
             {
-                let up = redirect_target(rv).ok_or_else(|| {
+                let target = redirect_target(rv).ok_or_else(|| {
                     let action = str_of(rv, "PACKET_ACTION").unwrap_or_default();
                     err(rk, format!("action {action:?} is not a redirect"))
                 })?;
+                let up = uplink_of(target, &items).map_err(|m| err(rk, m))?;
                 if uplink.as_deref().is_some_and(|u| u != up) {
                     return Err(err(
                         rk,
                         "rules of one vclos ACL redirect to different ports".into(),
                     ));
                 }
-                uplink = Some(up.to_string());
+                uplink = Some(up);
                 destinations.push(net(rk, &str_of(rv, "DST_IP").unwrap_or_default())?);
             }
             let uplink = uplink.ok_or_else(|| err(&k, "vclos ACL table has no rules".into()))?;
@@ -433,5 +590,264 @@ mod tests {
             let e = Sonic.parse("leaf1", &rule(not.clone())).unwrap_err();
             assert!(e.to_string().contains("is not a redirect"), "{not}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod subinterface_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use vclos_drivers::configdb;
+
+    fn p(s: &str) -> PortName {
+        PortName::new(s).unwrap()
+    }
+
+    fn net(s: &str) -> Ipv4Net {
+        s.parse().unwrap()
+    }
+
+    /// A leaf whose uplink Ethernet64 is shared: the main interface keeps
+    /// its address, job `b` gets Ethernet64.101 and source-routes onto it.
+    fn leaf() -> BTreeSet<Item> {
+        BTreeSet::from([
+            Item::Address {
+                port: p("Ethernet64"),
+                vrf: None,
+                net: net("10.0.0.0/31"),
+            },
+            Item::Subinterface {
+                port: p("Ethernet64.101"),
+                vlan: 101,
+            },
+            Item::Address {
+                port: p("Ethernet64.101"),
+                vrf: None,
+                net: net("172.16.0.2/31"),
+            },
+            onto("Ethernet64.101"),
+        ])
+    }
+
+    /// b's source route of Ethernet0 onto `uplink`.
+    fn onto(uplink: &str) -> Item {
+        Item::Redirect {
+            job: JobId::new("b").unwrap(),
+            index: 1,
+            port: p("Ethernet0"),
+            uplink: p(uplink),
+            destinations: vec![net("10.128.1.0/24")],
+        }
+    }
+
+    /// The spine end of the same link: b's VRF on Ethernet8.101.
+    fn spine() -> BTreeSet<Item> {
+        let vrf = VrfName::new("Vrf-b").unwrap();
+        BTreeSet::from([
+            Item::Vrf { name: vrf.clone() },
+            Item::Subinterface {
+                port: p("Ethernet8.101"),
+                vlan: 101,
+            },
+            Item::Address {
+                port: p("Ethernet8.101"),
+                vrf: Some(vrf.clone()),
+                net: net("172.16.0.3/31"),
+            },
+            Item::Route {
+                vrf,
+                prefix: net("10.128.0.0/24"),
+                nexthop: "172.16.0.2".parse().unwrap(),
+            },
+        ])
+    }
+
+    fn doc(items: &BTreeSet<Item>) -> Value {
+        serde_json::from_str(&Sonic.render(items)).unwrap()
+    }
+
+    #[test]
+    fn a_subinterface_is_a_vlan_sub_interface_entry_with_its_vlan_and_address() {
+        let d = doc(&leaf());
+        assert_eq!(
+            d["VLAN_SUB_INTERFACE"],
+            json!({
+                "Ethernet64.101": {"admin_status": "up", "vlan": "101"},
+                "Ethernet64.101|172.16.0.2/31": {},
+            })
+        );
+        assert_eq!(
+            d["INTERFACE"],
+            json!({"Ethernet64": {}, "Ethernet64|10.0.0.0/31": {}}),
+            "the main interface stays in INTERFACE"
+        );
+        let s = doc(&spine());
+        assert_eq!(
+            s["VLAN_SUB_INTERFACE"]["Ethernet8.101"],
+            json!({"admin_status": "up", "vlan": "101", "vrf_name": "Vrf-b"})
+        );
+        assert!(s.get("INTERFACE").is_none(), "{s}");
+    }
+
+    #[test]
+    fn a_redirect_onto_a_subinterface_names_the_far_end_at_the_subinterface() {
+        let d = doc(&leaf());
+        assert_eq!(
+            d["ACL_RULE"]["v-b-p1|RULE_1"]["REDIRECT_ACTION"],
+            "172.16.0.3@Ethernet64.101"
+        );
+        // A redirect onto the main interface still names the port.
+        let mut main = leaf();
+        main.remove(&onto("Ethernet64.101"));
+        main.insert(onto("Ethernet64"));
+        assert_eq!(
+            doc(&main)["ACL_RULE"]["v-b-p1|RULE_1"]["REDIRECT_ACTION"],
+            "Ethernet64"
+        );
+    }
+
+    #[test]
+    fn leaf_and_spine_ends_parse_back_to_the_same_items() {
+        for items in [leaf(), spine()] {
+            assert_eq!(Sonic.parse("d", &Sonic.render(&items)).unwrap(), items);
+        }
+    }
+
+    /// `changes` from `old` to `new`, merged onto `old`'s document as the
+    /// driver does, make `new`'s document.
+    fn patched(old: &BTreeSet<Item>, new: &BTreeSet<Item>) -> configdb::ConfigDb {
+        let lines = Sonic.changes(old, new).join("\n");
+        let patch = configdb::patch_from_lines(&lines).unwrap();
+        let start = configdb::parse(&Sonic.render(old)).unwrap();
+        configdb::merge(&start, &patch).unwrap().1
+    }
+
+    #[test]
+    fn changes_add_and_remove_a_subinterface_with_its_address_and_redirect() {
+        let mut before = leaf();
+        before.retain(|i| matches!(i, Item::Address { port, .. } if port.as_str() == "Ethernet64"));
+        for (old, new) in [(&before, &leaf()), (&leaf(), &before)] {
+            assert_eq!(
+                patched(old, new),
+                configdb::parse(&Sonic.render(new)).unwrap()
+            );
+        }
+        // Additions: the entry before its address, both before the rule
+        // naming it; removals the other way round.
+        let ops = Sonic.changes(&before, &leaf());
+        let at = |ops: &[String], s: &str| ops.iter().position(|o| o.contains(s)).unwrap();
+        assert!(at(&ops, "/Ethernet64.101\"") < at(&ops, "Ethernet64.101|172"));
+        assert!(at(&ops, "Ethernet64.101|172") < at(&ops, "RULE_1"));
+        let ops = Sonic.changes(&leaf(), &before);
+        assert!(at(&ops, "RULE_1") < at(&ops, "Ethernet64.101|172"));
+        assert!(at(&ops, "Ethernet64.101|172") < at(&ops, "/Ethernet64.101\""));
+    }
+
+    /// `leaf()`'s document with the sub-interface entry replaced by `entry`.
+    fn with_entry(entry: Value) -> String {
+        let mut d = doc(&leaf());
+        d["VLAN_SUB_INTERFACE"]["Ethernet64.101"] = entry;
+        d.to_string()
+    }
+
+    fn subifs(items: &BTreeSet<Item>) -> Vec<&Item> {
+        items
+            .iter()
+            .filter(|i| matches!(i, Item::Subinterface { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn a_vlan_field_that_disagrees_or_is_missing_is_not_the_subinterface_vclos_wrote() {
+        let addr = Item::Address {
+            port: p("Ethernet64.101"),
+            vrf: None,
+            net: net("172.16.0.2/31"),
+        };
+        // Another VLAN than the name's: reported as written, so it differs
+        // from the intent's Subinterface { Ethernet64.101, 101 }.
+        let items = Sonic
+            .parse(
+                "leaf1",
+                &with_entry(json!({"admin_status": "up", "vlan": "102"})),
+            )
+            .unwrap();
+        assert_eq!(
+            subifs(&items),
+            vec![&Item::Subinterface {
+                port: p("Ethernet64.101"),
+                vlan: 102
+            }]
+        );
+        assert!(!items.is_superset(&leaf()));
+        // No VLAN, or administratively down: no sub-interface at all; the
+        // address still reads.
+        for e in [
+            json!({"admin_status": "up"}),
+            json!({"admin_status": "down", "vlan": "101"}),
+        ] {
+            let items = Sonic.parse("leaf1", &with_entry(e.clone())).unwrap();
+            assert!(subifs(&items).is_empty(), "{e}");
+            assert!(items.contains(&addr), "{e}");
+        }
+        // A number as the HLD's example writes it reads as the string.
+        let items = Sonic
+            .parse("leaf1", &with_entry(json!({"vlan": 101})))
+            .unwrap();
+        assert!(items.is_superset(&leaf()));
+        for bad in ["0", "4095", "x"] {
+            let e = Sonic
+                .parse("leaf1", &with_entry(json!({"vlan": bad})))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("leaf1") && e.contains("Ethernet64.101: vlan") && e.contains(bad),
+                "{e}"
+            );
+        }
+    }
+
+    /// `leaf()`'s document with the rule's `REDIRECT_ACTION` set to `target`.
+    fn redirecting(target: &str) -> Result<BTreeSet<Item>, String> {
+        let mut d = doc(&leaf());
+        d["ACL_RULE"]["v-b-p1|RULE_1"]["REDIRECT_ACTION"] = json!(target);
+        Sonic
+            .parse("leaf1", &d.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn redirects_read_back_from_next_hops_that_exist_only() {
+        let mut d = doc(&leaf());
+        let rule = &mut d["ACL_RULE"]["v-b-p1|RULE_1"];
+        rule.as_object_mut().unwrap().remove("REDIRECT_ACTION");
+        rule["PACKET_ACTION"] = json!("REDIRECT:172.16.0.3@Ethernet64.101");
+        assert_eq!(Sonic.parse("leaf1", &d.to_string()).unwrap(), leaf());
+        for (target, why) in [
+            (
+                "Ethernet64.101",
+                "redirect target Ethernet64.101 is a sub-interface",
+            ),
+            (
+                "172.16.0.2@Ethernet64.101",
+                "next hop 172.16.0.2 is on no subnet of Ethernet64.101",
+            ),
+            (
+                "10.0.0.1@Ethernet64.101",
+                "next hop 10.0.0.1 is on no subnet of Ethernet64.101",
+            ),
+            ("x@Ethernet64.101", "next hop \"x\" is not an IPv4 address"),
+        ] {
+            let e = redirecting(target).unwrap_err();
+            assert!(
+                e.contains("v-b-p1|RULE_1") && e.contains(why),
+                "{target}: {e}"
+            );
+        }
+        // The main interface's far end through the main interface is fine.
+        let items = redirecting("10.0.0.1@Ethernet64").unwrap();
+        assert!(items.iter().any(
+            |i| matches!(i, Item::Redirect { uplink, .. } if uplink.as_str() == "Ethernet64")
+        ));
     }
 }

@@ -21,6 +21,7 @@
 
 mod gcu;
 pub mod session;
+mod subif;
 pub mod validate;
 pub mod words;
 

@@ -409,9 +409,7 @@ fn the_models_refuse_what_sonic_yang_models_refuse() {
         refused(&dev, &mut sh, "", &patch, why);
     }
     // The same rule without the model's complaints is taken.
-    sh.write("/tmp/ok.json", &rule(json!({"PACKET_ACTION": "DROP"})));
-    let (out, status) = sh.status("sudo config apply-patch /tmp/ok.json");
-    assert_eq!(status, 0, "{out}");
+    accepted(&mut sh, "", &rule(json!({"PACKET_ACTION": "DROP"})));
 }
 
 #[test]
@@ -456,9 +454,7 @@ fn ignored_acl_rules_still_get_orchagents_checks() {
     }
     // aclorch's legacy form is programmed too, once the models are bypassed.
     let legacy = rule_patch(json!({"PRIORITY": "9999", "PACKET_ACTION": "REDIRECT:Ethernet4"}));
-    sh.write("/tmp/p.json", &legacy);
-    let (out, status) = sh.status(&format!("sudo config apply-patch {IGN} /tmp/p.json"));
-    assert_eq!(status, 0, "{out}");
+    accepted(&mut sh, IGN, &legacy);
 }
 
 #[test]
@@ -467,20 +463,10 @@ fn a_redirect_in_running_makes_unignored_patches_fail() {
     // models cannot express is running, every patch needs `-i /ACL_RULE`.
     let dev = leaf();
     let mut sh = Sh::new(&dev);
-    sh.write("/tmp/p.json", REDIRECT);
-    assert_eq!(
-        sh.status(&format!("sudo config apply-patch {IGN} /tmp/p.json"))
-            .1,
-        0
-    );
+    accepted(&mut sh, IGN, REDIRECT);
     let vrf = r#"[{"op":"add","path":"/VRF","value":{"Vrf-a":{}}}]"#;
     refused(&dev, &mut sh, "", vrf, "field REDIRECT_ACTION has no leaf");
-    sh.write("/tmp/v.json", vrf);
-    assert_eq!(
-        sh.status(&format!("sudo config apply-patch {IGN} /tmp/v.json"))
-            .1,
-        0
-    );
+    accepted(&mut sh, IGN, vrf);
     assert!(dev.running()["VRF"]["Vrf-a"].is_object());
     // A rollback to a checkpoint holding it needs the option as well.
     sh.run("sudo config checkpoint c1");
@@ -540,4 +526,225 @@ fn exit_statuses_follow_bash() {
     let mut exec = SonicSession::new(dev.clone(), "admin", SessionKind::Exec);
     assert_eq!(exec.handle_line("false").status, 1);
     assert_eq!(exec.handle_line("sudo config checkpoint x").status, 0);
+}
+
+/// A leaf with a long-named port too (Ethernet128: its sub-interfaces with
+/// four-digit VLANs exceed Linux's 15 characters), Ethernet4 routed.
+fn subif_leaf() -> Arc<SonicDevice> {
+    let base = db(json!({
+        "DEVICE_METADATA": {"localhost": {"hostname": "leaf1"}},
+        "PORT": {"Ethernet0": {}, "Ethernet4": {}, "Ethernet128": {}},
+        "INTERFACE": {"Ethernet4": {}, "Ethernet4|10.0.0.1/31": {}},
+        "VRF": {"Vrf-b": {}},
+    }));
+    SonicDevice::new(
+        "leaf1",
+        validate::initial(base, "ToRRouter"),
+        Arc::new(Faults::new()),
+    )
+    .unwrap()
+}
+
+/// A patch adding the `VLAN_SUB_INTERFACE` entries `entries` (the table
+/// created when running has none).
+fn subif_patch(dev: &SonicDevice, entries: Value) -> String {
+    let mut ops = Vec::new();
+    if dev.running().get("VLAN_SUB_INTERFACE").is_none() {
+        ops.push(json!({"op": "add", "path": "/VLAN_SUB_INTERFACE", "value": {}}));
+    }
+    for (k, v) in entries.as_object().unwrap() {
+        let path = format!("/VLAN_SUB_INTERFACE/{}", k.replace('/', "~1"));
+        ops.push(json!({"op": "add", "path": path, "value": v}));
+    }
+    Value::Array(ops).to_string()
+}
+
+/// Apply `patch` (options `opts`) and expect success.
+fn accepted(sh: &mut Sh, opts: &str, patch: &str) {
+    sh.write("/tmp/ok.json", patch);
+    let (out, status) = sh.status(&format!("sudo config apply-patch {opts} /tmp/ok.json"));
+    assert_eq!(status, 0, "{patch}\n{out}");
+}
+
+#[test]
+fn sub_interfaces_pass_the_vlan_sub_interface_model() {
+    let dev = subif_leaf();
+    let mut sh = Sh::new(&dev);
+    // Long and short names, the spine end's VRF, addresses.
+    let good = json!({
+        "Ethernet4.101": {"admin_status": "up", "vlan": "101"},
+        "Ethernet4.101|172.16.0.2/31": {},
+        "Eth4.102": {"vlan": "102", "vrf_name": "Vrf-b"},
+        "Eth4.102|172.16.0.4/31": {},
+        "Ethernet128.999": {"vlan": "999", "loopback_action": "drop", "send_redirects": "false"},
+        "Ethernet0.4094": {"vlan": "4094"},
+    });
+    accepted(&mut sh, "", &subif_patch(&dev, good));
+    let run = dev.running();
+    assert_eq!(run["VLAN_SUB_INTERFACE"]["Ethernet4.101"]["vlan"], "101");
+    assert_eq!(run["VLAN_SUB_INTERFACE"]["Eth4.102"]["vrf_name"], "Vrf-b");
+}
+
+#[test]
+fn the_model_refuses_what_sonic_vlan_sub_interface_refuses() {
+    let dev = subif_leaf();
+    let mut sh = Sh::new(&dev);
+    let convention =
+        "Must condition not satisfied, please follow vlan sub interface naming convention";
+    for (entries, why) in [
+        (json!({"Ethernet99.101": {"vlan": "101"}}), convention),
+        (json!({"Eth99.101": {"vlan": "101"}}), convention),
+        (json!({"Po1.101": {"vlan": "101"}}), convention),
+        // 16 characters: longer than a Linux interface name.
+        (json!({"Ethernet128.1001": {"vlan": "1001"}}), convention),
+        (
+            json!({"Eth4.101": {"admin_status": "up"}}),
+            "no encap vlan provided for short-name format vlan sub interface",
+        ),
+        (json!({"Ethernet4.0101": {}}), "does not match the pattern"),
+        (json!({"Ethernet4.4095": {}}), "does not match the pattern"),
+        (json!({"Ethernet4": {}}), "does not match the pattern"),
+        (json!({"Ether_4.101": {"vlan": "101"}}), "does not match the pattern"),
+        (
+            json!({"Ethernet4.101": {"vlan": "0"}}),
+            "vlan \"0\" does not satisfy the range constraint 1..4094",
+        ),
+        (json!({"Ethernet4.101": {"vlan": "4095"}}), "range constraint 1..4094"),
+        (json!({"Ethernet4.101": {"vlan": "x"}}), "range constraint 1..4094"),
+        (
+            json!({"Ethernet4.101": {"vlan": "101", "vrf_name": "Vrf-x"}}),
+            "Invalid leafref value \"Vrf-x\" of vrf_name - no target instance in VRF",
+        ),
+        (
+            json!({"Ethernet4.101": {"vlan": "101", "vnet_name": "Vnet1"}}),
+            "Invalid leafref value \"Vnet1\" of vnet_name",
+        ),
+        (
+            json!({"Ethernet4.101": {"admin_status": "sideways"}}),
+            "Invalid value \"sideways\" of admin_status",
+        ),
+        (
+            json!({"Ethernet4.101": {"send_redirects": "yes"}}),
+            "Invalid value \"yes\" of send_redirects",
+        ),
+        (
+            json!({"Ethernet4.101": {"vlan": "101", "colour": "red"}}),
+            "field colour has no leaf",
+        ),
+        // An address of a sub-interface that does not exist.
+        (
+            json!({"Ethernet4.101|172.16.0.2/31": {}}),
+            "Invalid leafref value \"Ethernet4.101\" - no target instance in VLAN_SUB_INTERFACE_LIST",
+        ),
+        (
+            json!({"Ethernet4.101": {}, "Ethernet4.101|172.16.0/31": {}}),
+            "is not a sonic-ip-prefix",
+        ),
+        (
+            json!({"Ethernet4.101": {}, "Ethernet4.101|172.16.0.2/31": {"family": "IPv4"}}),
+            "field family has no leaf",
+        ),
+    ] {
+        refused(&dev, &mut sh, "", &subif_patch(&dev, entries), why);
+    }
+    // A sub-interface is no port of INTERFACE.
+    let iface = r#"[{"op":"add","path":"/INTERFACE/Ethernet4.101","value":{}}]"#;
+    refused(&dev, &mut sh, "", iface, "leafref: no port Ethernet4.101");
+}
+
+#[test]
+fn one_parent_never_terminates_a_vlan_twice() {
+    let dev = subif_leaf();
+    let mut sh = Sh::new(&dev);
+    let why = "emulator: intfmgrd would not create this sub-interface";
+    // In one patch: a long name and a short one with the same VLAN.
+    let both = json!({"Ethernet4.101": {"vlan": "101"}, "Eth4.7": {"vlan": "101"}});
+    refused(&dev, &mut sh, "", &subif_patch(&dev, both), why);
+    // Against running; the long name's VLAN is its suffix (intfmgrd).
+    accepted(
+        &mut sh,
+        "",
+        &subif_patch(&dev, json!({"Ethernet4.101": {"vlan": "101"}})),
+    );
+    for again in [
+        json!({"Eth4.9": {"vlan": "101"}}),
+        json!({"Ethernet4.102": {"vlan": "101"}, "Eth4.8": {"vlan": "102"}}),
+    ] {
+        refused(&dev, &mut sh, "", &subif_patch(&dev, again), why);
+    }
+    // The same VLAN on another parent is fine.
+    accepted(
+        &mut sh,
+        "",
+        &subif_patch(&dev, json!({"Ethernet0.101": {"vlan": "101"}})),
+    );
+}
+
+#[test]
+fn a_redirect_names_a_subinterface_by_its_far_end_only() {
+    let dev = subif_leaf();
+    let mut sh = Sh::new(&dev);
+    let sub = json!({
+        "Ethernet4.101": {"admin_status": "up", "vlan": "101"},
+        "Ethernet4.101|172.16.0.2/31": {},
+    });
+    accepted(&mut sh, "", &subif_patch(&dev, sub));
+    let rule = |action: Value| {
+        let mut r = json!({"PRIORITY": "9999", "IP_TYPE": "IPV4ANY", "DST_IP": "10.1.0.0/24"});
+        for (k, v) in action.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        rule_patch(r)
+    };
+    let missing = "doesn't exist on the switch";
+    for (action, why) in [
+        // aclorch: a sub-port is no physical port or LAG.
+        (
+            json!({"REDIRECT_ACTION": "Ethernet4.101"}),
+            "Wrong port type for REDIRECT action. Only physical ports and LAG ports are supported",
+        ),
+        (
+            json!({"PACKET_ACTION": "REDIRECT:Ethernet4.101"}),
+            "Wrong port type for REDIRECT action",
+        ),
+        // The sub-interface's own address, an address off its subnet, the
+        // main interface's neighbour named on the sub-interface.
+        (
+            json!({"REDIRECT_ACTION": "172.16.0.2@Ethernet4.101"}),
+            missing,
+        ),
+        (
+            json!({"REDIRECT_ACTION": "172.16.0.5@Ethernet4.101"}),
+            missing,
+        ),
+        (
+            json!({"REDIRECT_ACTION": "10.0.0.0@Ethernet4.101"}),
+            missing,
+        ),
+        (json!({"REDIRECT_ACTION": "172.16.0.3@Ethernet0"}), missing),
+        (json!({"REDIRECT_ACTION": "10.9.9.9"}), missing),
+        (
+            json!({"REDIRECT_ACTION": "x@Ethernet4.101"}),
+            "redirect target x@Ethernet4.101: no such port, LAG or next hop",
+        ),
+    ] {
+        refused(&dev, &mut sh, IGN, &rule(action.clone()), why);
+    }
+    for ok in [
+        json!({"REDIRECT_ACTION": "172.16.0.3@Ethernet4.101"}),
+        json!({"PACKET_ACTION": "REDIRECT:10.0.0.0@Ethernet4"}),
+        json!({"REDIRECT_ACTION": "172.16.0.3"}),
+    ] {
+        let patch = rule(ok.clone());
+        accepted(&mut sh, IGN, &patch);
+        // Once programmed, its next hop cannot go away under it.
+        if ok["REDIRECT_ACTION"] == "172.16.0.3@Ethernet4.101" {
+            let gone =
+                r#"[{"op":"remove","path":"/VLAN_SUB_INTERFACE/Ethernet4.101|172.16.0.2~131"}]"#;
+            refused(&dev, &mut sh, IGN, gone, missing);
+        }
+        let undo =
+            r#"[{"op":"remove","path":"/ACL_TABLE/v-j1-p1"},{"op":"remove","path":"/ACL_RULE"}]"#;
+        accepted(&mut sh, IGN, undo);
+    }
 }

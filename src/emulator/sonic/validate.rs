@@ -45,6 +45,8 @@
 //! * `yang-models/sonic-interface.yang`, `INTERFACE_LIST` (key `name`, a
 //!   port: leafref) and `INTERFACE_IPPREFIX_LIST` (key `name ip-prefix`);
 //!   `vrf_name` a leafref to `VRF`.
+//! * `yang-models/sonic-vlan-sub-interface.yang`, `VLAN_SUB_INTERFACE`:
+//!   see [`super::subif`] (names, parents, `vlan`, leafrefs, addresses).
 //! * `yang-models/sonic-static-route.yang`, `STATIC_ROUTE_LIST` key
 //!   `vrf_name prefix` (`default`, `mgmt` or `Vrf...`); `nexthop` a
 //!   comma-separated address list.
@@ -75,15 +77,20 @@
 //! `DROP`, `COPY` (`aclPacketActionLookup`), `REDIRECT:<target>` (legacy,
 //! a target after the colon), `DO_NOT_NAT`, `DISABLE_TRIM`, or a
 //! `REDIRECT_ACTION: <target>`; `getRedirectObjectId`: the target is a
-//! physical port or a LAG (or a next hop, taken here as an IP address);
+//! physical port or a LAG — a sub-interface is refused — or a next hop
+//! `<ip>[@<alias>]` that exists on the switch ([`super::subif`]);
 //! `AclRule::validateAddPriority`: a priority in the switch's range (the
 //! model's 0..999999 here); and a rule needs a priority and an action.
+//! Likewise a sub-interface intfmgrd could not create (a second one with
+//! the same VLAN on a parent, [`super::subif`]) is refused.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Map, Value};
 use vclos_drivers::configdb::ConfigDb;
+
+use super::subif;
 
 /// The JSON Pointer vclos passes to `-i`: ACL rules are not validated
 /// against the models (which cannot express a redirect).
@@ -92,12 +99,13 @@ pub const IGNORE_ACL_RULE: &str = "/ACL_RULE";
 /// Tables the emulated GCU has YANG models for (the ones vclos touches and
 /// the ones a fresh switch holds): a patch changing any other table is
 /// refused, as by `StrictPatchSorter`.
-const MODELLED: [&str; 9] = [
+const MODELLED: [&str; 10] = [
     "DEVICE_METADATA",
     "PORT",
     "PORTCHANNEL",
     "VRF",
     "INTERFACE",
+    super::subif::SUBIF,
     "STATIC_ROUTE",
     "ACL_TABLE",
     "ACL_TABLE_TYPE",
@@ -246,16 +254,16 @@ const IP_TYPES: [&str; 12] = [
 const MAX_PRIORITY: u32 = 999_999;
 
 /// Why a document is refused.
-type Check = Result<(), String>;
+pub(super) type Check = Result<(), String>;
 
-fn keys<'a>(db: &'a ConfigDb, table: &str) -> BTreeSet<&'a str> {
+pub(super) fn keys<'a>(db: &'a ConfigDb, table: &str) -> BTreeSet<&'a str> {
     db.get(table)
         .and_then(Value::as_object)
         .map(|t| t.keys().map(String::as_str).collect())
         .unwrap_or_default()
 }
 
-fn entries<'a>(
+pub(super) fn entries<'a>(
     db: &'a ConfigDb,
     table: &str,
 ) -> impl Iterator<Item = (&'a str, &'a Map<String, Value>)> {
@@ -266,12 +274,12 @@ fn entries<'a>(
         .filter_map(|(k, v)| Some((k.as_str(), v.as_object()?)))
 }
 
-fn field<'a>(e: &'a Map<String, Value>, f: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(e: &'a Map<String, Value>, f: &str) -> Option<&'a str> {
     e.get(f).and_then(Value::as_str)
 }
 
 /// An address with a prefix length: `10.0.0.1/31`, `fc00::1/126`.
-fn prefix(s: &str) -> bool {
+pub(super) fn prefix(s: &str) -> bool {
     let Some((a, len)) = s.split_once('/') else {
         return false;
     };
@@ -297,7 +305,7 @@ fn ipv6_prefix(s: &str) -> bool {
 }
 
 /// A decimal number in `lo..=hi` (YANG integer types with a range).
-fn in_range(s: &str, lo: u64, hi: u64) -> bool {
+pub(super) fn in_range(s: &str, lo: u64, hi: u64) -> bool {
     !s.is_empty()
         && s.bytes().all(|b| b.is_ascii_digit())
         && s.parse::<u64>().is_ok_and(|n| (lo..=hi).contains(&n))
@@ -328,6 +336,8 @@ pub fn check(before: &ConfigDb, after: &ConfigDb, ignore: &[String]) -> Check {
         remove_pointer(&mut doc, p);
     }
     models(&doc).map_err(|e| invalid(format!("Data Loading Failed: {e}")))?;
+    subif::intfmgrd(after)
+        .map_err(|e| format!("emulator: intfmgrd would not create this sub-interface: {e}"))?;
     orchagent(after)
         .map_err(|e| format!("emulator: orchagent would not program this configuration: {e}"))
 }
@@ -373,13 +383,18 @@ fn models(db: &ConfigDb) -> Check {
         known_fields(&format!("VRF|{v}"), e, &["fallback", "vni"])?;
     }
     interfaces(db, &ports, &vrfs)?;
+    let parents = subif::Parents {
+        ports: &ports,
+        lags: &lags,
+    };
+    subif::model(db, &parents, &vrfs)?;
     routes(db, &vrfs)?;
     acl_tables(db, &ports, &lags)?;
     acl_rules(db)
 }
 
 /// `sonic_yang_ext`: a field with no leaf fails the whole table.
-fn known_fields(entry: &str, e: &Map<String, Value>, allowed: &[&str]) -> Check {
+pub(super) fn known_fields(entry: &str, e: &Map<String, Value>, allowed: &[&str]) -> Check {
     match e.keys().find(|f| !allowed.contains(&f.as_str())) {
         Some(f) => Err(format!(
             "{entry}: All Keys are not parsed: field {f} has no leaf in the YANG model"
@@ -648,8 +663,6 @@ fn acl_rules(db: &ConfigDb) -> Check {
 /// aclorch's checks of every ACL rule (on the whole document, ignored
 /// paths included): see the module doc.
 fn orchagent(db: &ConfigDb) -> Check {
-    let (ports, lags) = (keys(db, "PORT"), keys(db, "PORTCHANNEL"));
-    let target = |t: &str| ports.contains(t) || lags.contains(t) || t.parse::<IpAddr>().is_ok();
     for (k, e) in entries(db, "ACL_RULE") {
         let err = |m: String| Err(format!("ACL_RULE|{k}: {m}"));
         match field(e, "PRIORITY") {
@@ -676,14 +689,7 @@ fn orchagent(db: &ConfigDb) -> Check {
                                 .into(),
                         )
                     }
-                    Some(_) => {
-                        let t = &a["REDIRECT:".len()..];
-                        if !target(t) {
-                            return err(format!(
-                                "redirect target {t}: no such port, LAG or next hop"
-                            ));
-                        }
-                    }
+                    Some(_) => subif::redirect_target(db, &a["REDIRECT:".len()..]).or_else(err)?,
                 },
                 None => {
                     return err(format!(
@@ -694,11 +700,7 @@ fn orchagent(db: &ConfigDb) -> Check {
         }
         if let Some(t) = field(e, "REDIRECT_ACTION") {
             actions += 1;
-            if !target(t) {
-                return err(format!(
-                    "redirect target {t}: no such port, LAG or next hop"
-                ));
-            }
+            subif::redirect_target(db, t).or_else(err)?;
         }
         let mirrors = [
             "MIRROR_INGRESS_ACTION",
