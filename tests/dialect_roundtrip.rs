@@ -57,7 +57,14 @@ fn samples() -> BTreeSet<Item> {
             destinations: vec![net(0x0A80_0100, 24)],
         },
         // A shared link: a second job's sub-interface of the uplink, its
-        // source route onto it, and a spine-side sub-interface in a VRF.
+        // source route onto it, and a spine-side sub-interface in a VRF
+        // (the parent of a sub-interface is a routed port).
+        Item::Routed {
+            port: p("Ethernet8"),
+        },
+        Item::Routed {
+            port: p("Ethernet4"),
+        },
         Item::Subinterface {
             port: p("Ethernet8.101"),
             vlan: 101,
