@@ -550,14 +550,7 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
         "--json",
     ]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = vclos(&topo, &state, &["job", "list", "--json"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let p = jobs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["job"] == "p")
-        .unwrap_or_else(|| panic!("{jobs}"));
+    let p = &listed_job(&topo, &state, "p");
     let gpus = p["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 8, "{p}");
     let servers: std::collections::HashSet<_> = gpus.iter().map(|g| &g["server"]).collect();
@@ -583,6 +576,15 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     let o = vclos(&topo, &state, &["job", "release", "--id", "p"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_in_sync(&topo, &state);
+}
+
+/// Job `id` as `job list --json` shows it.
+fn listed_job(topo: &Path, state: &Path, id: &str) -> serde_json::Value {
+    let o = vclos(topo, state, &["job", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let job = jobs.as_array().unwrap().iter().find(|j| j["job"] == id);
+    job.cloned()
+        .unwrap_or_else(|| panic!("no job {id} in {jobs}"))
 }
 
 /// The job holding each server, from `job list --json`.
@@ -651,14 +653,7 @@ fn a_shared_link_is_configured_as_one_subinterface_per_joining_job_and_verified(
     release(&holder["srv1-2"]);
     release(&holder["srv3-1"]);
     submit("b", "8", &sharing);
-    let o = vclos(&topo, &state, &["job", "list", "--json"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let b = jobs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["job"] == "b")
-        .unwrap();
+    let b = &listed_job(&topo, &state, "b");
     let links = b["sharing"]["links"]
         .as_array()
         .unwrap_or_else(|| panic!("{b}"));
