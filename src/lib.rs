@@ -21,6 +21,7 @@ pub mod placement;
 pub mod plan;
 pub mod replay;
 pub mod schema;
+pub mod server;
 pub mod sharing;
 pub mod state;
 pub mod sweep;

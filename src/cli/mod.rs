@@ -30,6 +30,7 @@ mod fabric;
 mod job;
 mod plan;
 mod replay;
+mod serve;
 mod status;
 mod sweep;
 mod topology;
@@ -87,6 +88,8 @@ enum Command {
     Reconcile(status::ReconcileArgs),
     /// Verify every held job against the devices' running configurations.
     Verify(verify::VerifyArgs),
+    /// The control plane as an HTTP service for schedulers (owns the state).
+    Serve(serve::ServeArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -108,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => status::status(args),
         Command::Reconcile(args) => status::reconcile(args),
         Command::Verify(args) => verify::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,473 @@
+//! `vclos serve`: the control plane as a long-running HTTP service for
+//! cluster schedulers (issue 17). This module is the first part of it: the
+//! job API, authentication, problem responses, bounds and shutdown.
+//!
+//! # Design
+//! * **One owner of the state.** The process takes the state directory's
+//!   writer lock when it starts (settling any journal an interrupted run
+//!   left, as every writer does) and holds it until it stops, so no CLI
+//!   writer can interleave with it. Every change goes through one async
+//!   mutex around the [`Fabric`]: admissions and releases are applied one
+//!   at a time, each one device transaction with the journal discipline of
+//!   `crate::jobs` — the service adds no concurrency the state does not
+//!   already handle. Reads take the same mutex, so a read never sees a
+//!   state being written; it waits for at most the transaction in flight.
+//! * **Bounded queue.** At most [`Config::max_waiting`] changes wait for
+//!   the mutex; beyond that a request is answered `503` with `Retry-After`
+//!   at once (a scheduler retries; nothing queues without bound).
+//! * **Idempotent by job id** (as a scheduler's retries need): submitting a
+//!   job that is held with the same request returns the held decision
+//!   (`200`, `"existing": true`); with a different GPU count, `409`.
+//!   Releasing a job that is not held is `404`, which the Slurm epilog
+//!   treats as done.
+//! * **Authentication.** Every `/v1` request carries `Authorization: Bearer
+//!   <token>`; the token comes from `--token-file` (never the topology, never
+//!   logged; compared in constant time, `subtle`). Without a token file the
+//!   service refuses to listen on anything but loopback, and says so.
+//!   `/healthz` and `/readyz` answer without a token and reveal nothing.
+//! * **Errors** are RFC 9457 problem details (`application/problem+json`:
+//!   `type`, `title`, `status`, `detail`, and `field` naming the request
+//!   field at fault), never a panic or an HTML page.
+//! * **Bounds.** Bodies over [`MAX_BODY`] bytes are refused (`413`); unknown
+//!   request fields are refused (`400`, named); a request that waits or
+//!   runs longer than [`Config::request_timeout`] is answered `503` (the
+//!   transaction it started, if any, still completes or rolls back: the
+//!   future holding the fabric is never dropped mid-transaction, see
+//!   [`App::change`]).
+//! * **Shutdown** (SIGTERM, Ctrl-C, or the caller's future): the listener
+//!   stops accepting, requests in flight finish — a transaction completes or
+//!   rolls back — and the lock is released when the fabric is dropped.
+//!
+//! Not yet (issue 17): server-sent events, `/metrics`, `/openapi.json`,
+//! `POST /v1/plan`, `GET /v1/status` with drift, admission of a given
+//! allocation (`servers`), TLS, Slurm prolog/epilog, topology export,
+//! `--server` in the CLI.
+
+mod problem;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use thiserror::Error;
+use tokio::sync::{Mutex, Semaphore};
+use tracing::{info, info_span, Instrument};
+
+pub use problem::Problem;
+
+use crate::controller::NoProgress;
+use crate::decision::Decision;
+use crate::jobs::{Fabric, JobsError};
+use crate::names::JobId;
+
+/// Largest request body accepted, bytes.
+pub const MAX_BODY: usize = 16 * 1024;
+
+/// A bearer token. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    /// The token of a token file: its content without surrounding
+    /// whitespace; at least 16 characters, printable ASCII.
+    pub fn from_file_text(text: &str) -> Result<Token, ServeError> {
+        let t = text.trim();
+        if t.len() < 16 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ServeError::Token(
+                "the token must be at least 16 printable ASCII characters without spaces".into(),
+            ));
+        }
+        Ok(Token(t.to_string()))
+    }
+
+    fn matches(&self, presented: &str) -> bool {
+        self.0.as_bytes().ct_eq(presented.as_bytes()).into()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// `None`: no authentication, loopback only.
+    pub token: Option<Token>,
+    /// Longest a request may wait and run.
+    pub request_timeout: Duration,
+    /// Changes that may wait for the one in flight.
+    pub max_waiting: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("token file: {0}")]
+    Token(String),
+    #[error("refusing to listen on {0} without --token-file: the API would be open to the network; give a token file or listen on loopback (127.0.0.1 / ::1)")]
+    OpenListener(SocketAddr),
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The service's shared state.
+#[derive(Debug)]
+struct App {
+    fabric: Mutex<Fabric>,
+    token: Option<Token>,
+    waiting: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+/// The router of the API over `fabric` (which should hold the state lock).
+pub fn router(fabric: Fabric, config: &Config) -> Router {
+    let app = Arc::new(App {
+        fabric: Mutex::new(fabric),
+        token: config.token.clone(),
+        waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
+        timeout: config.request_timeout,
+    });
+    let v1 = Router::new()
+        .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/{id}", get(get_job).delete(release))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .merge(v1)
+        .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+/// Serve until `shutdown` completes (or SIGTERM / Ctrl-C), then finish the
+/// requests in flight. Refuses a non-loopback listener without a token.
+pub async fn serve(
+    fabric: Fabric,
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    if config.token.is_none() && !config.listen.ip().is_loopback() {
+        return Err(ServeError::OpenListener(config.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    if config.token.is_none() {
+        eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
+    }
+    // The one line a supervisor (or a test) waits for.
+    println!("vclos serve: listening on http://{addr}");
+    info!(%addr, "listening");
+    let app = router(fabric, &config);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                () = shutdown => {}
+                () = signal() => {}
+            }
+            info!("shutting down: finishing requests in flight");
+        })
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
+}
+
+async fn signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = ctrl_c => {}
+            () = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+async fn authenticate(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(token) = &app.token {
+        let presented = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|p| token.matches(p)) {
+            let mut r = Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "a valid `Authorization: Bearer <token>` header is required",
+            )
+            .into_response();
+            r.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
+    }
+    next.run(request).await
+}
+
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    match app.fabric.try_lock() {
+        // Busy with a transaction: alive and serving, ready.
+        Err(_) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(f) => match f.pending_journal() {
+            Ok(None) => (StatusCode::OK, "ready\n").into_response(),
+            Ok(Some(_)) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "an interrupted operation's journal is pending: run `vclos reconcile`",
+            )
+            .into_response(),
+            Err(e) => Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+        },
+    }
+}
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitBody {
+    id: String,
+    gpus: u32,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// A held job's answer.
+#[derive(Debug, Serialize)]
+struct JobAnswer<'a> {
+    job: &'a JobId,
+    /// Held before this request (an idempotent retry).
+    existing: bool,
+    decision: &'a Decision,
+}
+
+async fn list_jobs(State(app): State<Arc<App>>) -> Response {
+    let f = app.fabric.lock().await;
+    Json(f.jobs()).into_response()
+}
+
+async fn get_job(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let id = match job_id(&id) {
+        Ok(id) => id,
+        Err(p) => return p.into_response(),
+    };
+    let f = app.fabric.lock().await;
+    match f.state().decision(&id) {
+        Some(d) => Json(d).into_response(),
+        None => not_held(&id).into_response(),
+    }
+}
+
+fn job_id(id: &str) -> Result<JobId, Problem> {
+    JobId::new(id)
+        .map_err(|e| Problem::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).field("id"))
+}
+
+fn not_held(id: &JobId) -> Problem {
+    Problem::new(StatusCode::NOT_FOUND, format!("job `{id}` is not held"))
+}
+
+async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+    let req: SubmitBody = match problem::parse_body(&body) {
+        Ok(r) => r,
+        Err(p) => return p.into_response(),
+    };
+    let id = match job_id(&req.id) {
+        Ok(id) => id,
+        Err(p) => return p.into_response(),
+    };
+    let span = info_span!("api.submit", job = %id, gpus = req.gpus);
+    let app2 = Arc::clone(&app);
+    app.change(
+        async move {
+            let mut f = app2.fabric.lock().await;
+            if let Some(held) = f.state().decision(&id) {
+                return existing(held, &req);
+            }
+            if req.dry_run {
+                return match f.plan_submit(&id, req.gpus) {
+                    Ok(plan) => {
+                        Json(json!({ "job": id, "dry_run": true, "plan": plan })).into_response()
+                    }
+                    Err(e) => jobs_problem(&e).into_response(),
+                };
+            }
+            let started = Instant::now();
+            match f.submit(&id, req.gpus, &NoProgress).await {
+                Ok(done) => applied(&done, started, StatusCode::CREATED),
+                Err(e) => jobs_problem(&e).into_response(),
+            }
+        }
+        .instrument(span),
+    )
+    .await
+}
+
+/// A retry of a held job: the held decision, or 409 if it asks otherwise.
+fn existing(held: &Decision, req: &SubmitBody) -> Response {
+    let asked = held.requested_gpus.unwrap_or(held.gpus.len() as u32);
+    if asked != req.gpus {
+        return Problem::new(
+            StatusCode::CONFLICT,
+            format!(
+                "job `{}` is held with {asked} GPUs; this request asks for {}",
+                held.job, req.gpus
+            ),
+        )
+        .field("gpus")
+        .into_response();
+    }
+    Json(JobAnswer {
+        job: &held.job,
+        existing: true,
+        decision: held,
+    })
+    .into_response()
+}
+
+/// The answer to an applied change: the plan, the transaction's report and
+/// its timing; committed -> `ok`, otherwise a problem carrying the report.
+fn applied(done: &crate::jobs::Applied, started: Instant, ok: StatusCode) -> Response {
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    if done.report.is_committed() {
+        let body = json!({
+            "job": done.plan.job,
+            "action": done.plan.action,
+            "committed": true,
+            "decision": done.plan.decision,
+            "devices": done.report,
+            "timings": {"total_ms": ms},
+        });
+        return (ok, Json(body)).into_response();
+    }
+    let detail = if done.report.is_unchanged() {
+        "the devices refused the change; every device is as it was and the state is unchanged"
+    } else {
+        "the change failed and some devices could not be put back; the journal is kept for `vclos reconcile`"
+    };
+    Problem::new(StatusCode::BAD_GATEWAY, detail)
+        .with("devices", json!(done.report))
+        .into_response()
+}
+
+async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let id = match job_id(&id) {
+        Ok(id) => id,
+        Err(p) => return p.into_response(),
+    };
+    let span = info_span!("api.release", job = %id);
+    let app2 = Arc::clone(&app);
+    app.change(
+        async move {
+            let mut f = app2.fabric.lock().await;
+            if f.state().decision(&id).is_none() {
+                return not_held(&id).into_response();
+            }
+            let started = Instant::now();
+            match f.release(&id, &NoProgress).await {
+                Ok(done) => applied(&done, started, StatusCode::OK),
+                Err(e) => jobs_problem(&e).into_response(),
+            }
+        }
+        .instrument(span),
+    )
+    .await
+}
+
+impl App {
+    /// Run a change: refused at once when [`Config::max_waiting`] already
+    /// wait; answered 503 after the request timeout, while the change itself
+    /// runs on in its own task so a transaction is never cut short.
+    async fn change(
+        &self,
+        work: impl std::future::Future<Output = Response> + Send + 'static,
+    ) -> Response {
+        let Ok(permit) = Arc::clone(&self.waiting).try_acquire_owned() else {
+            return busy("too many changes are waiting; retry later");
+        };
+        // The permit lives as long as the change, not the request.
+        let task = tokio::spawn(async move {
+            let r = work.await;
+            drop(permit);
+            r
+        });
+        match tokio::time::timeout(self.timeout, task).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the change failed: {e}"))
+                .into_response(),
+            Err(_) => busy("the change did not finish within the request timeout; it completes or rolls back on its own: ask for the job again"),
+        }
+    }
+}
+
+fn busy(detail: &str) -> Response {
+    let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail).into_response();
+    r.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    r
+}
+
+/// The HTTP status of a lifecycle error.
+fn jobs_problem(e: &JobsError) -> Problem {
+    let status = match e {
+        JobsError::Blocked { .. } => StatusCode::CONFLICT,
+        JobsError::Placement(_) | JobsError::Name(_) | JobsError::Intent(_) => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        JobsError::Lock(_) | JobsError::PendingJournal(_) | JobsError::Stale(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        JobsError::BusyLink { .. }
+        | JobsError::ForeignSteering(_)
+        | JobsError::Refused { .. }
+        | JobsError::ChangeSet(_) => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Problem::new(status, e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

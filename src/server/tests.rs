@@ -1,0 +1,83 @@
+#![allow(clippy::unwrap_used)]
+
+use super::problem::parse_body;
+use super::*;
+
+#[test]
+fn tokens_are_checked_and_never_shown() {
+    assert!(Token::from_file_text("short").is_err());
+    assert!(Token::from_file_text("has a space in the middle!").is_err());
+    let t = Token::from_file_text("  0123456789abcdef-secret\n").unwrap();
+    assert!(t.matches("0123456789abcdef-secret"));
+    assert!(!t.matches("0123456789abcdef-secreT"));
+    assert!(!t.matches("0123456789abcdef-secret "));
+    assert!(!t.matches(""));
+    assert_eq!(format!("{t:?}"), "Token(<redacted>)");
+    let c = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: Some(t),
+        request_timeout: Duration::from_secs(1),
+        max_waiting: 1,
+    };
+    assert!(!format!("{c:?}").contains("secret"));
+}
+
+#[test]
+fn bad_bodies_name_the_field() {
+    let field = |body: &str| {
+        let p = parse_body::<SubmitBody>(body.as_bytes()).unwrap_err();
+        assert_eq!(p.status(), StatusCode::BAD_REQUEST);
+        let r = p.into_response();
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        p_field(body)
+    };
+    assert_eq!(
+        field(r#"{"id": "a", "gpus": "8"}"#).as_deref(),
+        Some("gpus")
+    );
+    assert_eq!(
+        field(r#"{"id": "a", "gpus": 8, "servers": []}"#).as_deref(),
+        Some("servers")
+    );
+    assert_eq!(field(r#"{"gpus": 8}"#), None);
+    assert_eq!(field(r#"{"id": 5, "gpus": 8}"#).as_deref(), Some("id"));
+    let ok: SubmitBody = parse_body(br#"{"id": "a", "gpus": 8}"#).unwrap();
+    assert_eq!((ok.id.as_str(), ok.gpus, ok.dry_run), ("a", 8, false));
+}
+
+/// The `field` member of the problem a body gives.
+fn p_field(body: &str) -> Option<String> {
+    let p = parse_body::<SubmitBody>(body.as_bytes()).unwrap_err();
+    let r = p.into_response();
+    let bytes = futures_body(r);
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["status"], 400);
+    assert_eq!(v["type"], "about:blank");
+    v["field"].as_str().map(str::to_string)
+}
+
+fn futures_body(r: Response) -> Vec<u8> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        axum::body::to_bytes(r.into_body(), MAX_BODY)
+            .await
+            .unwrap()
+            .to_vec()
+    })
+}
+
+#[test]
+fn lifecycle_errors_map_to_statuses_a_scheduler_can_act_on() {
+    let blocked = JobsError::Blocked {
+        job: JobId::new("a").unwrap(),
+        why: "no slice is free",
+    };
+    assert_eq!(jobs_problem(&blocked).status(), StatusCode::CONFLICT);
+    let stale = JobsError::Stale("x".into());
+    assert_eq!(
+        jobs_problem(&stale).status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
