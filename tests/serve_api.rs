@@ -312,3 +312,134 @@ fn without_a_token_it_listens_on_loopback_only() {
     // Nothing was created or locked.
     assert!(!s.exists());
 }
+
+/// Lines of a server-sent event stream, read by `curl -N` in the background.
+struct EventStream {
+    child: Kill,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl EventStream {
+    fn open(url: &str) -> EventStream {
+        let mut child = Command::new("curl")
+            .args(["-sS", "-N", "-H", &format!("Authorization: Bearer {TOKEN}")])
+            .arg(format!("{url}/v1/events"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        EventStream {
+            child: Kill(child),
+            lines,
+        }
+    }
+
+    /// The data of the next event of `kind`, within 10 s.
+    fn next(&self, kind: &str) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut current = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no `{kind}` event"));
+            if let Some(k) = line.strip_prefix("event: ") {
+                current = k.to_string();
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                if current == kind {
+                    return serde_json::from_str(d).unwrap();
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn events_metrics_plan_and_status_report_what_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(dir.path());
+    let url = svc.url.as_str();
+    let tok = Some(TOKEN);
+    let events = EventStream::open(url);
+    // Give the subscription a moment to be registered before changing.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // A dry run (24 GPUs: two leaves): per-device changes, nothing applied.
+    let (code, plan) = curl(
+        url,
+        "POST",
+        "/v1/plan",
+        Some(r#"{"submit": {"id": "p", "gpus": 24}}"#),
+        tok,
+    );
+    assert_eq!((code, &plan["action"]), (200, &"admit".into()), "{plan}");
+    assert!(!plan["devices"].as_array().unwrap().is_empty(), "{plan}");
+    assert_eq!(
+        curl(url, "GET", "/v1/jobs", None, tok).1,
+        serde_json::json!([])
+    );
+    assert_eq!(
+        curl(url, "POST", "/v1/plan", Some(r#"{"release": "zz"}"#), tok).0,
+        404
+    );
+    assert_eq!(curl(url, "POST", "/v1/plan", Some("{}"), tok).0, 400);
+    // Admitted, refused (too large), released: one event each, in order.
+    assert_eq!(
+        curl(
+            url,
+            "POST",
+            "/v1/jobs",
+            Some(r#"{"id": "e1", "gpus": 8}"#),
+            tok
+        )
+        .0,
+        201
+    );
+    let e = events.next("admitted");
+    assert_eq!(e["job"], "e1", "{e}");
+    let (code, _) = curl(
+        url,
+        "POST",
+        "/v1/jobs",
+        Some(r#"{"id": "e2", "gpus": 4096}"#),
+        tok,
+    );
+    assert!(code >= 400);
+    let f = events.next("failed");
+    assert_eq!(f["job"], "e2", "{f}");
+    assert!(f["seq"].as_u64().unwrap() > e["seq"].as_u64().unwrap());
+    assert_eq!(curl(url, "DELETE", "/v1/jobs/e1", None, tok).0, 200);
+    assert_eq!(events.next("released")["job"], "e1");
+    // Metrics count them, with latency histograms.
+    let (code, m) = curl(url, "GET", "/metrics", None, tok);
+    let m = m.as_str().unwrap().to_string();
+    assert_eq!(code, 200);
+    for line in [
+        r#"vclos_changes_total{action="admit",outcome="committed"} 1"#,
+        r#"vclos_changes_total{action="release",outcome="committed"} 1"#,
+        r#"vclos_changes_total{action="admit",outcome="refused"} 1"#,
+        r#"vclos_change_seconds_count{action="admit"} 2"#,
+        "vclos_jobs 0",
+    ] {
+        assert!(m.lines().any(|l| l == line), "no `{line}` in\n{m}");
+    }
+    assert_eq!(curl(url, "GET", "/metrics", None, None).0, 401);
+    // Status: every device read, none drifted.
+    let (code, st) = curl(url, "GET", "/v1/status", None, tok);
+    assert_eq!(code, 200, "{st}");
+    let devices = st["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 5, "{st}");
+    for d in devices {
+        assert!(d["error"].is_null(), "{d}");
+        assert!(d["drift"]["missing"].as_array().unwrap().is_empty(), "{d}");
+    }
+    drop(events.child);
+}

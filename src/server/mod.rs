@@ -38,11 +38,18 @@
 //!   stops accepting, requests in flight finish — a transaction completes or
 //!   rolls back — and the lock is released when the fabric is dropped.
 //!
-//! Not yet (issue 17): server-sent events, `/metrics`, `/openapi.json`,
-//! `POST /v1/plan`, `GET /v1/status` with drift, admission of a given
-//! allocation (`servers`), TLS, Slurm prolog/epilog, topology export,
-//! `--server` in the CLI.
+//! * **Observability**: `GET /v1/events` (server-sent events, [`events`]),
+//!   `GET /metrics` (Prometheus text, [`metrics`]); `POST /v1/plan` (a dry
+//!   run with per-device diffs) and `GET /v1/status` (jobs, each device's
+//!   reachability and drift, the pending journal) answer what the CLI's
+//!   `plan` and `status` do.
+//!
+//! Not yet (issue 17): `/openapi.json`, admission of a given allocation
+//! (`servers`), TLS, Slurm prolog/epilog, topology export, `--server` in
+//! the CLI.
 
+mod events;
+mod metrics;
 mod problem;
 
 use std::net::SocketAddr;
@@ -132,6 +139,8 @@ struct App {
     token: Option<Token>,
     waiting: Arc<Semaphore>,
     timeout: Duration,
+    events: events::Events,
+    metrics: metrics::Metrics,
 }
 
 /// The router of the API over `fabric` (which should hold the state lock).
@@ -141,10 +150,16 @@ pub fn router(fabric: Fabric, config: &Config) -> Router {
         token: config.token.clone(),
         waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
         timeout: config.request_timeout,
+        events: events::Events::default(),
+        metrics: metrics::Metrics::default(),
     });
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(get_job).delete(release))
+        .route("/v1/plan", axum::routing::post(plan))
+        .route("/v1/status", get(status))
+        .route("/v1/events", get(events))
+        .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,
@@ -334,7 +349,9 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 };
             }
             let started = Instant::now();
-            match f.submit(&id, req.gpus, &NoProgress).await {
+            let r = f.submit(&id, req.gpus, &NoProgress).await;
+            app2.record("admit", &id, &r, started, f.jobs().len());
+            match r {
                 Ok(done) => applied(&done, started, StatusCode::CREATED),
                 Err(e) => jobs_problem(&e).into_response(),
             }
@@ -405,7 +422,9 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
                 return not_held(&id).into_response();
             }
             let started = Instant::now();
-            match f.release(&id, &NoProgress).await {
+            let r = f.release(&id, &NoProgress).await;
+            app2.record("release", &id, &r, started, f.jobs().len());
+            match r {
                 Ok(done) => applied(&done, started, StatusCode::OK),
                 Err(e) => jobs_problem(&e).into_response(),
             }
@@ -415,7 +434,66 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     .await
 }
 
+async fn events(State(app): State<Arc<App>>) -> Response {
+    app.events.subscribe().into_response()
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    (
+        [(axum::http::header::CONTENT_TYPE, kind)],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
 impl App {
+    /// Count a change, time it and publish its event.
+    fn record(
+        &self,
+        action: &'static str,
+        job: &JobId,
+        r: &Result<crate::jobs::Applied, JobsError>,
+        started: Instant,
+        held: usize,
+    ) {
+        let m = &self.metrics;
+        m.took(action, started.elapsed().as_secs_f64());
+        m.jobs.set(held as i64);
+        let job = Some(job.to_string());
+        match r {
+            Ok(done) if done.report.is_committed() => {
+                m.change(action, "committed");
+                let kind = if action == "admit" {
+                    "admitted"
+                } else {
+                    "released"
+                };
+                self.events.publish(kind, job, None, None);
+            }
+            Ok(done) => {
+                let outcome = if done.report.is_unchanged() {
+                    "rolled_back"
+                } else {
+                    "partial"
+                };
+                m.change(action, outcome);
+                m.failure("devices");
+                for d in done.report.devices.iter().filter(|d| d.error.is_some()) {
+                    m.device_error(&d.device);
+                }
+                let detail = format!("{action}: {outcome}");
+                self.events.publish("failed", job, None, Some(detail));
+            }
+            Err(e) => {
+                m.change(action, "refused");
+                m.failure(cause(jobs_problem(e).status()));
+                self.events
+                    .publish("failed", job, None, Some(format!("{action}: {e}")));
+            }
+        }
+    }
+
     /// Run a change: refused at once when [`Config::max_waiting`] already
     /// wait; answered 503 after the request timeout, while the change itself
     /// runs on in its own task so a transaction is never cut short.
@@ -448,6 +526,81 @@ fn busy(detail: &str) -> Response {
         axum::http::HeaderValue::from_static("1"),
     );
     r
+}
+
+/// The failure cause a status stands for (`vclos_failures_total`).
+fn cause(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::CONFLICT => "no_slice",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid",
+        StatusCode::SERVICE_UNAVAILABLE => "busy",
+        _ => "internal",
+    }
+}
+
+/// `POST /v1/plan`: exactly one of `submit` and `release`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanBody {
+    submit: Option<PlanSubmit>,
+    release: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanSubmit {
+    id: String,
+    gpus: u32,
+}
+
+async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+    let req: PlanBody = match problem::parse_body(&body) {
+        Ok(r) => r,
+        Err(p) => return p.into_response(),
+    };
+    let f = app.fabric.lock().await;
+    let r = match (&req.submit, &req.release) {
+        (Some(s), None) => match job_id(&s.id) {
+            Ok(id) => f.plan_submit(&id, s.gpus),
+            Err(p) => return p.field("submit.id").into_response(),
+        },
+        (None, Some(r)) => match job_id(r) {
+            Ok(id) if f.state().decision(&id).is_none() => return not_held(&id).into_response(),
+            Ok(id) => f.plan_release(&id),
+            Err(p) => return p.field("release").into_response(),
+        },
+        _ => {
+            let why = "give exactly one of `submit` ({id, gpus}) and `release` (a job id)";
+            return Problem::new(StatusCode::BAD_REQUEST, why).into_response();
+        }
+    };
+    match r {
+        Ok(plan) => Json(plan).into_response(),
+        Err(e) => jobs_problem(&e).into_response(),
+    }
+}
+
+/// `GET /v1/status`: reads every device (each bounded by the fabric's read
+/// timeout); a drifted device is also published as a `drift` event.
+async fn status(State(app): State<Arc<App>>) -> Response {
+    let f = app.fabric.lock().await;
+    let st = match f.status().await {
+        Ok(st) => st,
+        Err(e) => return jobs_problem(&e).into_response(),
+    };
+    for d in &st.devices {
+        if let Some(drift) = d.drift.as_ref().filter(|x| !x.is_empty()) {
+            let detail = format!(
+                "{} missing, {} unexpected, {} foreign",
+                drift.missing.len(),
+                drift.extra.len(),
+                drift.foreign.len()
+            );
+            let device = Some(d.device.clone());
+            app.events.publish("drift", None, device, Some(detail));
+        }
+    }
+    Json(st).into_response()
 }
 
 /// The HTTP status of a lifecycle error.
