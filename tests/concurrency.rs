@@ -118,6 +118,22 @@ fn judge(what: &str, cfg: &Config, run: &Run, kills: u64, observed: &Observed) {
         verdict.double_booked.len(),
         verdict.device_problems.len()
     );
+    let mut took: Vec<f64> = history
+        .iter()
+        .map(|o| (o.completed.saturating_sub(o.invoked)).as_secs_f64() * 1e3)
+        .collect();
+    took.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        took.get(((took.len() as f64 * p) as usize).min(took.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    println!(
+        "{what}: operation latency p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(0.5),
+        pct(0.99),
+        took.last().copied().unwrap_or(0.0)
+    );
     // Why operations were refused or unknown, by first words.
     let mut why: std::collections::BTreeMap<String, usize> = Default::default();
     for o in history {
@@ -181,6 +197,22 @@ where
     F: Fn(Run, usize, &Config, &Rig) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    chaos_with(what, secs, kills, |_| {}, || {}, worker);
+}
+
+/// [`chaos`] with `before` run once the devices are in sync (e.g. start a
+/// service) and `after` once the workers are done, before the observation.
+fn chaos_with<F, Fut>(
+    what: &str,
+    secs: u64,
+    kills: bool,
+    before: impl FnOnce(&Rig),
+    after: impl FnOnce(),
+    worker: F,
+) where
+    F: Fn(Run, usize, &Config, &Rig) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let kills_on = kills;
     let cfg = Config::from_env(secs);
     println!("{what}: seed {} (VCLOS_CHAOS_SEED to replay)", cfg.seed);
@@ -190,6 +222,7 @@ where
     let rt = workload_runtime(cfg.workers + 2);
     rt.block_on(async {
         rig.sync().await;
+        before(&rig);
         let run = Run::new(&cfg);
         let workers: Vec<_> = (0..cfg.workers)
             .map(|w| tokio::spawn(worker(run.clone(), w, &cfg, &rig)))
@@ -204,6 +237,7 @@ where
             w.await.unwrap();
         }
         let kills = killer.await.unwrap();
+        after();
         let observed = workload::observe(&rig.topo_file, &rig.state).await;
         judge(what, &cfg, &run, kills, &observed);
         // Nobody died, so no operation may have found a journal to recover:
@@ -223,6 +257,65 @@ fn processes_submitting_and_releasing_with_kill_9_lose_nothing() {
     chaos("processes", 60, true, |run, w, cfg, rig| {
         workload::process_worker(run, w, cfg.seed, rig.topo_file.clone(), rig.state.clone())
     });
+}
+
+#[test]
+fn api_clients_of_vclos_serve_submitting_and_releasing_lose_nothing() {
+    // The service owns the state directory while it runs; stopped
+    // (SIGTERM: the transaction in flight finishes) before the observation.
+    let dir = tempfile::tempdir().unwrap();
+    let token = "chaos-token-0123456789abcdef";
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let service: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+    let api: std::sync::OnceLock<std::sync::Arc<workload::Api>> = std::sync::OnceLock::new();
+    chaos_with(
+        "api",
+        20,
+        false,
+        |rig| {
+            let mut child = std::process::Command::new(workload::BIN)
+                .args(["serve", "--listen", "127.0.0.1:0", "--max-waiting", "1024"])
+                .arg("--topology")
+                .arg(&rig.topo_file)
+                .arg("--state")
+                .arg(&rig.state)
+                .arg("--token-file")
+                .arg(&token_file)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            let url = line.trim().rsplit_once(' ').unwrap().1.to_string();
+            let _ = api.set(std::sync::Arc::new(workload::Api {
+                url,
+                token: token.into(),
+            }));
+            *service.lock().unwrap() = Some(child);
+        },
+        || {
+            if let Some(mut child) = service.lock().unwrap().take() {
+                let pid = child.id().to_string();
+                std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status()
+                    .unwrap();
+                assert!(
+                    child.wait().unwrap().success(),
+                    "vclos serve did not stop cleanly"
+                );
+            }
+        },
+        |run, w, cfg, _rig| {
+            workload::api_worker(run, w, cfg.seed, std::sync::Arc::clone(api.get().unwrap()))
+        },
+    );
 }
 
 #[test]

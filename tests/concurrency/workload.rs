@@ -520,3 +520,89 @@ pub fn read_decisions(state: &Path) -> Result<Vec<Decision>, String> {
     serde_json::from_value(v["decisions"].clone())
         .map_err(|e| format!("{}: decisions: {e}", file.display()))
 }
+
+/// The API workload's client: `curl` (a third-party HTTP client), one
+/// process per request, as a scheduler's hook would call `vclos serve`.
+pub struct Api {
+    pub url: String,
+    pub token: String,
+}
+
+/// One worker of the API workload: the same operations as the others,
+/// each one HTTP request to `vclos serve`.
+pub async fn api_worker(run: Run, worker: usize, seed: u64, api: Arc<Api>) {
+    let mut rng = rng_of(seed, worker);
+    let mut full = false;
+    while !run.over() {
+        run.pause(full).await;
+        let (kind, job) = run.next_op(&mut rng, full);
+        let invoked = Instant::now();
+        let (method, path, body) = match &kind {
+            Kind::Submit { gpus } => (
+                "POST",
+                "/v1/jobs".to_string(),
+                Some(format!(r#"{{"id": "{job}", "gpus": {gpus}}}"#)),
+            ),
+            Kind::Release => ("DELETE", format!("/v1/jobs/{job}"), None),
+        };
+        let outcome = match api_call(&api, method, &path, body).await {
+            Ok((code, v)) => classify_api(code, &v),
+            Err(e) => Outcome::Unknown(e),
+        };
+        full = run.record(worker, kind, job, invoked, outcome);
+    }
+}
+
+async fn api_call(
+    api: &Api,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> Result<(u16, serde_json::Value), String> {
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "-m",
+        "180",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+    ])
+    .arg(format!("{}{path}", api.url))
+    .args(["-H", &format!("Authorization: Bearer {}", api.token)])
+    .kill_on_drop(true);
+    if let Some(b) = body {
+        cmd.args(["-H", "Content-Type: application/json", "--data-binary", &b]);
+    }
+    let out = cmd.output().await.map_err(|e| format!("curl: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').ok_or("curl: no status")?;
+    let code: u16 = code.trim().parse().map_err(|_| format!("curl: {text}"))?;
+    if code == 0 {
+        return Err(format!(
+            "curl: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok((code, serde_json::from_str(body).unwrap_or_default()))
+}
+
+/// What a scheduler learns from an answer of `vclos serve`.
+pub fn classify_api(code: u16, v: &serde_json::Value) -> Outcome {
+    let detail = first_line(v["detail"].as_str().unwrap_or_default());
+    match code {
+        200 | 201 if v["committed"] == true || v["existing"] == true => Outcome::Ok,
+        // Refused before anything changed.
+        400 | 404 | 409 | 413 | 422 => Outcome::Failed(detail),
+        502 if detail.starts_with("the devices refused the change") => Outcome::Failed(detail),
+        // A change still running when the request timed out may commit.
+        503 if detail.contains("did not finish within the request timeout") => {
+            Outcome::Unknown(detail)
+        }
+        503 => Outcome::Failed(detail),
+        _ => Outcome::Unknown(format!("HTTP {code}: {detail}")),
+    }
+}
