@@ -44,12 +44,15 @@
 //!   reachability and drift, the pending journal) answer what the CLI's
 //!   `plan` and `status` do.
 //!
-//! Not yet (issue 17): `/openapi.json`, admission of a given allocation
-//! (`servers`), TLS, Slurm prolog/epilog, topology export, `--server` in
-//! the CLI.
+//! * **`/openapi.json`**: the OpenAPI 3.1 document, generated from the
+//!   handlers' attributes ([`openapi`]).
+//!
+//! Not yet (issue 17): admission of a given allocation (`servers`), TLS,
+//! Slurm prolog/epilog, topology export, `--server` in the CLI.
 
 mod events;
 mod metrics;
+mod openapi;
 mod problem;
 
 use std::net::SocketAddr;
@@ -69,6 +72,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tracing::{info, info_span, Instrument};
 
 pub use problem::Problem;
+use problem::ProblemDoc;
 
 use crate::controller::NoProgress;
 use crate::decision::Decision;
@@ -167,6 +171,7 @@ pub fn router(fabric: Fabric, config: &Config) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .merge(v1)
         .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -262,6 +267,9 @@ async fn authenticate(
     next.run(request).await
 }
 
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+    responses((status = 200, description = "Ready: the state is settled"),
+              (status = 503, description = "A journal of an interrupted operation is pending", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn ready(State(app): State<Arc<App>>) -> Response {
     match app.fabric.try_lock() {
         // Busy with a transaction: alive and serving, ready.
@@ -279,7 +287,7 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
 }
 
 /// `POST /v1/jobs`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SubmitBody {
     id: String,
@@ -297,11 +305,18 @@ struct JobAnswer<'a> {
     decision: &'a Decision,
 }
 
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+    responses((status = 200, description = "Every held decision (docs/decisions.md)", body = Vec<Object>),
+              (status = 401, description = "No or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn list_jobs(State(app): State<Arc<App>>) -> Response {
     let f = app.fabric.lock().await;
     Json(f.jobs()).into_response()
 }
 
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses((status = 200, description = "The job's decision", body = Object),
+              (status = 404, description = "Not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid job id", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn get_job(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
@@ -323,6 +338,10 @@ fn not_held(id: &JobId) -> Problem {
     Problem::new(StatusCode::NOT_FOUND, format!("job `{id}` is not held"))
 }
 
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = SubmitBody,
+    responses((status = 201, description = "Committed on every device: job, action, committed, decision, devices (the transaction report), timings", body = Object),
+              (status = 200, description = "Already held with this request (`existing`: true), or a dry run (`plan`)", body = Object),
+              (status = 400, description = "Bad body (`field` names it)", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "Held with another size, or no slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 413, description = "Body over 16 KiB", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id or size", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was (`devices`: the report)", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy (Retry-After) or a pending journal", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
     let req: SubmitBody = match problem::parse_body(&body) {
         Ok(r) => r,
@@ -408,6 +427,10 @@ fn applied(done: &crate::jobs::Applied, started: Instant, ok: StatusCode) -> Res
         .into_response()
 }
 
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses((status = 200, description = "Released on every device", body = Object),
+              (status = 404, description = "Not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
@@ -434,10 +457,14 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     .await
 }
 
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    responses((status = 200, description = "Server-sent events: admitted, released, failed, drift (data: seq, kind, job, device, detail, at_ms)", content_type = "text/event-stream")))]
 async fn events(State(app): State<Arc<App>>) -> Response {
     app.events.subscribe().into_response()
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus / OpenMetrics text", content_type = "application/openmetrics-text")))]
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     (
@@ -539,20 +566,23 @@ fn cause(status: StatusCode) -> &'static str {
 }
 
 /// `POST /v1/plan`: exactly one of `submit` and `release`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PlanBody {
     submit: Option<PlanSubmit>,
     release: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PlanSubmit {
     id: String,
     gpus: u32,
 }
 
+#[utoipa::path(post, path = "/v1/plan", tag = "jobs", request_body = PlanBody,
+    responses((status = 200, description = "The dry run: job, action, decision, per-device diffs and commands", body = Object),
+              (status = 400, description = "Bad body, or not exactly one of submit and release", body = ProblemDoc, content_type = "application/problem+json"), (status = 404, description = "Release of a job not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "No slice free now", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
     let req: PlanBody = match problem::parse_body(&body) {
         Ok(r) => r,
@@ -582,6 +612,8 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
 
 /// `GET /v1/status`: reads every device (each bounded by the fabric's read
 /// timeout); a drifted device is also published as a `drift` event.
+#[utoipa::path(get, path = "/v1/status", tag = "jobs",
+    responses((status = 200, description = "Jobs, each device's reachability and drift, a pending journal", body = Object)))]
 async fn status(State(app): State<Arc<App>>) -> Response {
     let f = app.fabric.lock().await;
     let st = match f.status().await {

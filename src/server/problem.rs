@@ -78,3 +78,17 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
         p
     })
 }
+
+/// The shape of a problem, for the OpenAPI document (RFC 9457 Section 3).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ProblemDoc {
+    /// `about:blank`.
+    r#type: String,
+    /// The status's reason phrase.
+    title: String,
+    status: u16,
+    detail: String,
+    /// The request field at fault, when one is.
+    field: Option<String>,
+}
