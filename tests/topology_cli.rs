@@ -238,3 +238,134 @@ fn validate_reports_problems_and_never_panics() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!text(&out.stderr).contains("panicked"));
 }
+
+const TESTBED_OCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
+
+fn export(file: &str, format: &str) -> Output {
+    vclos(&["topology", "export", file, "--format", format])
+}
+
+fn yaml_docs(out: &Output) -> Vec<serde_yaml_ng::Value> {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_yaml_ng::Deserializer::from_slice(&out.stdout)
+        .map(|d| <serde_yaml_ng::Value as serde::Deserialize>::deserialize(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn export_slurm_writes_a_tree_and_a_block_topology() {
+    let docs = yaml_docs(&export(TESTBED_OCS, "slurm"));
+    assert_eq!(docs.len(), 1);
+    let topologies = docs[0].as_sequence().unwrap();
+    let names: Vec<&str> = topologies
+        .iter()
+        .map(|t| t["topology"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["testbed-ocs-tree", "testbed-ocs-block"]);
+    let switches = topologies[0]["tree"]["switches"].as_sequence().unwrap();
+    assert_eq!(switches[0]["switch"].as_str(), Some("leaf1"));
+    assert_eq!(switches[0]["nodes"].as_str(), Some("srv1,srv2,srv3,srv4"));
+    assert_eq!(switches[2]["children"].as_str(), Some("leaf1,leaf2"));
+    let sizes = &topologies[1]["block"]["block_sizes"];
+    assert_eq!(sizes[0].as_u64(), Some(4));
+    assert_eq!(sizes[1].as_u64(), Some(8));
+    assert_eq!(
+        topologies[1]["block"]["blocks"][1]["nodes"].as_str(),
+        Some("srv5,srv6,srv7,srv8")
+    );
+}
+
+#[test]
+fn export_volcano_writes_leaf_and_fabric_hypernodes() {
+    let docs = yaml_docs(&export(TESTBED_OCS, "volcano"));
+    let tiers: Vec<(&str, u64, usize)> = docs
+        .iter()
+        .map(|d| {
+            assert_eq!(
+                d["apiVersion"].as_str(),
+                Some("topology.volcano.sh/v1alpha1")
+            );
+            assert_eq!(d["kind"].as_str(), Some("HyperNode"));
+            (
+                d["metadata"]["name"].as_str().unwrap(),
+                d["spec"]["tier"].as_u64().unwrap(),
+                d["spec"]["members"].as_sequence().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tiers,
+        [("leaf1", 1, 4), ("leaf2", 1, 4), ("testbed-ocs", 2, 2)]
+    );
+    let fabric_member = &docs[2]["spec"]["members"][1];
+    assert_eq!(fabric_member["type"].as_str(), Some("HyperNode"));
+    assert_eq!(
+        fabric_member["selector"]["exactMatch"]["name"].as_str(),
+        Some("leaf2")
+    );
+}
+
+#[test]
+fn export_kueue_writes_a_topology_and_the_node_labels() {
+    let out = export(TESTBED_OCS, "kueue");
+    let docs = yaml_docs(&out);
+    assert_eq!(docs.len(), 1);
+    assert_eq!(
+        docs[0]["apiVersion"].as_str(),
+        Some("kueue.x-k8s.io/v1beta2")
+    );
+    assert_eq!(docs[0]["kind"].as_str(), Some("Topology"));
+    let levels: Vec<&str> = docs[0]["spec"]["levels"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|l| l["nodeLabel"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            "topology.vclos.io/fabric",
+            "topology.vclos.io/leaf",
+            "kubernetes.io/hostname"
+        ]
+    );
+    let stdout = text(&out.stdout);
+    let commands: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# kubectl "))
+        .collect();
+    assert_eq!(commands.len(), 8, "{stdout}");
+    assert!(commands.contains(
+        &"label node srv8 --overwrite topology.vclos.io/fabric=testbed-ocs topology.vclos.io/leaf=leaf2"
+    ));
+}
+
+#[test]
+fn export_refuses_a_name_kubernetes_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("upper.yaml");
+    let yaml = std::fs::read_to_string(TESTBED_OCS)
+        .unwrap()
+        .replace("srv6", "GPU_Node6");
+    std::fs::write(&path, yaml).unwrap();
+    let f = path.to_str().unwrap();
+    for format in ["volcano", "kueue"] {
+        let out = export(f, format);
+        assert_eq!(out.status.code(), Some(1), "{format}");
+        assert!(out.stdout.is_empty(), "{format}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("server `GPU_Node6` cannot be a Kubernetes name"),
+            "{format}: {err}"
+        );
+    }
+    // Slurm node names may hold upper case and '_'.
+    assert!(export(f, "slurm").status.success());
+    let out = export(f, "torque");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("possible values"),
+        "{}",
+        text(&out.stderr)
+    );
+}

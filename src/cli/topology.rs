@@ -1,11 +1,11 @@
-//! `vclos topology validate | show | generate`.
+//! `vclos topology validate | show | generate | export`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use vclos::topology::{self, generate, show};
+use vclos::topology::{self, generate, show, ExportFormat};
 
 #[derive(Debug, Subcommand)]
 pub enum TopologyCmd {
@@ -19,6 +19,13 @@ pub enum TopologyCmd {
     },
     /// Print a uniform Leaf-Spine topology (optionally through OCS devices) as YAML.
     Generate(GenerateArgs),
+    /// Print the fabric for a cluster scheduler: Slurm topology.yaml, Volcano
+    /// HyperNodes or a Kueue Topology with its node labels (docs/topology.md).
+    Export {
+        file: PathBuf,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -82,6 +89,11 @@ pub fn run(cmd: TopologyCmd) -> Result<ExitCode> {
                 allow_oversubscription: a.allow_oversubscription,
             })?;
             print!("{yaml}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TopologyCmd::Export { file, format } => {
+            let t = topology::load(&file)?;
+            print!("{}", topology::export(&t, format)?);
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -48,7 +48,8 @@
 //!   handlers' attributes ([`openapi`]).
 //!
 //! Not yet (issue 17): admission of a given allocation (`servers`), TLS,
-//! Slurm prolog/epilog, topology export, `--server` in the CLI.
+//! Slurm prolog/epilog, `--server` in the CLI (topology export is
+//! `crate::topology::export`).
 
 mod events;
 mod metrics;

@@ -13,6 +13,7 @@
 
 mod build;
 mod error;
+pub mod export;
 mod file;
 pub mod generate;
 mod locate;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use build::{MAX_FILE_BYTES, MAX_PROBLEMS, MAX_TOTAL_PORTS, TOPOLOGY_LIMITS};
 pub use error::{Problem, TopologyError};
+pub use export::{export, ExportError, ExportFormat};
 pub use file::{Dialect, HostKeyPolicy, Protocol};
 pub use ports::expand_ports;
 
