@@ -45,6 +45,11 @@ fn vclos(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `POST /v1/jobs` with `body` and the token.
+fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
+    curl(url, "POST", "/v1/jobs", Some(body), Some(TOKEN))
+}
+
 /// `curl` a request; returns (status, body as JSON or text).
 fn curl(
     url: &str,
@@ -148,13 +153,7 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
         401
     );
     // Submit: committed on the devices, the decision returned.
-    let (code, a) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "a", "gpus": 8}"#),
-        tok,
-    );
+    let (code, a) = post(url, r#"{"id": "a", "gpus": 8}"#);
     assert_eq!(code, 201, "{a}");
     assert_eq!(
         (&a["committed"], &a["decision"]["job"]),
@@ -163,53 +162,23 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
     );
     assert!(a["timings"]["total_ms"].as_f64().unwrap() > 0.0, "{a}");
     // The same request again: the held decision, nothing applied twice.
-    let (code, again) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "a", "gpus": 8}"#),
-        tok,
-    );
+    let (code, again) = post(url, r#"{"id": "a", "gpus": 8}"#);
     assert_eq!((code, &again["existing"]), (200, &true.into()), "{again}");
     assert_eq!(again["decision"], a["decision"]);
     // A conflicting one: 409 naming the field.
-    let (code, p) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "a", "gpus": 16}"#),
-        tok,
-    );
+    let (code, p) = post(url, r#"{"id": "a", "gpus": 16}"#);
     assert_eq!((code, &p["field"]), (409, &"gpus".into()), "{p}");
     // Bad requests: problem+json naming the field; oversized bodies refused.
-    let (code, p) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "b", "gpus": 8, "servers": ["srv1"]}"#),
-        tok,
-    );
+    let (code, p) = post(url, r#"{"id": "b", "gpus": 8, "servers": ["srv1"]}"#);
     assert_eq!((code, &p["field"]), (400, &"servers".into()), "{p}");
-    let (code, p) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "b c", "gpus": 8}"#),
-        tok,
-    );
+    let (code, p) = post(url, r#"{"id": "b c", "gpus": 8}"#);
     assert_eq!((code, &p["field"]), (422, &"id".into()), "{p}");
     let big = format!(
         r#"{{"id": "b", "gpus": 8, "pad": "{}"}}"#,
         "x".repeat(20_000)
     );
-    assert_eq!(curl(url, "POST", "/v1/jobs", Some(&big), tok).0, 413);
-    let (code, p) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "huge", "gpus": 4096}"#),
-        tok,
-    );
+    assert_eq!(post(url, &big).0, 413);
+    let (code, p) = post(url, r#"{"id": "huge", "gpus": 4096}"#);
     assert!(code == 409 || code == 422, "{code} {p}");
     // Reads.
     let (code, list) = curl(url, "GET", "/v1/jobs", None, tok);
@@ -392,26 +361,10 @@ fn events_metrics_plan_and_status_report_what_changes() {
     );
     assert_eq!(curl(url, "POST", "/v1/plan", Some("{}"), tok).0, 400);
     // Admitted, refused (too large), released: one event each, in order.
-    assert_eq!(
-        curl(
-            url,
-            "POST",
-            "/v1/jobs",
-            Some(r#"{"id": "e1", "gpus": 8}"#),
-            tok
-        )
-        .0,
-        201
-    );
+    assert_eq!(post(url, r#"{"id": "e1", "gpus": 8}"#).0, 201);
     let e = events.next("admitted");
     assert_eq!(e["job"], "e1", "{e}");
-    let (code, _) = curl(
-        url,
-        "POST",
-        "/v1/jobs",
-        Some(r#"{"id": "e2", "gpus": 4096}"#),
-        tok,
-    );
+    let (code, _) = post(url, r#"{"id": "e2", "gpus": 4096}"#);
     assert!(code >= 400);
     let f = events.next("failed");
     assert_eq!(f["job"], "e2", "{f}");
