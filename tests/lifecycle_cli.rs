@@ -221,10 +221,8 @@ fn spawn(topo: &Path, state: &Path, args: &[&str]) -> Child {
 
 /// Held job ids, from `job list --json`.
 fn held(topo: &Path, state: &Path) -> Vec<String> {
-    let o = vclos(topo, state, &["job", "list", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    jobs.as_array()
+    job_list(topo, state)
+        .as_array()
         .unwrap()
         .iter()
         .map(|d| d["job"].as_str().unwrap().to_string())
@@ -539,16 +537,7 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     // running configurations. Placed in the sharing mode (issue 16), it
     // shares nothing here and configures as any isolated job, its phase in
     // the decision for the scheduler.
-    let o = submit(&[
-        "--partial-servers",
-        "--sharing",
-        "cassini",
-        "--iteration-ms",
-        "400",
-        "--comm-fraction",
-        "0.25",
-        "--json",
-    ]);
+    let o = submit(&[&["--partial-servers", "--json"], &SHARING[..]].concat());
     assert!(o.status.success(), "{}", text(&o));
     let p = &listed_job(&topo, &state, "p");
     let gpus = p["gpus"].as_array().unwrap();
@@ -578,10 +567,26 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     assert_in_sync(&topo, &state);
 }
 
+/// The sharing mode with a stated profile (400 ms iterations, 25% Up).
+const SHARING: [&str; 6] = [
+    "--sharing",
+    "cassini",
+    "--iteration-ms",
+    "400",
+    "--comm-fraction",
+    "0.25",
+];
+
+/// `job list --json`.
+fn job_list(topo: &Path, state: &Path) -> serde_json::Value {
+    let o = vclos(topo, state, &["job", "list", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Job `id` as `job list --json` shows it.
 fn listed_job(topo: &Path, state: &Path, id: &str) -> serde_json::Value {
-    let o = vclos(topo, state, &["job", "list", "--json"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = job_list(topo, state);
     let job = jobs.as_array().unwrap().iter().find(|j| j["job"] == id);
     job.cloned()
         .unwrap_or_else(|| panic!("no job {id} in {jobs}"))
@@ -589,8 +594,7 @@ fn listed_job(topo: &Path, state: &Path, id: &str) -> serde_json::Value {
 
 /// The job holding each server, from `job list --json`.
 fn server_holders(topo: &Path, state: &Path) -> std::collections::BTreeMap<String, String> {
-    let o = vclos(topo, state, &["job", "list", "--json"]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = job_list(topo, state);
     let mut out = std::collections::BTreeMap::new();
     for j in jobs.as_array().unwrap() {
         for g in j["gpus"].as_array().unwrap() {
@@ -638,21 +642,13 @@ fn a_shared_link_is_configured_as_one_subinterface_per_joining_job_and_verified(
     let holder = server_holders(&topo, &state);
     release(&holder["srv1-1"]);
     release(&holder["srv2-1"]);
-    let sharing = [
-        "--sharing",
-        "cassini",
-        "--iteration-ms",
-        "400",
-        "--comm-fraction",
-        "0.25",
-    ];
-    submit("a", "8", &sharing);
+    submit("a", "8", &SHARING);
     // Free the second server of leaf 1 and one of leaf 3: `b` has idle
     // servers but no free uplink on leaf 1, so it shares a's four links
     // there, each on its own sub-interface (VLAN 101) at both ends.
     release(&holder["srv1-2"]);
     release(&holder["srv3-1"]);
-    submit("b", "8", &sharing);
+    submit("b", "8", &SHARING);
     let b = &listed_job(&topo, &state, "b");
     let links = b["sharing"]["links"]
         .as_array()

@@ -194,6 +194,24 @@ impl Run {
     fn over(&self) -> bool {
         Instant::now() >= self.end
     }
+
+    /// The loop of every worker until the run is over: the next operation,
+    /// performed by `op`, its outcome recorded.
+    async fn drive<F, Fut>(&self, worker: usize, seed: u64, mut op: F)
+    where
+        F: FnMut(Kind, String) -> Fut,
+        Fut: std::future::Future<Output = Outcome>,
+    {
+        let mut rng = rng_of(seed, worker);
+        let mut full = false;
+        while !self.over() {
+            self.pause(full).await;
+            let (kind, job) = self.next_op(&mut rng, full);
+            let invoked = Instant::now();
+            let outcome = op(kind.clone(), job.clone()).await;
+            full = self.record(worker, kind, job, invoked, outcome);
+        }
+    }
 }
 
 /// Per-worker generator: the seed and the worker index.
@@ -323,35 +341,36 @@ pub fn classify(exit: &Exit) -> Outcome {
 
 /// One worker of the process workload: a `vclos` child per operation.
 pub async fn process_worker(run: Run, worker: usize, seed: u64, topo: PathBuf, state: PathBuf) {
-    let mut rng = rng_of(seed, worker);
-    let mut full = false;
-    while !run.over() {
-        run.pause(full).await;
-        let (kind, job) = run.next_op(&mut rng, full);
-        let (tx, rx) = oneshot::channel();
-        run.lock().kill[worker] = Some(tx);
-        let gpus = match kind {
-            Kind::Submit { gpus } => gpus.to_string(),
-            Kind::Release => String::new(),
-        };
-        let args: Vec<&str> = match kind {
-            Kind::Submit { .. } => vec!["job", "submit", "--id", &job, "--gpus", &gpus, "--json"],
-            Kind::Release => vec!["job", "release", "--id", &job, "--json"],
-        };
-        let invoked = Instant::now();
-        let exit = vclos(&topo, &state, &args, Some(rx)).await;
-        run.lock().kill[worker] = None;
-        let outcome = match exit {
-            Ok(e) => {
-                if e.stderr.contains("recovered an interrupted") {
-                    run.lock().recoveries += 1;
+    let r = run.clone();
+    run.drive(worker, seed, |kind, job| {
+        let (run, topo, state) = (r.clone(), topo.clone(), state.clone());
+        async move {
+            let (tx, rx) = oneshot::channel();
+            run.lock().kill[worker] = Some(tx);
+            let gpus = match kind {
+                Kind::Submit { gpus } => gpus.to_string(),
+                Kind::Release => String::new(),
+            };
+            let args: Vec<&str> = match kind {
+                Kind::Submit { .. } => {
+                    vec!["job", "submit", "--id", &job, "--gpus", &gpus, "--json"]
                 }
-                classify(&e)
+                Kind::Release => vec!["job", "release", "--id", &job, "--json"],
+            };
+            let exit = vclos(&topo, &state, &args, Some(rx)).await;
+            run.lock().kill[worker] = None;
+            match exit {
+                Ok(e) => {
+                    if e.stderr.contains("recovered an interrupted") {
+                        run.lock().recoveries += 1;
+                    }
+                    classify(&e)
+                }
+                Err(why) => Outcome::Unknown(why),
             }
-            Err(why) => Outcome::Unknown(why),
-        };
-        full = run.record(worker, kind, job, invoked, outcome);
-    }
+        }
+    })
+    .await;
 }
 
 /// Kill a random operation in flight every `every` on average (0.5x to
@@ -408,30 +427,28 @@ fn classify_lib(r: Result<Applied, JobsError>) -> Outcome {
 /// One task of the library workload: its own `Fabric` for each operation,
 /// opened (with recovery), used, shut down and dropped.
 pub async fn task_worker(run: Run, worker: usize, seed: u64, topo: Arc<Topology>, state: PathBuf) {
-    let mut rng = rng_of(seed, worker);
-    let mut full = false;
-    while !run.over() {
-        run.pause(full).await;
-        let (kind, job) = run.next_op(&mut rng, full);
-        let invoked = Instant::now();
-        let outcome = match Fabric::open(topo.clone(), &state).await {
-            // Nothing of this operation was attempted.
-            Err(e) => Outcome::Failed(format!("open: {e}")),
-            Ok((mut f, recovered)) => {
-                if recovered.is_some() {
-                    run.lock().recoveries += 1;
-                }
-                let r = match (JobId::new(job.as_str()), &kind) {
-                    (Err(e), _) => Err(e.into()),
-                    (Ok(id), Kind::Submit { gpus }) => f.submit(&id, *gpus, &NoProgress).await,
-                    (Ok(id), Kind::Release) => f.release(&id, &NoProgress).await,
-                };
-                f.shutdown().await;
-                classify_lib(r)
+    let r = run.clone();
+    run.drive(worker, seed, |kind, job| {
+        let (run, topo, state) = (r.clone(), topo.clone(), state.clone());
+        async move {
+            let (mut f, recovered) = match Fabric::open(topo, &state).await {
+                Ok(opened) => opened,
+                // Nothing of this operation was attempted.
+                Err(e) => return Outcome::Failed(format!("open: {e}")),
+            };
+            if recovered.is_some() {
+                run.lock().recoveries += 1;
             }
-        };
-        full = run.record(worker, kind, job, invoked, outcome);
-    }
+            let r = match (JobId::new(job.as_str()), &kind) {
+                (Err(e), _) => Err(e.into()),
+                (Ok(id), Kind::Submit { gpus }) => f.submit(&id, *gpus, &NoProgress).await,
+                (Ok(id), Kind::Release) => f.release(&id, &NoProgress).await,
+            };
+            f.shutdown().await;
+            classify_lib(r)
+        }
+    })
+    .await;
 }
 
 /// Settle once (`vclos reconcile`, recovering any journal a killed process
@@ -531,26 +548,24 @@ pub struct Api {
 /// One worker of the API workload: the same operations as the others,
 /// each one HTTP request to `vclos serve`.
 pub async fn api_worker(run: Run, worker: usize, seed: u64, api: Arc<Api>) {
-    let mut rng = rng_of(seed, worker);
-    let mut full = false;
-    while !run.over() {
-        run.pause(full).await;
-        let (kind, job) = run.next_op(&mut rng, full);
-        let invoked = Instant::now();
-        let (method, path, body) = match &kind {
-            Kind::Submit { gpus } => (
-                "POST",
-                "/v1/jobs".to_string(),
-                Some(format!(r#"{{"id": "{job}", "gpus": {gpus}}}"#)),
-            ),
-            Kind::Release => ("DELETE", format!("/v1/jobs/{job}"), None),
-        };
-        let outcome = match api_call(&api, method, &path, body).await {
-            Ok((code, v)) => classify_api(code, &v),
-            Err(e) => Outcome::Unknown(e),
-        };
-        full = run.record(worker, kind, job, invoked, outcome);
-    }
+    run.drive(worker, seed, |kind, job| {
+        let api = Arc::clone(&api);
+        async move {
+            let (method, path, body) = match &kind {
+                Kind::Submit { gpus } => (
+                    "POST",
+                    "/v1/jobs".to_string(),
+                    Some(format!(r#"{{"id": "{job}", "gpus": {gpus}}}"#)),
+                ),
+                Kind::Release => ("DELETE", format!("/v1/jobs/{job}"), None),
+            };
+            match api_call(&api, method, &path, body).await {
+                Ok((code, v)) => classify_api(code, &v),
+                Err(e) => Outcome::Unknown(e),
+            }
+        }
+    })
+    .await;
 }
 
 async fn api_call(
