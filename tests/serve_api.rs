@@ -175,8 +175,8 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
     let (code, p) = post(url, r#"{"id": "a", "gpus": 16}"#);
     assert_eq!((code, &p["field"]), (409, &"gpus".into()), "{p}");
     // Bad requests: problem+json naming the field; oversized bodies refused.
-    let (code, p) = post(url, r#"{"id": "b", "gpus": 8, "gpus_on": {"srv1": 2}}"#);
-    assert_eq!((code, &p["field"]), (400, &"gpus_on".into()), "{p}");
+    let (code, p) = post(url, r#"{"id": "b", "gpus": 8, "priority": 2}"#);
+    assert_eq!((code, &p["field"]), (400, &"priority".into()), "{p}");
     let (code, p) = post(url, r#"{"id": "b"}"#);
     assert_eq!((code, &p["field"]), (400, &"gpus".into()), "{p}");
     let (code, p) = post(url, r#"{"id": "b c", "gpus": 8}"#);
@@ -286,7 +286,49 @@ fn a_schedulers_allocation_is_isolated_exactly_or_refused_with_a_nearby_set() {
         r#"{"id": "s4", "gpus": 4, "servers": ["srv7", "srv8"]}"#,
     );
     assert_eq!((code, &p["field"]), (422, &"servers".into()), "{p}");
-    for id in ["s1", "s3"] {
+    // GPUs by index (a device plugin's choice): exactly those, two leaves
+    // of 4 GPUs each, on servers partly left to other jobs.
+    let (code, r) = curl(url, "DELETE", "/v1/jobs/s3", None, Some(TOKEN));
+    assert_eq!((code, &r["committed"]), (200, &true.into()), "{r}");
+    let body = r#"{"id": "g1", "gpus_on": {"srv3": [0, 1], "srv4": [0, 1], "srv7": [2, 3], "srv8": [2, 3]}}"#;
+    let (code, g) = post(url, body);
+    assert_eq!(code, 201, "{g}");
+    let mut held: Vec<String> = (g["decision"]["gpus"].as_array().unwrap().iter())
+        .map(|x| format!("{}:{}", x["server"].as_str().unwrap(), x["gpu"]))
+        .collect();
+    held.sort();
+    let want = [
+        "srv3:0", "srv3:1", "srv4:0", "srv4:1", "srv7:2", "srv7:3", "srv8:2", "srv8:3",
+    ];
+    assert_eq!(held, want, "{g}");
+    let (code, again) = post(url, body);
+    assert_eq!((code, &again["existing"]), (200, &true.into()), "{again}");
+    let other = body.replace("\"srv8\": [2, 3]", "\"srv8\": [0, 1]");
+    let (code, p) = post(url, &other);
+    assert_eq!((code, &p["field"]), (409, &"gpus_on".into()), "{p}");
+    let (code, p) = post(url, r#"{"id": "g2", "gpus_on": {"srv4": [1, 2]}}"#);
+    assert_eq!(code, 409, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("held by job `g1`"),
+        "{p}"
+    );
+    let (code, p) = post(url, r#"{"id": "g2", "gpus_on": {"srv4": [7]}}"#);
+    assert_eq!((code, &p["field"]), (422, &"gpus_on.srv4[0]".into()), "{p}");
+    let (code, p) = post(
+        url,
+        r#"{"id": "g2", "gpus_on": {"srv4": [2], "srv5": [0]}}"#,
+    );
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("lives in one server"),
+        "{code} {p}"
+    );
+    // The other GPUs of those servers still serve a small job.
+    let (code, small) = post(url, r#"{"id": "g3", "gpus_on": {"srv4": [2, 3]}}"#);
+    assert_eq!(code, 201, "{small}");
+    for id in ["s1", "g1", "g3"] {
         let (code, r) = curl(url, "DELETE", &format!("/v1/jobs/{id}"), None, Some(TOKEN));
         assert_eq!((code, &r["committed"]), (200, &true.into()), "{r}");
     }

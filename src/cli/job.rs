@@ -1,11 +1,13 @@
 //! `vclos job submit|release|list`: the scheduler-facing verbs.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use vclos::jobs::Applied;
 use vclos::names::JobId;
+use vclos::placement::given::Named;
 
 use super::fabric::{runtime, Bars, FabricArgs};
 
@@ -25,13 +27,18 @@ pub struct SubmitArgs {
     fabric: FabricArgs,
     #[arg(long)]
     id: String,
-    /// GPUs; optional with `--servers` (then every GPU of those servers).
-    #[arg(long, required_unless_present = "servers")]
+    /// GPUs; optional with `--servers` or `--gpus-on` (then every GPU
+    /// named).
+    #[arg(long, required_unless_present_any = ["servers", "gpus_on"])]
     gpus: Option<u32>,
     /// The servers a scheduler already chose (comma-separated topology
     /// names): isolate exactly these, or refuse and name a set that fits.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     servers: Option<Vec<String>>,
+    /// The GPUs a scheduler already chose, one server per flag:
+    /// `--gpus-on srv1=0,1 --gpus-on srv5=2,3` (0-based GPU indices).
+    #[arg(long, value_name = "SERVER=GPU,...", conflicts_with = "servers")]
+    gpus_on: Vec<String>,
     /// Place and plan only; touch nothing.
     #[arg(long)]
     dry_run: bool,
@@ -62,11 +69,35 @@ pub struct ListArgs {
 impl SubmitArgs {
     /// Place the job (on `--servers` when given) and plan its admission.
     fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
-        Ok(match &self.servers {
-            Some(servers) => f.plan_submit_on(id, self.gpus, servers)?,
+        let named = match &self.servers {
+            Some(servers) => Some(Named::Servers(servers.clone())),
+            None if !self.gpus_on.is_empty() => Some(Named::Gpus(gpus_on(&self.gpus_on)?)),
+            None => None,
+        };
+        Ok(match named {
+            Some(named) => f.plan_submit_on(id, self.gpus, &named)?,
             None => f.plan_submit(id, self.gpus.unwrap_or_default())?,
         })
     }
+}
+
+/// `--gpus-on SERVER=GPU,...` flags as a map (a server named twice is an
+/// error, as in the API).
+fn gpus_on(flags: &[String]) -> Result<BTreeMap<String, Vec<u16>>> {
+    let mut map = BTreeMap::new();
+    for flag in flags {
+        let (server, gpus) = flag.split_once('=').with_context(|| {
+            format!("--gpus-on `{flag}`: expected SERVER=GPU,... (e.g. srv1=0,1)")
+        })?;
+        let gpus = (gpus.split(','))
+            .map(|g| g.trim().parse::<u16>())
+            .collect::<Result<Vec<u16>, _>>()
+            .with_context(|| format!("--gpus-on `{flag}`: GPU indices are numbers from 0"))?;
+        if map.insert(server.to_string(), gpus).is_some() {
+            bail!("--gpus-on: server `{server}` is given twice");
+        }
+    }
+    Ok(map)
 }
 
 pub fn run(cmd: JobCmd) -> Result<ExitCode> {

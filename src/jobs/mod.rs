@@ -479,20 +479,20 @@ impl Fabric {
         }
     }
 
-    /// Place a job on the servers a scheduler chose (`servers`, topology
-    /// names; [`placement::given`]) and plan its admission. `gpus`
-    /// defaults to every GPU of those servers. Touches nothing.
+    /// Place a job on the servers (or GPUs) a scheduler chose (`named`,
+    /// topology names; [`placement::given`]) and plan its admission.
+    /// `gpus` defaults to every GPU named. Touches nothing.
     pub fn plan_submit_on(
         &self,
         job: &JobId,
         gpus: Option<u32>,
-        servers: &[String],
+        named: &given::Named,
     ) -> Result<Plan, JobsError> {
         self.check_submit(job)?;
-        let ids = given::resolve(&self.topo, job, servers)?;
-        let gpus = gpus.unwrap_or_else(|| given::all_gpus(&self.topo, &ids));
+        let alloc = named.resolve(&self.topo, job)?;
+        let gpus = gpus.unwrap_or_else(|| alloc.gpus(&self.topo));
         let req = JobRequest::new(job.clone(), gpus);
-        match given::place_on(self.policy, &self.state, self.slicing, &req, &ids)? {
+        match given::place_on(self.policy, &self.state, self.slicing, &req, &alloc)? {
             Given::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
             Given::Refused(r) => Err(JobsError::NotOnServers {
                 job: job.clone(),
@@ -704,10 +704,10 @@ impl Fabric {
         &mut self,
         job: &JobId,
         gpus: Option<u32>,
-        servers: &[String],
+        named: &given::Named,
         progress: &dyn Progress,
     ) -> Result<Applied, JobsError> {
-        let plan = self.plan_submit_on(job, gpus, servers)?;
+        let plan = self.plan_submit_on(job, gpus, named)?;
         self.apply_plan(plan, progress).await
     }
 

@@ -115,12 +115,13 @@ pub enum PlacementError {
         option: &'static str,
     },
     /// A given allocation ([`given`]) that no search could fix: an
-    /// unknown or repeated server (`index` into the request's `servers`),
-    /// or a count that does not match the job's size.
-    #[error("job `{job}`: {}{reason}", index.map(|i| format!("servers[{i}]: ")).unwrap_or_default())]
+    /// unknown or repeated server or GPU (`field`: the request's entry,
+    /// e.g. `servers[2]`, `gpus_on.srv1[0]`), or a count that does not
+    /// match the job's size.
+    #[error("job `{job}`: {}{reason}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
     Given {
         job: JobId,
-        index: Option<usize>,
+        field: Option<Box<str>>,
         reason: String,
     },
     #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]

@@ -948,7 +948,7 @@ fn partial_servers_are_refused_where_they_mean_nothing() {
 mod given_allocation {
     //! Admission of a scheduler's allocation ([`super::given`]).
     use super::*;
-    use crate::placement::given::{self, Given};
+    use crate::placement::given::{self, Allocation, Given};
 
     fn names(t: &Topology, servers: &[ServerId]) -> Vec<String> {
         servers
@@ -958,14 +958,14 @@ mod given_allocation {
     }
 
     fn on(policy: Policy, st: &FabricState, gpus: u32, servers: &[ServerId]) -> Given {
-        given::place_on(
-            policy,
-            st,
-            SliceOptions::default(),
-            &req("g", gpus),
-            servers,
-        )
-        .unwrap()
+        let alloc = Allocation::Servers(servers.to_vec());
+        given::place_on(policy, st, SliceOptions::default(), &req("g", gpus), &alloc).unwrap()
+    }
+
+    fn on_gpus(policy: Policy, st: &FabricState, gpus: &[(ServerId, u16)]) -> Given {
+        let alloc = Allocation::Gpus(gpus.to_vec());
+        let n = gpus.len() as u32;
+        given::place_on(policy, st, SliceOptions::default(), &req("g", n), &alloc).unwrap()
     }
 
     #[test]
@@ -1099,7 +1099,7 @@ mod given_allocation {
             &st,
             SliceOptions::default(),
             &req("g", 6),
-            &[s[0], s[1]],
+            &Allocation::Servers(vec![s[0], s[1]]),
         )
         .unwrap_err()
         .to_string();
@@ -1135,5 +1135,94 @@ mod given_allocation {
         };
         let e = view.clone().admit(&on_other).unwrap_err().to_string();
         assert!(e.contains("not one of the servers this job may use"), "{e}");
+    }
+
+    #[test]
+    fn named_gpus_are_placed_exactly_on_partly_used_servers() {
+        // 4 leaves x 4 servers x 2 GPUs; server 0 of leaf 0 half busy.
+        let t = topo(4, 8, 2, 0);
+        let mut st = FabricState::new(t.clone());
+        let (l0, l1) = (&t.leaf(LeafId(0)).servers, &t.leaf(LeafId(1)).servers);
+        let busy = placed(
+            VclosPlacer::with_state(st.only_gpus(&[(l0[0], 0)]))
+                .place(&req("b", 1))
+                .unwrap(),
+        );
+        st.admit(&busy).unwrap();
+        // GPU 1 of the half-used server and one of another server under
+        // leaf 0; a whole server under leaf 1.
+        let named = [(l0[0], 1), (l0[3], 0), (l1[2], 0), (l1[2], 1)];
+        let Given::Placed(d) = on_gpus(Policy::Vclos, &st, &named) else {
+            panic!("refused")
+        };
+        let mut held: Vec<(ServerId, u16)> = (d.gpus.iter())
+            .map(|g| (t.server_id(&g.server).unwrap(), g.gpu))
+            .collect();
+        held.sort_unstable();
+        let mut want = named.to_vec();
+        want.sort_unstable();
+        assert_eq!(held, want);
+        assert_eq!(
+            (d.stage, d.vclos.leaves.len(), d.vclos.spines.len()),
+            (Stage::Vclos, 2, 2)
+        );
+        check_shape(&d);
+        st.clone().admit(&d).unwrap();
+        // A busy GPU is refused naming its holder; so is an uneven set.
+        let Given::Refused(r) = on_gpus(
+            Policy::Vclos,
+            &st,
+            &[(l0[0], 0), (l0[0], 1), (l1[0], 0), (l1[0], 1)],
+        ) else {
+            panic!("placed on a busy GPU")
+        };
+        assert!(
+            r.why.contains("GPU 0 of server") && r.why.contains("held by job `b`"),
+            "{}",
+            r.why
+        );
+        let Given::Refused(r) = on_gpus(
+            Policy::Vclos,
+            &st,
+            &[(l0[1], 0), (l0[1], 1), (l0[2], 0), (l1[0], 0)],
+        ) else {
+            panic!("placed an uneven set")
+        };
+        assert!(r.why.contains("same number of GPUs"), "{}", r.why);
+        // Names: out-of-range and repeated GPUs name the entry.
+        let job = JobId::new("g").unwrap();
+        let name = t.server(l0[1]).name.to_string();
+        let map = |g: Vec<u16>| std::collections::BTreeMap::from([(name.clone(), g)]);
+        let e = given::resolve_gpus(&t, &job, &map(vec![0, 2]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("gpus_on.{name}[1]: GPU 2")), "{e}");
+        let e = given::resolve_gpus(&t, &job, &map(vec![1, 1]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("named twice"), "{e}");
+        // Policies without the partial-server grain refuse GPUs by name.
+        let e = given::place_on(
+            Policy::Titan,
+            &st,
+            SliceOptions::default(),
+            &req("g", 1),
+            &Allocation::Gpus(vec![(l1[1], 0)]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("name whole servers"), "{e}");
+        // A job of at most T GPUs lives in one server.
+        let alloc = Allocation::Gpus(vec![(l1[1], 0), (l1[3], 0)]);
+        let e = given::place_on(
+            Policy::Vclos,
+            &st,
+            SliceOptions::default(),
+            &req("g", 2),
+            &alloc,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("lives in one server"), "{e}");
     }
 }

@@ -47,9 +47,9 @@
 //! * **`/openapi.json`**: the OpenAPI 3.1 document, generated from the
 //!   handlers' attributes ([`openapi`]).
 //!
-//! * **A scheduler's allocation**: `servers` in `POST /v1/jobs` (and in
-//!   `POST /v1/plan`'s `submit`) names the servers a scheduler already
-//!   chose; the policy isolates exactly those or the answer is 409 with
+//! * **A scheduler's allocation**: `servers` (or `gpus_on`, GPUs by
+//!   index per server) in `POST /v1/jobs` (and in `POST /v1/plan`'s
+//!   `submit`) names what a scheduler already chose; the policy isolates exactly those or the answer is 409 with
 //!   the reason and `suggested_servers`, a set that has a slice now
 //!   (`crate::placement::given`). A retry naming other servers is a 409
 //!   on `servers`.
@@ -59,6 +59,7 @@ mod metrics;
 mod openapi;
 mod problem;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,7 +83,7 @@ use crate::controller::NoProgress;
 use crate::decision::Decision;
 use crate::jobs::{Fabric, JobsError};
 use crate::names::JobId;
-use crate::placement::given;
+use crate::placement::given::{self, Named};
 use crate::placement::PlacementError;
 use crate::topology::Topology;
 
@@ -298,49 +299,65 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
 #[serde(deny_unknown_fields)]
 struct SubmitBody {
     id: String,
-    /// GPUs; optional when `servers` is given (then all of theirs).
+    /// GPUs; optional when `servers` or `gpus_on` is given (then all of
+    /// those).
     #[serde(default)]
     gpus: Option<u32>,
     /// The servers a scheduler already chose (topology names): vclos
     /// isolates exactly these or refuses with `suggested_servers`.
     #[serde(default)]
     servers: Option<Vec<String>>,
+    /// The GPUs a scheduler already chose, by server name (GPU indices,
+    /// 0-based); not with `servers`.
+    #[serde(default)]
+    gpus_on: Option<BTreeMap<String, Vec<u16>>>,
     #[serde(default)]
     dry_run: bool,
 }
 
 impl SubmitBody {
-    fn check(&self) -> Result<(), Problem> {
-        check_size(self.gpus, self.servers.as_deref(), "gpus")
-    }
-
-    fn plan(&self, f: &Fabric, id: &JobId) -> Result<crate::plan::Plan, JobsError> {
-        plan_admission(f, id, self.gpus, self.servers.as_deref())
+    fn named(&self) -> Result<Option<Named>, Problem> {
+        named(self.gpus, &self.servers, &self.gpus_on, "")
     }
 }
 
-/// `gpus` is required unless `servers` is given (`field`: where it goes).
-fn check_size(gpus: Option<u32>, servers: Option<&[String]>, field: &str) -> Result<(), Problem> {
-    if gpus.is_none() && servers.is_none() {
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "request body: `gpus` is required unless `servers` is given",
+/// What a submission names (`servers` or `gpus_on`), checked: not both,
+/// and `gpus` is required without either (`prefix`: where the fields are
+/// in the body, e.g. `submit.`).
+fn named(
+    gpus: Option<u32>,
+    servers: &Option<Vec<String>>,
+    gpus_on: &Option<BTreeMap<String, Vec<u16>>>,
+    prefix: &str,
+) -> Result<Option<Named>, Problem> {
+    let bad = |why: &str, field: &str| {
+        Err(
+            Problem::new(StatusCode::BAD_REQUEST, format!("request body: {why}"))
+                .field(&format!("{prefix}{field}")),
         )
-        .field(field));
+    };
+    match (servers, gpus_on) {
+        (Some(_), Some(_)) => bad("give `servers` or `gpus_on`, not both", "gpus_on"),
+        (Some(s), None) => Ok(Some(Named::Servers(s.clone()))),
+        (None, Some(g)) => Ok(Some(Named::Gpus(g.clone()))),
+        (None, None) if gpus.is_none() => bad(
+            "`gpus` is required unless `servers` or `gpus_on` is given",
+            "gpus",
+        ),
+        (None, None) => Ok(None),
     }
-    Ok(())
 }
 
-/// Place a job (on the scheduler's `servers` when given) and plan its
+/// Place a job (on what the scheduler named, when it did) and plan its
 /// admission.
 fn plan_admission(
     f: &Fabric,
     id: &JobId,
     gpus: Option<u32>,
-    servers: Option<&[String]>,
+    named: Option<&Named>,
 ) -> Result<crate::plan::Plan, JobsError> {
-    match servers {
-        Some(servers) => f.plan_submit_on(id, gpus, servers),
+    match named {
+        Some(named) => f.plan_submit_on(id, gpus, named),
         None => f.plan_submit(id, gpus.unwrap_or_default()),
     }
 }
@@ -392,8 +409,8 @@ fn not_held(id: &JobId) -> Problem {
               (status = 200, description = "Already held with this request (`existing`: true), or a dry run (`plan`)", body = Object),
               (status = 400, description = "Bad body (`field` names it)", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "Held with another size, or no slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 413, description = "Body over 16 KiB", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id or size", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was (`devices`: the report)", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy (Retry-After) or a pending journal", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    let req: SubmitBody =
-        match problem::parse_body(&body).and_then(|r: SubmitBody| r.check().map(|()| r)) {
+    let (req, named) =
+        match problem::parse_body(&body).and_then(|r: SubmitBody| r.named().map(|n| (r, n))) {
             Ok(r) => r,
             Err(p) => return p.into_response(),
         };
@@ -401,16 +418,16 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
-    let span = info_span!("api.submit", job = %id, gpus = ?req.gpus, servers = req.servers.as_ref().map_or(0, Vec::len));
+    let span = info_span!("api.submit", job = %id, gpus = ?req.gpus, named = named.is_some());
     let app2 = Arc::clone(&app);
     app.change(
         async move {
             let mut f = app2.fabric.lock().await;
             if let Some(held) = f.state().decision(&id) {
-                return existing(held, &req, f.topology());
+                return existing(held, &req, named.as_ref(), f.topology());
             }
             if req.dry_run {
-                return match req.plan(&f, &id) {
+                return match plan_admission(&f, &id, req.gpus, named.as_ref()) {
                     Ok(plan) => {
                         Json(json!({ "job": id, "dry_run": true, "plan": plan })).into_response()
                     }
@@ -418,7 +435,7 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 };
             }
             let started = Instant::now();
-            let r = match req.plan(&f, &id) {
+            let r = match plan_admission(&f, &id, req.gpus, named.as_ref()) {
                 Ok(plan) => f.apply_plan(plan, &NoProgress).await,
                 Err(e) => Err(e),
             };
@@ -434,8 +451,8 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
 }
 
 /// A retry of a held job: the held decision, or 409 if it asks otherwise.
-fn existing(held: &Decision, req: &SubmitBody, topo: &Topology) -> Response {
-    if let Some(p) = conflict(held, req, topo) {
+fn existing(held: &Decision, req: &SubmitBody, named: Option<&Named>, topo: &Topology) -> Response {
+    if let Some(p) = conflict(held, req, named, topo) {
         return p.into_response();
     }
     Json(JobAnswer {
@@ -447,35 +464,48 @@ fn existing(held: &Decision, req: &SubmitBody, topo: &Topology) -> Response {
 }
 
 /// How a retry asks otherwise than the held decision: another size, or
-/// (for a scheduler's allocation) other servers.
-fn conflict(held: &Decision, req: &SubmitBody, topo: &Topology) -> Option<Problem> {
+/// (for a scheduler's allocation) other servers or GPUs.
+fn conflict(
+    held: &Decision,
+    req: &SubmitBody,
+    named: Option<&Named>,
+    topo: &Topology,
+) -> Option<Problem> {
     let asked = held.requested_gpus.unwrap_or(held.gpus.len() as u32);
-    let mut names: Vec<&str> = (given::decision_servers(topo, held).into_iter())
-        .map(|s| &*topo.server(s).name)
-        .collect();
-    if let Some(servers) = &req.servers {
-        let mut want: Vec<&str> = servers.iter().map(String::as_str).collect();
-        want.sort_unstable();
-        names.sort_unstable();
-        if want != names {
-            return Some(
-                Problem::new(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "job `{}` is held on servers {}; this request names {}",
-                        held.job,
-                        names.join(","),
-                        want.join(",")
-                    ),
+    if let Some(named) = named {
+        let (field, want, have) = match named {
+            Named::Servers(s) => {
+                let have = given::decision_servers(topo, held).into_iter();
+                (
+                    "servers",
+                    s.clone(),
+                    have.map(|s| topo.server(s).name.to_string()).collect(),
                 )
-                .field("servers"),
+            }
+            Named::Gpus(g) => {
+                let want = g
+                    .iter()
+                    .flat_map(|(s, gs)| gs.iter().map(move |i| format!("{s}:{i}")));
+                let have = held.gpus.iter().map(|g| format!("{}:{}", g.server, g.gpu));
+                ("gpus_on", want.collect(), have.collect())
+            }
+        };
+        let (mut want, mut have): (Vec<String>, Vec<String>) = (want, have);
+        want.sort_unstable();
+        have.sort_unstable();
+        if want != have {
+            let why = format!(
+                "job `{}` is held on {}; this request names {}",
+                held.job,
+                have.join(","),
+                want.join(",")
             );
+            return Some(Problem::new(StatusCode::CONFLICT, why).field(field));
         }
     }
-    let gpus = req.gpus.or_else(|| {
-        let ids: Vec<_> = names.iter().filter_map(|n| topo.server_id(n)).collect();
-        req.servers.as_ref().map(|_| given::all_gpus(topo, &ids))
-    });
+    let gpus = req
+        .gpus
+        .or_else(|| Some(named?.resolve(topo, &held.job).ok()?.gpus(topo)));
     (gpus != Some(asked)).then(|| {
         Problem::new(
             StatusCode::CONFLICT,
@@ -672,6 +702,9 @@ struct PlanSubmit {
     /// As in `POST /v1/jobs`: the servers a scheduler chose.
     #[serde(default)]
     servers: Option<Vec<String>>,
+    /// As in `POST /v1/jobs`: the GPUs a scheduler chose.
+    #[serde(default)]
+    gpus_on: Option<BTreeMap<String, Vec<u16>>>,
 }
 
 #[utoipa::path(post, path = "/v1/plan", tag = "jobs", request_body = PlanBody,
@@ -686,9 +719,9 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
     let r = match (&req.submit, &req.release) {
         (Some(s), None) => match (
             job_id(&s.id),
-            check_size(s.gpus, s.servers.as_deref(), "submit.gpus"),
+            named(s.gpus, &s.servers, &s.gpus_on, "submit."),
         ) {
-            (Ok(id), Ok(())) => plan_admission(&f, &id, s.gpus, s.servers.as_deref()),
+            (Ok(id), Ok(n)) => plan_admission(&f, &id, s.gpus, n.as_ref()),
             (Err(p), _) => return p.field("submit.id").into_response(),
             (_, Err(p)) => return p.into_response(),
         },
@@ -699,7 +732,7 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
         },
         _ => {
             let why =
-                "give exactly one of `submit` ({id, gpus?, servers?}) and `release` (a job id)";
+                "give exactly one of `submit` ({id, gpus?, servers? | gpus_on?}) and `release` (a job id)";
             return Problem::new(StatusCode::BAD_REQUEST, why).into_response();
         }
     };
@@ -755,8 +788,8 @@ fn jobs_problem(e: &JobsError) -> Problem {
         JobsError::NotOnServers { suggested, .. } => p
             .field("servers")
             .with("suggested_servers", json!(suggested)),
-        JobsError::Placement(PlacementError::Given { index, .. }) => {
-            p.field(&index.map_or_else(|| "servers".into(), |i| format!("servers[{i}]")))
+        JobsError::Placement(PlacementError::Given { field, .. }) => {
+            p.field(field.as_deref().unwrap_or("servers"))
         }
         _ => p,
     }

@@ -49,10 +49,19 @@ fn bad_bodies_name_the_field() {
     assert_eq!((ok.id.as_str(), ok.gpus, ok.dry_run), ("a", Some(8), false));
     // `gpus` may be left out only when `servers` says where.
     let bare: SubmitBody = parse_body(br#"{"id": "a"}"#).unwrap();
-    let p = bare.check().unwrap_err();
+    let p = bare.named().unwrap_err();
     assert_eq!(p.status(), StatusCode::BAD_REQUEST);
     let on: SubmitBody = parse_body(br#"{"id": "a", "servers": ["s1"]}"#).unwrap();
-    assert!(on.check().is_ok());
+    assert!(matches!(on.named(), Ok(Some(Named::Servers(_)))));
+    let on: SubmitBody = parse_body(br#"{"id": "a", "gpus_on": {"s1": [0, 3]}}"#).unwrap();
+    assert!(matches!(on.named(), Ok(Some(Named::Gpus(g))) if g["s1"] == [0, 3]));
+    let both: SubmitBody =
+        parse_body(br#"{"id": "a", "servers": ["s1"], "gpus_on": {"s1": [0]}}"#).unwrap();
+    let v = body_json(both.named().unwrap_err().into_response());
+    assert_eq!(
+        (v["status"].as_u64(), v["field"].as_str()),
+        (Some(400), Some("gpus_on"))
+    );
 }
 
 /// The `field` member of the problem a body gives.
@@ -102,7 +111,7 @@ fn lifecycle_errors_map_to_statuses_a_scheduler_can_act_on() {
     assert_eq!(v["suggested_servers"], serde_json::json!(["s1", "s2"]));
     let unknown = JobsError::Placement(crate::placement::PlacementError::Given {
         job: JobId::new("a").unwrap(),
-        index: Some(3),
+        field: Some("servers[3]".into()),
         reason: "`x` is not a server of this topology".into(),
     });
     let v = body_json(jobs_problem(&unknown).into_response());

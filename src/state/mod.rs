@@ -648,25 +648,36 @@ impl FabricState {
     /// and OCS patches are as they are. A view for placement only: never
     /// save it.
     pub fn only_servers(&self, servers: &[ServerId]) -> FabricState {
-        let mut view = self.clone();
         let keep: HashSet<ServerId> = servers.iter().copied().collect();
+        self.masked_except(|s, _| keep.contains(&s))
+    }
+
+    /// [`FabricState::only_servers`] for single GPUs: every free GPU not
+    /// in `gpus` is masked.
+    pub fn only_gpus(&self, gpus: &[(ServerId, u16)]) -> FabricState {
+        let keep: HashSet<(ServerId, u16)> = gpus.iter().copied().collect();
+        self.masked_except(|s, g| keep.contains(&(s, g)))
+    }
+
+    /// A copy with every free GPU for which `keep` is false masked.
+    fn masked_except(&self, keep: impl Fn(ServerId, u16) -> bool) -> FabricState {
+        let mut view = self.clone();
         let t = self.topo.gpus_per_server;
         let o = &mut view.occ;
         for (si, server) in self.topo.servers.iter().enumerate() {
-            if keep.contains(&ServerId(si as u32)) || o.server_free[si] == 0 {
-                continue;
-            }
+            let sid = ServerId(si as u32);
             let leaf = server.leaf.index();
-            if o.server_free[si] == t {
-                o.leaf_idle[leaf] -= 1;
-            }
-            o.leaf_free[leaf] -= u32::from(o.server_free[si]);
-            o.server_free[si] = 0;
             for g in 0..t {
-                let i = self.layout.gpu(ServerId(si as u32), g);
-                if o.gpu[i] == FREE {
-                    o.gpu[i] = MASKED;
+                let i = self.layout.gpu(sid, g);
+                if o.gpu[i] != FREE || keep(sid, g) {
+                    continue;
                 }
+                if o.server_free[si] == t {
+                    o.leaf_idle[leaf] -= 1;
+                }
+                o.gpu[i] = MASKED;
+                o.server_free[si] -= 1;
+                o.leaf_free[leaf] -= 1;
             }
         }
         view
