@@ -62,7 +62,7 @@ const PROGRAMS: [&str; 7] = [
     "slurmd",
     "sbatch",
     "scontrol",
-    "squeue",
+    "sinfo",
     "scancel",
 ];
 
@@ -105,10 +105,16 @@ fn programs() -> Option<BTreeMap<&'static str, PathBuf>> {
     None
 }
 
-/// A child process, stopped on drop: SIGTERM, then SIGKILL after 3 s.
+/// A daemon, stopped on drop: SIGTERM, then SIGKILL after 3 s.
 struct Daemon {
     name: String,
     child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 impl Daemon {
