@@ -25,8 +25,13 @@ pub struct SubmitArgs {
     fabric: FabricArgs,
     #[arg(long)]
     id: String,
-    #[arg(long)]
-    gpus: u32,
+    /// GPUs; optional with `--servers` (then every GPU of those servers).
+    #[arg(long, required_unless_present = "servers")]
+    gpus: Option<u32>,
+    /// The servers a scheduler already chose (comma-separated topology
+    /// names): isolate exactly these, or refuse and name a set that fits.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    servers: Option<Vec<String>>,
     /// Place and plan only; touch nothing.
     #[arg(long)]
     dry_run: bool,
@@ -54,6 +59,16 @@ pub struct ListArgs {
     json: bool,
 }
 
+impl SubmitArgs {
+    /// Place the job (on `--servers` when given) and plan its admission.
+    fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
+        Ok(match &self.servers {
+            Some(servers) => f.plan_submit_on(id, self.gpus, servers)?,
+            None => f.plan_submit(id, self.gpus.unwrap_or_default())?,
+        })
+    }
+}
+
 pub fn run(cmd: JobCmd) -> Result<ExitCode> {
     match cmd {
         JobCmd::Submit(a) => {
@@ -62,7 +77,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             if a.dry_run {
                 let f = a.fabric.load()?.with_slicing(slicing);
                 super::fabric::warn_pending(f.dir(), "this plan")?;
-                let plan = f.plan_submit(&id, a.gpus)?;
+                let plan = a.plan(&f, &id)?;
                 if a.json {
                     println!("{}", serde_json::to_string_pretty(&plan)?);
                 } else {
@@ -78,7 +93,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                     .open("job submit", Some(&id))
                     .await?
                     .with_slicing(slicing);
-                let plan = f.plan_submit(&id, a.gpus)?;
+                let plan = a.plan(&f, &id)?;
                 let report = f.apply(&plan, &Bars::new()).await?;
                 f.shutdown().await;
                 super::apply::finish(Applied { plan, report }, a.json)
