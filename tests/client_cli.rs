@@ -489,6 +489,36 @@ fn slurm_commands_refuse_bad_input_clearly() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("401 Unauthorized"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("wrong-token"));
+    // No service there: an error, not a refusal; exit 1, the URL named.
+    let o = vclos_env(
+        &[
+            "slurm",
+            "prolog",
+            "--server",
+            "http://127.0.0.1:9",
+            "--token-file",
+        ],
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(2), "a flag without its value");
+    let token = svc.token.to_str().unwrap();
+    let o = vclos_env(
+        &[
+            "slurm",
+            "prolog",
+            "--server",
+            "http://127.0.0.1:9",
+            "--token-file",
+            token,
+        ],
+        &env,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("on srv1: ERROR: POST http://127.0.0.1:9/v1/jobs") && !err.contains("REFUSED"),
+        "{err}"
+    );
     // Nothing was admitted by any of it.
     assert_eq!(
         curl(&svc.url, "GET", "/v1/jobs", None, Some(TOKEN)).1,

@@ -206,11 +206,15 @@ fn submit_remote(c: &Client, id: &JobId, a: &SubmitArgs) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
                 let devices = plan["devices"].as_array().cloned().unwrap_or_default();
-                println!(
-                    "dry run: admit job {id}: {} GPU(s); {} device(s) change:",
-                    plan["decision"]["gpus"].as_array().map_or(0, Vec::len),
-                    devices.len()
-                );
+                let gpus = plan["decision"]["gpus"].as_array().map_or(0, Vec::len);
+                if devices.is_empty() {
+                    println!("dry run: admit job {id}: {gpus} GPU(s); no device changes");
+                } else {
+                    println!(
+                        "dry run: admit job {id}: {gpus} GPU(s); {} device(s) change:",
+                        devices.len()
+                    );
+                }
                 for d in &devices {
                     println!(
                         "  stage {} {}",

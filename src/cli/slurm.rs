@@ -110,7 +110,10 @@ fn prolog(a: &SlurmArgs, job: &JobId, nodelist: Option<&str>) -> Result<String, 
             shown(&servers(&held.decision))
         )),
         Ok(Submitted::DryRun(_)) => Err(format!("on {on}: ERROR: the service answered a dry run")),
-        Err(e) => Err(format!("on {on}: REFUSED: {}", reason(&e))),
+        // The service's answer (409 no slice, 422 unknown server, ...), or
+        // no answer at all.
+        Err(e) if e.problem().is_some() => Err(format!("on {on}: REFUSED: {}", reason(&e))),
+        Err(e) => Err(format!("on {on}: ERROR: {}", reason(&e))),
     }
 }
 
