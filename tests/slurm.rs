@@ -659,6 +659,8 @@ fn admitted_then_released(slurm: &Slurm, svc: &Service, id: u32) {
         Some("RUNNING"),
         "{job:?}"
     );
+    let ran_on = std::fs::read_to_string(&started).unwrap();
+    assert_eq!(ran_on.trim(), job["NodeList"], "{job:?}");
     let allocated = slurm.hostnames(&job["NodeList"]);
     assert_eq!(allocated.len(), 2, "{job:?}");
     assert!(
@@ -747,6 +749,14 @@ fn slurm_prolog_admits_epilog_releases_and_a_refusal_holds_the_job() {
     let path = format!("/v1/jobs/slurm-{refused}");
     let (code, p) = curl(&svc.url, "GET", &path, None);
     assert_eq!(code, 404, "{p}");
+    // Slurm ran the epilog for the refused allocation too: nothing held.
+    poll("the refused allocation's epilog", 20, logs, || {
+        let epilogs = std::fs::read_to_string(dir.join("epilog.log")).unwrap_or_default();
+        epilogs
+            .lines()
+            .any(|l| l.contains(&format!("job slurm-{refused}: not held")))
+            .then_some(())
+    });
     let (_, list) = curl(&svc.url, "GET", "/v1/jobs", None);
     let ids: Vec<_> = list
         .as_array()
