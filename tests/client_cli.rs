@@ -663,6 +663,18 @@ fn ca_file_trusts_a_private_ca_and_nothing_else() {
         );
         assert!(err.to_lowercase().contains("certificate"), "{err}");
     }
+    // Without --ca-file the system's trust store is read: one holding the
+    // private CA (SSL_CERT_FILE, as rustls-native-certs reads it) trusts it.
+    let store = d.join("private-ca.pem");
+    let o = vclos_env(
+        &["job", "list", "--server", url.as_str()],
+        &[("SSL_CERT_FILE", store.to_str().unwrap())],
+    );
+    assert!(
+        stderr(&o).contains("bad response (HTTP 200)"),
+        "{}",
+        stderr(&o)
+    );
     // A CA file that holds no certificate is named.
     let err = list(Some("srv.key"));
     assert!(
