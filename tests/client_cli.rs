@@ -245,13 +245,11 @@ fn server_and_local_flags_exclude_each_other() {
         ][..],
         &[
             "job",
-            "submit",
+            "show",
             "--id",
             "a",
-            "--servers",
-            "srv1",
-            "--topology",
-            topo,
+            "--ca-file",
+            "x",
             "--state",
             "/tmp",
         ],
@@ -337,7 +335,18 @@ fn slurm_prolog_and_epilog_admit_and_release_through_the_service() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("REFUSED: POST"), "{}", stderr(&o));
-    assert!(stderr(&o).contains("409"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("409 Conflict"), "{}", stderr(&o));
+    // ... and the service's suggestion, a set free now (not srv3-6).
+    let err = stderr(&o);
+    let suggested = err
+        .split("suggested servers: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no suggestion: {err}"))
+        .trim();
+    assert_eq!(suggested.split(',').count(), 2, "{err}");
+    for s in suggested.split(',') {
+        assert!(!["srv3", "srv4", "srv5", "srv6"].contains(&s), "{err}");
+    }
     // A single-node job is admitted within its server.
     let o = slurm(
         &svc,

@@ -685,3 +685,50 @@ fn a_shared_link_is_configured_as_one_subinterface_per_joining_job_and_verified(
     let o = vclos(&topo, &state, &["device", "get-config", "leaf1"]);
     assert!(!text(&o).contains(".101"), "{}", text(&o));
 }
+
+/// Issue 17 item 2 from the CLI: `job submit --servers` plans a slice on
+/// exactly the named servers (`--gpus` then defaults to all of theirs),
+/// and an allocation that cannot be isolated is refused with a set that
+/// can, before any device is contacted (the dry run reads no device).
+#[test]
+fn job_submit_on_named_servers_plans_exactly_those_or_names_a_set_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let topo = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/topologies/testbed.yaml"
+    ));
+    let submit = |servers: &str| {
+        let args = [
+            "job",
+            "submit",
+            "--init",
+            "--dry-run",
+            "--json",
+            "--id",
+            "s",
+        ];
+        vclos(topo, &state, &[&args[..], &["--servers", servers]].concat())
+    };
+    let o = submit("srv7,srv3");
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut servers: Vec<&str> = (plan["decision"]["gpus"].as_array().unwrap().iter())
+        .map(|g| g["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers.len(), 8, "{}", plan["decision"]);
+    servers.sort();
+    servers.dedup();
+    assert_eq!(servers, ["srv3", "srv7"], "{plan}");
+    let o = submit("srv1,srv2,srv5");
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("same number of servers")
+            && text(&o).contains("these servers have one now"),
+        "{}",
+        text(&o)
+    );
+    let o = submit("srv1,ghost");
+    assert!(!o.status.success());
+    assert!(text(&o).contains("servers[1]: `ghost`"), "{}", text(&o));
+}

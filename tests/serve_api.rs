@@ -169,8 +169,10 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
     let (code, p) = post(url, r#"{"id": "a", "gpus": 16}"#);
     assert_eq!((code, &p["field"]), (409, &"gpus".into()), "{p}");
     // Bad requests: problem+json naming the field; oversized bodies refused.
-    let (code, p) = post(url, r#"{"id": "b", "gpus": 8, "servers": ["srv1"]}"#);
-    assert_eq!((code, &p["field"]), (400, &"servers".into()), "{p}");
+    let (code, p) = post(url, r#"{"id": "b", "gpus": 8, "gpus_on": {"srv1": 2}}"#);
+    assert_eq!((code, &p["field"]), (400, &"gpus_on".into()), "{p}");
+    let (code, p) = post(url, r#"{"id": "b"}"#);
+    assert_eq!((code, &p["field"]), (400, &"gpus".into()), "{p}");
     let (code, p) = post(url, r#"{"id": "b c", "gpus": 8}"#);
     assert_eq!((code, &p["field"]), (422, &"id".into()), "{p}");
     let big = format!(
@@ -208,6 +210,80 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
     let (code, r) = curl(url, "DELETE", "/v1/jobs/a", None, tok);
     assert_eq!((code, &r["committed"]), (200, &true.into()), "{r}");
     assert_eq!(curl(url, "DELETE", "/v1/jobs/a", None, tok).0, 404);
+}
+
+/// The servers of a decision in the API's JSON, sorted.
+fn servers_of(decision: &serde_json::Value) -> Vec<String> {
+    let mut s: Vec<String> = (decision["gpus"].as_array().unwrap().iter())
+        .map(|g| g["server"].as_str().unwrap().to_string())
+        .collect();
+    s.sort();
+    s.dedup();
+    s
+}
+
+#[test]
+fn a_schedulers_allocation_is_isolated_exactly_or_refused_with_a_nearby_set() {
+    // testbed-ocs: srv1-srv4 under leaf1, srv5-srv8 under leaf2, 4 GPUs each.
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(dir.path());
+    let url = svc.url.as_str();
+    // Two servers under two leaves: a 2-leaf slice on exactly those.
+    let (code, a) = post(url, r#"{"id": "s1", "servers": ["srv6", "srv2"]}"#);
+    assert_eq!(code, 201, "{a}");
+    assert_eq!(servers_of(&a["decision"]), ["srv2", "srv6"], "{a}");
+    assert_eq!(a["decision"]["requested_gpus"], 8, "{a}");
+    assert_eq!(
+        a["decision"]["vclos"]["leaves"].as_array().unwrap().len(),
+        2
+    );
+    // A retry is idempotent; other servers for the same id are a conflict.
+    let (code, again) = post(url, r#"{"id": "s1", "servers": ["srv2", "srv6"]}"#);
+    assert_eq!((code, &again["existing"]), (200, &true.into()), "{again}");
+    let (code, p) = post(url, r#"{"id": "s1", "servers": ["srv2", "srv7"]}"#);
+    assert_eq!((code, &p["field"]), (409, &"servers".into()), "{p}");
+    // A busy server: refused, naming its holder.
+    let (code, p) = post(url, r#"{"id": "s2", "servers": ["srv2", "srv5"]}"#);
+    assert_eq!(code, 409, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("held by job `s1`"),
+        "{p}"
+    );
+    // Unequal servers per leaf: refused with a set that fits, which does.
+    let (code, p) = post(url, r#"{"id": "s3", "servers": ["srv1", "srv3", "srv5"]}"#);
+    assert_eq!((code, &p["field"]), (409, &"servers".into()), "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("same number of servers"),
+        "{p}"
+    );
+    let near = p["suggested_servers"].as_array().unwrap().clone();
+    assert_eq!(near.len(), 3, "{p}");
+    let (code, dry) = curl(
+        url,
+        "POST",
+        "/v1/jobs",
+        Some(&serde_json::json!({"id": "s3", "servers": near, "dry_run": true}).to_string()),
+        Some(TOKEN),
+    );
+    assert_eq!((code, &dry["dry_run"]), (200, &true.into()), "{dry}");
+    let body = serde_json::json!({"id": "s3", "servers": near}).to_string();
+    let (code, b) = post(url, &body);
+    assert_eq!(code, 201, "{b}");
+    // Names are checked before placement; the entry is named.
+    let (code, p) = post(url, r#"{"id": "s4", "servers": ["srv8", "nope"]}"#);
+    assert_eq!((code, &p["field"]), (422, &"servers[1]".into()), "{p}");
+    let (code, p) = post(
+        url,
+        r#"{"id": "s4", "gpus": 4, "servers": ["srv7", "srv8"]}"#,
+    );
+    assert_eq!((code, &p["field"]), (422, &"servers".into()), "{p}");
+    for id in ["s1", "s3"] {
+        let (code, r) = curl(url, "DELETE", &format!("/v1/jobs/{id}"), None, Some(TOKEN));
+        assert_eq!((code, &r["committed"]), (200, &true.into()), "{r}");
+    }
 }
 
 #[test]
@@ -447,9 +523,8 @@ fn the_openapi_document_lists_every_endpoint_the_service_answers() {
     assert_eq!((code, &v["detail"]), (404, &"no such endpoint".into()));
     // The request bodies' schemas come from the code.
     let submit = &doc["components"]["schemas"]["SubmitBody"];
-    assert_eq!(
-        submit["required"],
-        serde_json::json!(["id", "gpus"]),
-        "{submit}"
-    );
+    assert_eq!(submit["required"], serde_json::json!(["id"]), "{submit}");
+    for field in ["gpus", "servers", "dry_run"] {
+        assert!(submit["properties"][field].is_object(), "{field}: {submit}");
+    }
 }

@@ -30,18 +30,13 @@ pub struct SubmitArgs {
     target: TargetArgs,
     #[arg(long)]
     id: String,
-    /// GPUs the job asks for (with `--servers`: default every GPU of them).
+    /// GPUs; optional with `--servers` (then every GPU of those servers).
     #[arg(long, required_unless_present = "servers")]
     gpus: Option<u32>,
-    /// With `--server`: admit the job on exactly these topology servers
-    /// (comma-separated), as a scheduler that already chose them does.
-    #[arg(
-        long,
-        value_name = "SERVER,...",
-        value_delimiter = ',',
-        requires = "server",
-        conflicts_with_all = ["topology", "state"]
-    )]
+    /// The servers a scheduler already chose (comma-separated topology
+    /// names): isolate exactly these, or refuse and name a set that fits
+    /// (locally or with `--server`).
+    #[arg(long, value_name = "SERVER,...", value_delimiter = ',', num_args = 1..)]
     servers: Option<Vec<String>>,
     /// Place and plan only; touch nothing.
     #[arg(long)]
@@ -86,10 +81,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             let id = JobId::new(a.id.as_str())?;
             match a.target.target()? {
                 Target::Remote(c) => submit_remote(&c, &id, &a),
-                Target::Local(fabric) => {
-                    let gpus = a.gpus.context("--gpus is required")?;
-                    submit_local(fabric, &id, gpus, &a)
-                }
+                Target::Local(fabric) => submit_local(fabric, &id, &a),
             }
         }
         JobCmd::Release(a) => {
@@ -151,12 +143,22 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
     }
 }
 
-fn submit_local(fabric: FabricArgs, id: &JobId, gpus: u32, a: &SubmitArgs) -> Result<ExitCode> {
+impl SubmitArgs {
+    /// Place the job (on `--servers` when given) and plan its admission.
+    fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
+        Ok(match &self.servers {
+            Some(servers) => f.plan_submit_on(id, self.gpus, servers)?,
+            None => f.plan_submit(id, self.gpus.context("--gpus is required")?)?,
+        })
+    }
+}
+
+fn submit_local(fabric: FabricArgs, id: &JobId, a: &SubmitArgs) -> Result<ExitCode> {
     let slicing = a.slicing.options();
     if a.dry_run {
         let f = fabric.load()?.with_slicing(slicing);
         super::fabric::warn_pending(f.dir(), "this plan")?;
-        let plan = f.plan_submit(id, gpus)?;
+        let plan = a.plan(&f, id)?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&plan)?);
         } else {
@@ -171,7 +173,7 @@ fn submit_local(fabric: FabricArgs, id: &JobId, gpus: u32, a: &SubmitArgs) -> Re
             .open("job submit", Some(id))
             .await?
             .with_slicing(slicing);
-        let plan = f.plan_submit(id, gpus)?;
+        let plan = a.plan(&f, id)?;
         let report = f.apply(&plan, &Bars::new()).await?;
         f.shutdown().await;
         super::apply::finish(Applied { plan, report }, a.json)

@@ -38,6 +38,17 @@ pub enum JobsError {
     Name(#[from] crate::names::NameError),
     #[error("job `{job}` cannot be placed now: {why}")]
     Blocked { job: JobId, why: &'static str },
+    /// A scheduler's allocation that cannot be isolated now
+    /// ([`crate::placement::given`]); `suggested` servers could be.
+    #[error(
+        "job `{job}` cannot be placed on the servers it names: {why}{}",
+        suggest(suggested)
+    )]
+    NotOnServers {
+        job: JobId,
+        why: String,
+        suggested: Vec<String>,
+    },
     #[error("change set refused: {0}")]
     ChangeSet(#[from] ChangeSetError),
     /// The defence-in-depth check: an OCS command would move a link the
@@ -93,6 +104,14 @@ fn plural(n: usize) -> String {
         "1 device".into()
     } else {
         format!("{n} devices")
+    }
+}
+
+fn suggest(servers: &[String]) -> String {
+    if servers.is_empty() {
+        "; no other set of servers has a free slice now".into()
+    } else {
+        format!("; these servers have one now: {}", servers.join(","))
     }
 }
 

@@ -89,6 +89,7 @@ use crate::controller::{
 use crate::decision::Decision;
 use crate::intent::{self, FabricIntent};
 use crate::names::JobId;
+use crate::placement::given::{self, Given};
 use crate::placement::{self, Blocked, JobRequest, Policy, SliceOptions};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
 use crate::state::lock::{self, Holder, StateLock};
@@ -463,15 +464,7 @@ impl Fabric {
 
     /// Place a job of `gpus` GPUs and plan its admission. Touches nothing.
     pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
-        // Before placement: an id too long for this fabric's derived names.
-        intent::name::check_job_id(&self.topo, job)?;
-        if self.policy.is_baseline() {
-            return Err(JobsError::Placement(placement::PlacementError::Engine {
-                policy: self.policy.name(),
-                reason: "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
-                    .into(),
-            }));
-        }
+        self.check_submit(job)?;
         let mut placer = placement::placer_on(self.policy, self.state.clone(), self.slicing)?;
         let req = JobRequest::new(job.clone(), gpus);
         match placer.place(&req)? {
@@ -484,6 +477,45 @@ impl Fabric {
                 },
             }),
         }
+    }
+
+    /// Place a job on the servers a scheduler chose (`servers`, topology
+    /// names; [`placement::given`]) and plan its admission. `gpus`
+    /// defaults to every GPU of those servers. Touches nothing.
+    pub fn plan_submit_on(
+        &self,
+        job: &JobId,
+        gpus: Option<u32>,
+        servers: &[String],
+    ) -> Result<Plan, JobsError> {
+        self.check_submit(job)?;
+        let ids = given::resolve(&self.topo, job, servers)?;
+        let gpus = gpus.unwrap_or_else(|| given::all_gpus(&self.topo, &ids));
+        let req = JobRequest::new(job.clone(), gpus);
+        match given::place_on(self.policy, &self.state, self.slicing, &req, &ids)? {
+            Given::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
+            Given::Refused(r) => Err(JobsError::NotOnServers {
+                job: job.clone(),
+                why: r.why,
+                suggested: (r.suggested.iter())
+                    .map(|&s| self.topo.server(s).name.to_string())
+                    .collect(),
+            }),
+        }
+    }
+
+    /// What every submission checks before placement: an id too long for
+    /// this fabric's derived names, a policy that cannot configure devices.
+    fn check_submit(&self, job: &JobId) -> Result<(), JobsError> {
+        intent::name::check_job_id(&self.topo, job)?;
+        if self.policy.is_baseline() {
+            return Err(JobsError::Placement(placement::PlacementError::Engine {
+                policy: self.policy.name(),
+                reason: "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
+                    .into(),
+            }));
+        }
+        Ok(())
     }
 
     /// Plan admitting a decision (placed, or hand-written). Touches nothing.
@@ -653,8 +685,30 @@ impl Fabric {
         progress: &dyn Progress,
     ) -> Result<Applied, JobsError> {
         let plan = self.plan_submit(job, gpus)?;
+        self.apply_plan(plan, progress).await
+    }
+
+    /// [`Fabric::apply`], keeping the plan with its report.
+    pub async fn apply_plan(
+        &mut self,
+        plan: Plan,
+        progress: &dyn Progress,
+    ) -> Result<Applied, JobsError> {
         let report = self.apply(&plan, progress).await?;
         Ok(Applied { plan, report })
+    }
+
+    /// [`Fabric::submit`] on the servers a scheduler chose
+    /// ([`Fabric::plan_submit_on`]).
+    pub async fn submit_on(
+        &mut self,
+        job: &JobId,
+        gpus: Option<u32>,
+        servers: &[String],
+        progress: &dyn Progress,
+    ) -> Result<Applied, JobsError> {
+        let plan = self.plan_submit_on(job, gpus, servers)?;
+        self.apply_plan(plan, progress).await
     }
 
     /// Plan and apply a job's release.
@@ -664,8 +718,7 @@ impl Fabric {
         progress: &dyn Progress,
     ) -> Result<Applied, JobsError> {
         let plan = self.plan_release(job)?;
-        let report = self.apply(&plan, progress).await?;
-        Ok(Applied { plan, report })
+        self.apply_plan(plan, progress).await
     }
 
     /// A device's running configuration, through its driver.

@@ -13,6 +13,7 @@ mod biclique;
 #[doc(hidden)]
 pub mod bound;
 mod flow;
+pub mod given;
 mod local;
 mod ocs;
 pub mod packing;
@@ -112,6 +113,15 @@ pub enum PlacementError {
     NotForPolicy {
         policy: Policy,
         option: &'static str,
+    },
+    /// A given allocation ([`given`]) that no search could fix: an
+    /// unknown or repeated server (`index` into the request's `servers`),
+    /// or a count that does not match the job's size.
+    #[error("job `{job}`: {}{reason}", index.map(|i| format!("servers[{i}]: ")).unwrap_or_default())]
+    Given {
+        job: JobId,
+        index: Option<usize>,
+        reason: String,
     },
     #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]
     NoOcs { policy: Policy, topology: String },

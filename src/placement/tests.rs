@@ -944,3 +944,196 @@ fn partial_servers_are_refused_where_they_mean_nothing() {
         }
     }
 }
+
+mod given_allocation {
+    //! Admission of a scheduler's allocation ([`super::given`]).
+    use super::*;
+    use crate::placement::given::{self, Given};
+
+    fn names(t: &Topology, servers: &[ServerId]) -> Vec<String> {
+        servers
+            .iter()
+            .map(|&s| t.server(s).name.to_string())
+            .collect()
+    }
+
+    fn on(policy: Policy, st: &FabricState, gpus: u32, servers: &[ServerId]) -> Given {
+        given::place_on(
+            policy,
+            st,
+            SliceOptions::default(),
+            &req("g", gpus),
+            servers,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn takes_exactly_the_named_servers_even_where_the_policy_would_not() {
+        // 4 leaves x 4 servers x 2 GPUs, 8 spines.
+        let t = topo(4, 8, 2, 0);
+        let st = FabricState::new(t.clone());
+        let (l0, l2) = (&t.leaf(LeafId(0)).servers, &t.leaf(LeafId(2)).servers);
+        let chosen = [l0[1], l2[0], l0[2], l2[3]];
+        // Left alone, vClos puts 4 servers under one leaf (Stage 1).
+        let free = placed(
+            VclosPlacer::with_state(st.clone())
+                .place(&req("g", 8))
+                .unwrap(),
+        );
+        assert_eq!(free.stage, Stage::Leaf);
+        let Given::Placed(d) = on(Policy::Vclos, &st, 8, &chosen) else {
+            panic!("refused")
+        };
+        let mut want = chosen.to_vec();
+        want.sort_unstable();
+        assert_eq!(given::decision_servers(&t, &d), want);
+        assert_eq!(d.stage, Stage::Vclos);
+        assert_eq!((d.vclos.leaves.len(), d.vclos.spines.len()), (2, 4));
+        check_shape(&d);
+        // The caller's state holds nothing; the decision admits into it.
+        assert_eq!(st.job_count(), 0);
+        let mut st2 = st.clone();
+        st2.admit(&d).unwrap();
+        // One server, and two servers under one leaf, are local stages.
+        let Given::Placed(d) = on(Policy::Vclos, &st, 2, &[l2[1]]) else {
+            panic!("refused")
+        };
+        assert_eq!(given::decision_servers(&t, &d), vec![l2[1]]);
+        let Given::Placed(d) = on(
+            Policy::OcsVclos,
+            &FabricState::new(topo(4, 8, 2, 2)),
+            3,
+            &[l0[0], l0[3]],
+        ) else {
+            panic!("refused")
+        };
+        assert_eq!((d.stage, d.gpus.len()), (Stage::Leaf, 4));
+    }
+
+    #[test]
+    fn uneven_leaves_are_refused_by_counting_with_a_set_that_fits() {
+        let t = topo(4, 8, 2, 0);
+        let st = FabricState::new(t.clone());
+        let (l0, l1) = (&t.leaf(LeafId(0)).servers, &t.leaf(LeafId(1)).servers);
+        let Given::Refused(r) = on(Policy::Vclos, &st, 6, &[l0[0], l0[1], l1[0]]) else {
+            panic!("placed an uneven allocation")
+        };
+        assert!(r.why.contains("same number of servers"), "{}", r.why);
+        assert!(
+            r.why.contains("2 on `") && r.why.contains("1 on `"),
+            "{}",
+            r.why
+        );
+        // The nearby set keeps to the named leaves and is itself placeable.
+        assert_eq!(r.suggested.len(), 3);
+        assert!(r
+            .suggested
+            .iter()
+            .all(|s| [LeafId(0), LeafId(1)].contains(&t.server(*s).leaf)));
+        assert!(matches!(
+            on(Policy::Vclos, &st, 6, &r.suggested),
+            Given::Placed(_)
+        ));
+    }
+
+    #[test]
+    fn a_busy_server_is_refused_naming_its_holder() {
+        let st = fragmented(0);
+        let t = st.topology().clone();
+        let busy = t.leaf(LeafId(0)).servers[0];
+        let idle = t.leaf(LeafId(1)).servers[1];
+        let Given::Refused(r) = on(Policy::Vclos, &st, 4, &[busy, idle]) else {
+            panic!("placed on a busy server")
+        };
+        assert!(r.why.contains("held by job `a`"), "{}", r.why);
+    }
+
+    #[test]
+    fn no_free_links_is_a_network_refusal_that_ocs_rewiring_can_lift() {
+        // leaf1 and leaf2 each keep one idle server, their free links go
+        // to disjoint spines (the `fragmented` fabric).
+        let st = fragmented(0);
+        let t = st.topology().clone();
+        let pair = [t.leaf(LeafId(0)).servers[1], t.leaf(LeafId(1)).servers[1]];
+        let Given::Refused(r) = on(Policy::Vclos, &st, 4, &pair) else {
+            panic!("placed without links")
+        };
+        assert!(
+            r.why.starts_with("no isolated slice joins leaves"),
+            "{}",
+            r.why
+        );
+        assert!(
+            r.suggested.is_empty(),
+            "nothing fits anywhere: {:?}",
+            r.suggested
+        );
+        let st = fragmented(1);
+        let Given::Placed(d) = on(Policy::OcsVclos, &st, 4, &pair) else {
+            panic!("OCS-vClos refused")
+        };
+        assert_eq!(d.stage, Stage::OcsTwoLeaf);
+    }
+
+    #[test]
+    fn bad_lists_name_the_entry() {
+        let t = topo(4, 8, 2, 0);
+        let st = FabricState::new(t.clone());
+        let job = JobId::new("g").unwrap();
+        let s = &t.leaf(LeafId(0)).servers;
+        let err = |names: &[String]| given::resolve(&t, &job, names).unwrap_err().to_string();
+        let mut list = names(&t, &[s[0], s[1]]);
+        list.push("nope".into());
+        assert!(
+            err(&list).contains("servers[2]: `nope` is not a server"),
+            "{}",
+            err(&list)
+        );
+        let twice = names(&t, &[s[0], s[1], s[0]]);
+        assert!(err(&twice).contains("servers[2]") && err(&twice).contains("also servers[0]"));
+        assert!(err(&[]).contains("names 0 servers"));
+        // 6 GPUs of T=2 take 3 servers, not 2.
+        let e = given::place_on(
+            Policy::Vclos,
+            &st,
+            SliceOptions::default(),
+            &req("g", 6),
+            &[s[0], s[1]],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("take 3 whole server(s)") && e.contains("names 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_masked_view_refuses_a_decision_on_other_servers() {
+        let t = topo(4, 8, 2, 0);
+        let st = FabricState::new(t.clone());
+        let s = &t.leaf(LeafId(0)).servers;
+        let view = st.only_servers(&[s[0]]);
+        assert_eq!(
+            (view.idle_servers(LeafId(0)), view.leaf_free_gpus(LeafId(1))),
+            (1, 0)
+        );
+        let d = placed(
+            VclosPlacer::with_state(st.clone())
+                .place(&req("x", 2))
+                .unwrap(),
+        );
+        let on_other = if given::decision_servers(&t, &d) == vec![s[0]] {
+            placed(
+                VclosPlacer::with_state(st.only_servers(&[s[1]]))
+                    .place(&req("x", 2))
+                    .unwrap(),
+            )
+        } else {
+            d
+        };
+        let e = view.clone().admit(&on_other).unwrap_err().to_string();
+        assert!(e.contains("not one of the servers this job may use"), "{e}");
+    }
+}

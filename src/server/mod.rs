@@ -47,9 +47,12 @@
 //! * **`/openapi.json`**: the OpenAPI 3.1 document, generated from the
 //!   handlers' attributes ([`openapi`]).
 //!
-//! Not yet (issue 17): admission of a given allocation (`servers`), TLS,
-//! Slurm prolog/epilog, `--server` in the CLI (topology export is
-//! `crate::topology::export`).
+//! * **A scheduler's allocation**: `servers` in `POST /v1/jobs` (and in
+//!   `POST /v1/plan`'s `submit`) names the servers a scheduler already
+//!   chose; the policy isolates exactly those or the answer is 409 with
+//!   the reason and `suggested_servers`, a set that has a slice now
+//!   (`crate::placement::given`). A retry naming other servers is a 409
+//!   on `servers`.
 
 mod events;
 mod metrics;
@@ -79,6 +82,9 @@ use crate::controller::NoProgress;
 use crate::decision::Decision;
 use crate::jobs::{Fabric, JobsError};
 use crate::names::JobId;
+use crate::placement::given;
+use crate::placement::PlacementError;
+use crate::topology::Topology;
 
 /// Largest request body accepted, bytes.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -292,9 +298,51 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
 #[serde(deny_unknown_fields)]
 struct SubmitBody {
     id: String,
-    gpus: u32,
+    /// GPUs; optional when `servers` is given (then all of theirs).
+    #[serde(default)]
+    gpus: Option<u32>,
+    /// The servers a scheduler already chose (topology names): vclos
+    /// isolates exactly these or refuses with `suggested_servers`.
+    #[serde(default)]
+    servers: Option<Vec<String>>,
     #[serde(default)]
     dry_run: bool,
+}
+
+impl SubmitBody {
+    fn check(&self) -> Result<(), Problem> {
+        check_size(self.gpus, self.servers.as_deref(), "gpus")
+    }
+
+    fn plan(&self, f: &Fabric, id: &JobId) -> Result<crate::plan::Plan, JobsError> {
+        plan_admission(f, id, self.gpus, self.servers.as_deref())
+    }
+}
+
+/// `gpus` is required unless `servers` is given (`field`: where it goes).
+fn check_size(gpus: Option<u32>, servers: Option<&[String]>, field: &str) -> Result<(), Problem> {
+    if gpus.is_none() && servers.is_none() {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "request body: `gpus` is required unless `servers` is given",
+        )
+        .field(field));
+    }
+    Ok(())
+}
+
+/// Place a job (on the scheduler's `servers` when given) and plan its
+/// admission.
+fn plan_admission(
+    f: &Fabric,
+    id: &JobId,
+    gpus: Option<u32>,
+    servers: Option<&[String]>,
+) -> Result<crate::plan::Plan, JobsError> {
+    match servers {
+        Some(servers) => f.plan_submit_on(id, gpus, servers),
+        None => f.plan_submit(id, gpus.unwrap_or_default()),
+    }
 }
 
 /// A held job's answer.
@@ -344,24 +392,25 @@ fn not_held(id: &JobId) -> Problem {
               (status = 200, description = "Already held with this request (`existing`: true), or a dry run (`plan`)", body = Object),
               (status = 400, description = "Bad body (`field` names it)", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "Held with another size, or no slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 413, description = "Body over 16 KiB", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id or size", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was (`devices`: the report)", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy (Retry-After) or a pending journal", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    let req: SubmitBody = match problem::parse_body(&body) {
-        Ok(r) => r,
-        Err(p) => return p.into_response(),
-    };
+    let req: SubmitBody =
+        match problem::parse_body(&body).and_then(|r: SubmitBody| r.check().map(|()| r)) {
+            Ok(r) => r,
+            Err(p) => return p.into_response(),
+        };
     let id = match job_id(&req.id) {
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
-    let span = info_span!("api.submit", job = %id, gpus = req.gpus);
+    let span = info_span!("api.submit", job = %id, gpus = ?req.gpus, servers = req.servers.as_ref().map_or(0, Vec::len));
     let app2 = Arc::clone(&app);
     app.change(
         async move {
             let mut f = app2.fabric.lock().await;
             if let Some(held) = f.state().decision(&id) {
-                return existing(held, &req);
+                return existing(held, &req, f.topology());
             }
             if req.dry_run {
-                return match f.plan_submit(&id, req.gpus) {
+                return match req.plan(&f, &id) {
                     Ok(plan) => {
                         Json(json!({ "job": id, "dry_run": true, "plan": plan })).into_response()
                     }
@@ -369,7 +418,10 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 };
             }
             let started = Instant::now();
-            let r = f.submit(&id, req.gpus, &NoProgress).await;
+            let r = match req.plan(&f, &id) {
+                Ok(plan) => f.apply_plan(plan, &NoProgress).await,
+                Err(e) => Err(e),
+            };
             app2.record("admit", &id, &r, started, f.jobs().len());
             match r {
                 Ok(done) => applied(&done, started, StatusCode::CREATED),
@@ -382,18 +434,9 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
 }
 
 /// A retry of a held job: the held decision, or 409 if it asks otherwise.
-fn existing(held: &Decision, req: &SubmitBody) -> Response {
-    let asked = held.requested_gpus.unwrap_or(held.gpus.len() as u32);
-    if asked != req.gpus {
-        return Problem::new(
-            StatusCode::CONFLICT,
-            format!(
-                "job `{}` is held with {asked} GPUs; this request asks for {}",
-                held.job, req.gpus
-            ),
-        )
-        .field("gpus")
-        .into_response();
+fn existing(held: &Decision, req: &SubmitBody, topo: &Topology) -> Response {
+    if let Some(p) = conflict(held, req, topo) {
+        return p.into_response();
     }
     Json(JobAnswer {
         job: &held.job,
@@ -401,6 +444,49 @@ fn existing(held: &Decision, req: &SubmitBody) -> Response {
         decision: held,
     })
     .into_response()
+}
+
+/// How a retry asks otherwise than the held decision: another size, or
+/// (for a scheduler's allocation) other servers.
+fn conflict(held: &Decision, req: &SubmitBody, topo: &Topology) -> Option<Problem> {
+    let asked = held.requested_gpus.unwrap_or(held.gpus.len() as u32);
+    let mut names: Vec<&str> = (given::decision_servers(topo, held).into_iter())
+        .map(|s| &*topo.server(s).name)
+        .collect();
+    if let Some(servers) = &req.servers {
+        let mut want: Vec<&str> = servers.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        names.sort_unstable();
+        if want != names {
+            return Some(
+                Problem::new(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "job `{}` is held on servers {}; this request names {}",
+                        held.job,
+                        names.join(","),
+                        want.join(",")
+                    ),
+                )
+                .field("servers"),
+            );
+        }
+    }
+    let gpus = req.gpus.or_else(|| {
+        let ids: Vec<_> = names.iter().filter_map(|n| topo.server_id(n)).collect();
+        req.servers.as_ref().map(|_| given::all_gpus(topo, &ids))
+    });
+    (gpus != Some(asked)).then(|| {
+        Problem::new(
+            StatusCode::CONFLICT,
+            format!(
+                "job `{}` is held with {asked} GPUs; this request asks for {}",
+                held.job,
+                gpus.map_or_else(|| "another size".into(), |g| g.to_string())
+            ),
+        )
+        .field("gpus")
+    })
 }
 
 /// The answer to an applied change: the plan, the transaction's report and
@@ -578,7 +664,11 @@ struct PlanBody {
 #[serde(deny_unknown_fields)]
 struct PlanSubmit {
     id: String,
-    gpus: u32,
+    #[serde(default)]
+    gpus: Option<u32>,
+    /// As in `POST /v1/jobs`: the servers a scheduler chose.
+    #[serde(default)]
+    servers: Option<Vec<String>>,
 }
 
 #[utoipa::path(post, path = "/v1/plan", tag = "jobs", request_body = PlanBody,
@@ -591,9 +681,13 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
     };
     let f = app.fabric.lock().await;
     let r = match (&req.submit, &req.release) {
-        (Some(s), None) => match job_id(&s.id) {
-            Ok(id) => f.plan_submit(&id, s.gpus),
-            Err(p) => return p.field("submit.id").into_response(),
+        (Some(s), None) => match (
+            job_id(&s.id),
+            check_size(s.gpus, s.servers.as_deref(), "submit.gpus"),
+        ) {
+            (Ok(id), Ok(())) => plan_admission(&f, &id, s.gpus, s.servers.as_deref()),
+            (Err(p), _) => return p.field("submit.id").into_response(),
+            (_, Err(p)) => return p.into_response(),
         },
         (None, Some(r)) => match job_id(r) {
             Ok(id) if f.state().decision(&id).is_none() => return not_held(&id).into_response(),
@@ -601,7 +695,8 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
             Err(p) => return p.field("release").into_response(),
         },
         _ => {
-            let why = "give exactly one of `submit` ({id, gpus}) and `release` (a job id)";
+            let why =
+                "give exactly one of `submit` ({id, gpus?, servers?}) and `release` (a job id)";
             return Problem::new(StatusCode::BAD_REQUEST, why).into_response();
         }
     };
@@ -639,7 +734,7 @@ async fn status(State(app): State<Arc<App>>) -> Response {
 /// The HTTP status of a lifecycle error.
 fn jobs_problem(e: &JobsError) -> Problem {
     let status = match e {
-        JobsError::Blocked { .. } => StatusCode::CONFLICT,
+        JobsError::Blocked { .. } | JobsError::NotOnServers { .. } => StatusCode::CONFLICT,
         JobsError::Placement(_) | JobsError::Name(_) | JobsError::Intent(_) => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
@@ -652,7 +747,16 @@ fn jobs_problem(e: &JobsError) -> Problem {
         | JobsError::ChangeSet(_) => StatusCode::CONFLICT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    Problem::new(status, e.to_string())
+    let p = Problem::new(status, e.to_string());
+    match e {
+        JobsError::NotOnServers { suggested, .. } => p
+            .field("servers")
+            .with("suggested_servers", json!(suggested)),
+        JobsError::Placement(PlacementError::Given { index, .. }) => {
+            p.field(&index.map_or_else(|| "servers".into(), |i| format!("servers[{i}]")))
+        }
+        _ => p,
+    }
 }
 
 #[cfg(test)]

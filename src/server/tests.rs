@@ -36,13 +36,23 @@ fn bad_bodies_name_the_field() {
         Some("gpus")
     );
     assert_eq!(
-        field(r#"{"id": "a", "gpus": 8, "servers": []}"#).as_deref(),
-        Some("servers")
+        field(r#"{"id": "a", "gpus": 8, "colour": []}"#).as_deref(),
+        Some("colour")
+    );
+    assert_eq!(
+        field(r#"{"id": "a", "servers": ["s1", 2]}"#).as_deref(),
+        Some("servers[1]")
     );
     assert_eq!(field(r#"{"gpus": 8}"#), None);
     assert_eq!(field(r#"{"id": 5, "gpus": 8}"#).as_deref(), Some("id"));
     let ok: SubmitBody = parse_body(br#"{"id": "a", "gpus": 8}"#).unwrap();
-    assert_eq!((ok.id.as_str(), ok.gpus, ok.dry_run), ("a", 8, false));
+    assert_eq!((ok.id.as_str(), ok.gpus, ok.dry_run), ("a", Some(8), false));
+    // `gpus` may be left out only when `servers` says where.
+    let bare: SubmitBody = parse_body(br#"{"id": "a"}"#).unwrap();
+    let p = bare.check().unwrap_err();
+    assert_eq!(p.status(), StatusCode::BAD_REQUEST);
+    let on: SubmitBody = parse_body(br#"{"id": "a", "servers": ["s1"]}"#).unwrap();
+    assert!(on.check().is_ok());
 }
 
 /// The `field` member of the problem a body gives.
@@ -54,6 +64,10 @@ fn p_field(body: &str) -> Option<String> {
     assert_eq!(v["status"], 400);
     assert_eq!(v["type"], "about:blank");
     v["field"].as_str().map(str::to_string)
+}
+
+fn body_json(r: Response) -> serde_json::Value {
+    serde_json::from_slice(&futures_body(r)).unwrap()
 }
 
 fn futures_body(r: Response) -> Vec<u8> {
@@ -75,6 +89,28 @@ fn lifecycle_errors_map_to_statuses_a_scheduler_can_act_on() {
         why: "no slice is free",
     };
     assert_eq!(jobs_problem(&blocked).status(), StatusCode::CONFLICT);
+    let refused = JobsError::NotOnServers {
+        job: JobId::new("a").unwrap(),
+        why: "uneven".into(),
+        suggested: vec!["s1".into(), "s2".into()],
+    };
+    let v = body_json(jobs_problem(&refused).into_response());
+    assert_eq!(
+        (v["status"].as_u64(), v["field"].as_str()),
+        (Some(409), Some("servers"))
+    );
+    assert_eq!(v["suggested_servers"], serde_json::json!(["s1", "s2"]));
+    let unknown = JobsError::Placement(crate::placement::PlacementError::Given {
+        job: JobId::new("a").unwrap(),
+        index: Some(3),
+        reason: "`x` is not a server of this topology".into(),
+    });
+    let v = body_json(jobs_problem(&unknown).into_response());
+    assert_eq!(
+        (v["status"].as_u64(), v["field"].as_str()),
+        (Some(422), Some("servers[3]"))
+    );
+    assert!(v["detail"].as_str().unwrap().contains("servers[3]: `x`"));
     let stale = JobsError::Stale("x".into());
     assert_eq!(
         jobs_problem(&stale).status(),

@@ -21,7 +21,7 @@ pub mod lock;
 pub mod store;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::decision::Decision;
@@ -36,6 +36,9 @@ pub type FarEnd = (PortRef, Option<(OcsId, u16, u16)>);
 
 /// Marks a free slot in the holder vectors.
 const FREE: u32 = u32::MAX;
+/// Marks a GPU outside the servers a view is restricted to
+/// ([`FabricState::only_servers`]): not free, held by no job.
+const MASKED: u32 = u32::MAX - 1;
 
 /// Name -> index maps, built once per topology so that resolving a
 /// decision's names is a hash lookup, not a scan.
@@ -632,10 +635,41 @@ impl FabricState {
     }
 
     fn holder_of(&self, slot: u32) -> Option<&JobId> {
-        if slot == FREE {
+        if slot == FREE || slot == MASKED {
             return None;
         }
         self.slots[slot as usize].as_ref().map(|h| &h.decision.job)
+    }
+
+    /// This state as seen by a job that may use only `servers` (a
+    /// scheduler's allocation, `crate::placement::given`): every free GPU
+    /// of any other server is masked, so no placement stage can take it,
+    /// and admitting a decision that names one is refused. Links, ports
+    /// and OCS patches are as they are. A view for placement only: never
+    /// save it.
+    pub fn only_servers(&self, servers: &[ServerId]) -> FabricState {
+        let mut view = self.clone();
+        let keep: HashSet<ServerId> = servers.iter().copied().collect();
+        let t = self.topo.gpus_per_server;
+        let o = &mut view.occ;
+        for (si, server) in self.topo.servers.iter().enumerate() {
+            if keep.contains(&ServerId(si as u32)) || o.server_free[si] == 0 {
+                continue;
+            }
+            let leaf = server.leaf.index();
+            if o.server_free[si] == t {
+                o.leaf_idle[leaf] -= 1;
+            }
+            o.leaf_free[leaf] -= u32::from(o.server_free[si]);
+            o.server_free[si] = 0;
+            for g in 0..t {
+                let i = self.layout.gpu(ServerId(si as u32), g);
+                if o.gpu[i] == FREE {
+                    o.gpu[i] = MASKED;
+                }
+            }
+        }
+        view
     }
 
     /// Free GPUs in `server`.

@@ -50,7 +50,7 @@ mod sharing;
 
 pub(super) use sharing::MAX_LINK_JOBS;
 
-use super::{FabricState, Occupancy, Resources, StateError, FREE};
+use super::{FabricState, Occupancy, Resources, StateError, FREE, MASKED};
 use crate::decision::{Decision, OcsHop, ReservedLink, Stage};
 use crate::names::JobId;
 use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId};
@@ -222,6 +222,13 @@ impl Walk {
                 return Err(cx.invalid(&g.server, &label(), "GPU listed twice"));
             }
             let slot = occ.gpu[lay.gpu(sid, g.gpu)];
+            if slot == MASKED {
+                return Err(cx.invalid(
+                    &g.server,
+                    &label(),
+                    "not one of the servers this job may use",
+                ));
+            }
             if slot != FREE {
                 if let Some(e) = cx.busy(&g.server, &label(), slot) {
                     return Err(e);
