@@ -231,20 +231,32 @@ fn server_and_local_flags_exclude_each_other() {
     let o = vclos(&["job", "list"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--topology"), "{}", stderr(&o));
-    // Remote-only flags need --server (`--servers` is not one: main's
-    // `job submit --servers` admits a given allocation locally too).
-    let args = [
-        "job",
-        "list",
-        "--token-file",
-        "x",
-        "--topology",
-        topo,
-        "--state",
-        "/tmp",
-    ];
-    let o = vclos(&args);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    // Remote-only flags need --server.
+    for args in [
+        &[
+            "job",
+            "list",
+            "--token-file",
+            "x",
+            "--topology",
+            topo,
+            "--state",
+            "/tmp",
+        ][..],
+        &[
+            "job",
+            "show",
+            "--id",
+            "a",
+            "--ca-file",
+            "x",
+            "--state",
+            "/tmp",
+        ],
+    ] {
+        let o = vclos(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
     // Local placement options are refused with --server, before any request.
     let o = vclos(&[
         "job",
@@ -323,7 +335,18 @@ fn slurm_prolog_and_epilog_admit_and_release_through_the_service() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("REFUSED: POST"), "{}", stderr(&o));
-    assert!(stderr(&o).contains("409"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("409 Conflict"), "{}", stderr(&o));
+    // ... and the service's suggestion, a set free now (not srv3-6).
+    let err = stderr(&o);
+    let suggested = err
+        .split("suggested servers: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no suggestion: {err}"))
+        .trim();
+    assert_eq!(suggested.split(',').count(), 2, "{err}");
+    for s in suggested.split(',') {
+        assert!(!["srv3", "srv4", "srv5", "srv6"].contains(&s), "{err}");
+    }
     // A single-node job is admitted within its server.
     let o = slurm(
         &svc,
@@ -649,6 +672,18 @@ fn ca_file_trusts_a_private_ca_and_nothing_else() {
         );
         assert!(err.to_lowercase().contains("certificate"), "{err}");
     }
+    // Without --ca-file the system's trust store is read: one holding the
+    // private CA (SSL_CERT_FILE, as rustls-native-certs reads it) trusts it.
+    let store = d.join("private-ca.pem");
+    let o = vclos_env(
+        &["job", "list", "--server", url.as_str()],
+        &[("SSL_CERT_FILE", store.to_str().unwrap())],
+    );
+    assert!(
+        stderr(&o).contains("bad response (HTTP 200)"),
+        "{}",
+        stderr(&o)
+    );
     // A CA file that holds no certificate is named.
     let err = list(Some("srv.key"));
     assert!(

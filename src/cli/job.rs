@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use vclos::client::{Client, Submitted};
 use vclos::jobs::Applied;
@@ -30,12 +30,12 @@ pub struct SubmitArgs {
     target: TargetArgs,
     #[arg(long)]
     id: String,
-    /// GPUs the job asks for (with `--servers`: default every GPU of them).
+    /// GPUs; optional with `--servers` (then every GPU of those servers).
     #[arg(long, required_unless_present = "servers")]
     gpus: Option<u32>,
     /// The servers a scheduler already chose (comma-separated topology
-    /// names): isolate exactly these, or refuse and name a set that fits;
-    /// locally or through `--server`.
+    /// names): isolate exactly these, or refuse and name a set that fits
+    /// (locally or with `--server`).
     #[arg(long, value_name = "SERVER,...", value_delimiter = ',', num_args = 1..)]
     servers: Option<Vec<String>>,
     /// Place and plan only; touch nothing.
@@ -45,16 +45,6 @@ pub struct SubmitArgs {
     json: bool,
     #[command(flatten)]
     slicing: super::fabric::SlicingArgs,
-}
-
-impl SubmitArgs {
-    /// Place the job (on `--servers` when given) and plan its admission.
-    fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
-        Ok(match &self.servers {
-            Some(servers) => f.plan_submit_on(id, self.gpus, servers)?,
-            None => f.plan_submit(id, self.gpus.unwrap_or_default())?,
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +140,16 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+impl SubmitArgs {
+    /// Place the job (on `--servers` when given) and plan its admission.
+    fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
+        Ok(match &self.servers {
+            Some(servers) => f.plan_submit_on(id, self.gpus, servers)?,
+            None => f.plan_submit(id, self.gpus.context("--gpus is required")?)?,
+        })
     }
 }
 

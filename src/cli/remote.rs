@@ -23,7 +23,7 @@ pub struct ServerArgs {
     #[arg(long, value_name = "FILE", requires = "server")]
     pub token_file: Option<PathBuf>,
     /// PEM file of the CA that signed an https service's certificate: only
-    /// it is trusted (default: the bundled Mozilla roots).
+    /// it is trusted (default: the system's trust store).
     #[arg(long, value_name = "FILE", requires = "server")]
     pub ca_file: Option<PathBuf>,
     /// Seconds to wait for the connection to the service.

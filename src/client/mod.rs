@@ -33,10 +33,11 @@
 //! * **The token** ([`Token`]) comes from a file, trimmed; its `Debug`
 //!   is redacted and no error or log line carries it. Credentials in the
 //!   URL (`user:pass@`) are refused for the same reason.
-//! * **TLS.** `https://` URLs are verified against Mozilla's root
-//!   certificates (webpki-roots, bundled), or only against the PEM
-//!   certificates of a CA file when one is given (a service with a private
-//!   CA).
+//! * **TLS.** `https://` URLs are verified against the system's trust
+//!   store (ureq's `platform-verifier`: on Linux the CA certificates of
+//!   `/etc/ssl/certs`, including a private CA installed there), or only
+//!   against the PEM certificates of a CA file when one is given (a
+//!   service with a private CA, nothing installed system-wide).
 
 use std::path::Path;
 use std::time::Duration;
@@ -310,6 +311,10 @@ impl Client {
                 return Err(fail("no PEM certificate in it".into()));
             }
             tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
+        } else {
+            // The system's trust store (rustls-platform-verifier: on Linux
+            // the certificates openssl-probe finds, e.g. /etc/ssl/certs).
+            tls = tls.root_certs(ureq::tls::RootCerts::PlatformVerifier);
         }
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)

@@ -16,12 +16,20 @@
 //! * A range's width is the number of digits of its low end: leading
 //!   zeros fix the width (`[08-10]` gives `08 09 10`; `[8-10]` gives
 //!   `8 9 10`), as Slurm prints each number with `%0*lu` of that width.
-//! * Several bracket groups in one token (`r[1-2]n[01-02]`) expand like
-//!   Slurm's recursive prefix expansion: the leftmost group varies
-//!   slowest (`r1n01 r1n02 r2n01 r2n02`). Text after the last group
-//!   (`gpu[1-2]-ib`) is kept as a suffix, as recent Slurm releases do.
+//! * Several bracket groups in one token (`r[1-2]n[01-02]`) expand in
+//!   Slurm's order (its recursive prefix expansion): with two groups the
+//!   left one varies slowest (`r1n01 r1n02 r2n01 r2n02`); in general the
+//!   last group varies fastest, then the first, the second, ... (see
+//!   `generate`).
+//! * Text after the last group (`gpu[1-2]-ib`) is kept as a suffix. Slurm
+//!   22.05 refuses it ("Invalid hostlist"), so no list it writes has one;
+//!   accepting it changes nothing for the lists it does write.
 //! * Names come out in the order written; duplicates are kept (Slurm's
 //!   `hostlist_create` keeps them too); the caller decides.
+//!
+//! Every expansion in the tests that Slurm also accepts was checked
+//! against `scontrol show hostnames` of Slurm 22.05.8 (Debian bookworm),
+//! and matches it name for name and in order.
 //!
 //! Stricter than Slurm on purpose, since the input comes from the
 //! environment of a privileged program: an unmatched `[` or `]`, an empty
@@ -142,8 +150,7 @@ pub fn expand(input: &str) -> Result<Vec<String>, HostlistError> {
     }
     let mut out = Vec::with_capacity(total as usize);
     for parts in &parsed {
-        let mut name = String::new();
-        generate(parts, &mut name, &mut out);
+        generate(parts, &mut out);
     }
     Ok(out)
 }
@@ -243,29 +250,59 @@ fn parse_range(r: &str, token: &str) -> Result<Range, HostlistError> {
     })
 }
 
-/// Push every name of `parts` (after the `prefix` built so far) to `out`.
-fn generate(parts: &[Part<'_>], prefix: &mut String, out: &mut Vec<String>) {
-    let Some((first, rest)) = parts.split_first() else {
-        out.push(prefix.clone());
-        return;
+/// Push every name of `parts` to `out`, in Slurm's order. Slurm expands
+/// the last group of a token as its range list and every earlier one as
+/// part of the prefix, recursively from the right (`_push_range_list`),
+/// so the loops are, outermost first: group k-1, k-2, ..., 1, then group
+/// k innermost. With two groups that is "leftmost slowest"; with three,
+/// `a[1-2]b[3-4]c[5-6]` gives `a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 ...`.
+fn generate(parts: &[Part<'_>], out: &mut Vec<String>) {
+    let groups: Vec<Vec<String>> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Group(ranges) => Some(
+                ranges
+                    .iter()
+                    .flat_map(|r| (r.lo..=r.hi).map(move |n| format!("{n:0w$}", w = r.width)))
+                    .collect(),
+            ),
+            Part::Text(_) => None,
+        })
+        .collect();
+    let k = groups.len();
+    // Innermost last.
+    let order: Vec<usize> = match k {
+        0 => Vec::new(),
+        _ => (0..k - 1).rev().chain([k - 1]).collect(),
     };
-    let len = prefix.len();
-    match first {
-        Part::Text(t) => {
-            prefix.push_str(t);
-            generate(rest, prefix, out);
-        }
-        Part::Group(ranges) => {
-            for r in ranges {
-                for n in r.lo..=r.hi {
-                    prefix.truncate(len);
-                    prefix.push_str(&format!("{n:0width$}", width = r.width));
-                    generate(rest, prefix, out);
+    let mut pick = vec![0usize; k];
+    loop {
+        let mut name = String::new();
+        let mut g = 0;
+        for p in parts {
+            match p {
+                Part::Text(t) => name.push_str(t),
+                Part::Group(_) => {
+                    name.push_str(&groups[g][pick[g]]);
+                    g += 1;
                 }
             }
         }
+        out.push(name);
+        // The next combination, like an odometer; done when it wraps.
+        let mut advanced = false;
+        for &gi in order.iter().rev() {
+            pick[gi] += 1;
+            if pick[gi] < groups[gi].len() {
+                advanced = true;
+                break;
+            }
+            pick[gi] = 0;
+        }
+        if !advanced {
+            return;
+        }
     }
-    prefix.truncate(len);
 }
 
 fn digits(mut n: u64) -> usize {
@@ -320,10 +357,49 @@ mod tests {
     }
 
     #[test]
-    fn several_groups_expand_leftmost_slowest() {
-        assert_eq!(ex("r[1-2]n[01-02]"), ["r1n01", "r1n02", "r2n01", "r2n02"]);
+    fn text_after_the_last_group_is_a_suffix() {
+        // Slurm 22.05 refuses these; kept as suffixes here.
         assert_eq!(ex("gpu[1-2]-ib"), ["gpu1-ib", "gpu2-ib"]);
-        assert_eq!(ex("a[1,3]b[7],c"), ["a1b7", "a3b7", "c"]);
+        assert_eq!(ex("r[1-2]n"), ["r1n", "r2n"]);
+        assert_eq!(ex("a[1-2]b[3]-x"), ["a1b3-x", "a2b3-x"]);
+    }
+
+    /// Outputs of `scontrol show hostnames EXPR`, Slurm 22.05.8.
+    #[test]
+    fn slurm_22_05_expands_these_the_same() {
+        let split = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        for (expr, slurm) in [
+            ("gpu[01-03,07],cpu5", "gpu01 gpu02 gpu03 gpu07 cpu5"),
+            ("r[1-2]n[01-02]", "r1n01 r1n02 r2n01 r2n02"),
+            ("n[8-10]", "n8 n9 n10"),
+            ("n[098-101]", "n098 n099 n100 n101"),
+            ("n[1-010]", "n1 n2 n3 n4 n5 n6 n7 n8 n9 n10"),
+            ("n[01,2,003-004]", "n01 n2 n003 n004"),
+            ("n[00-01]", "n00 n01"),
+            ("n[1-2][3-4]", "n13 n14 n23 n24"),
+            ("a\tb c", "a b c"),
+            ("a b,,c", "a b c"),
+            ("b,a,b", "b a b"),
+            ("n[1-2],n[1-2]", "n1 n2 n1 n2"),
+            ("a[1,3]b[7],c", "a1b7 a3b7 c"),
+            ("[1-2]", "1 2"),
+            (
+                "a[1-2]b[3-4]c[5-6]",
+                "a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 a1b4c6 a2b4c5 a2b4c6",
+            ),
+            (
+                "a[1-2]b[3-4]c[5-6]d[7-8]",
+                "a1b3c5d7 a1b3c5d8 a2b3c5d7 a2b3c5d8 a1b4c5d7 a1b4c5d8 a2b4c5d7 a2b4c5d8 \
+                 a1b3c6d7 a1b3c6d8 a2b3c6d7 a2b3c6d8 a1b4c6d7 a1b4c6d8 a2b4c6d7 a2b4c6d8",
+            ),
+        ] {
+            assert_eq!(ex(expr), split(slurm), "{expr:?}");
+        }
+        // Slurm refuses these too ("Invalid hostlist").
+        for expr in ["n[3-1]", "n[]", "x[0-99999999]", "n[0-65536]"] {
+            assert!(expand(expr).is_err(), "{expr}");
+        }
+        assert_eq!(ex("n[0-65535]").len(), 65_536);
     }
 
     #[test]
