@@ -316,6 +316,11 @@ fn api_clients_of_vclos_serve_submitting_and_releasing_lose_nothing() {
             workload::api_worker(run, w, cfg.seed, std::sync::Arc::clone(api.get().unwrap()))
         },
     );
+    // Some admissions named their servers (a scheduler's allocation), and
+    // each was placed on exactly those (asserted as they were answered).
+    let named = workload::NAMED_ADMITTED.load(std::sync::atomic::Ordering::Relaxed);
+    println!("api: {named} admissions on servers the request named");
+    assert!(named > 0, "no admission named its servers");
 }
 
 #[test]

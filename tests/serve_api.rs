@@ -40,7 +40,13 @@ fn jobs_through_the_api_are_authenticated_idempotent_and_bounded() {
         (&true.into(), &"a".into()),
         "{a}"
     );
-    assert!(a["timings"]["total_ms"].as_f64().unwrap() > 0.0, "{a}");
+    let t = |k: &str| a["timings"][k].as_f64().unwrap();
+    assert!(t("total_ms") > 0.0 && t("transaction_ms") > 0.0, "{a}");
+    assert_eq!(
+        t("transaction_ms"),
+        a["devices"]["duration_ms"].as_f64().unwrap()
+    );
+    assert!((t("total_ms") - t("transaction_ms") - t("outside_transaction_ms")).abs() < 1e-6);
     // The same request again: the held decision, nothing applied twice.
     let (code, again) = post(url, r#"{"id": "a", "gpus": 8}"#);
     assert_eq!((code, &again["existing"]), (200, &true.into()), "{again}");

@@ -150,7 +150,8 @@ impl Run {
         invoked: Instant,
         outcome: Outcome,
     ) -> bool {
-        let full = matches!(&outcome, Outcome::Failed(why) if why.contains("cannot be placed now"));
+        let full = matches!(&outcome, Outcome::Failed(why)
+            if why.contains("cannot be placed now") || why.contains("cannot be placed on the servers"));
         let mut s = self.lock();
         // What a scheduler would retry or may release later.
         let again = match (&kind, &outcome) {
@@ -551,21 +552,81 @@ pub async fn api_worker(run: Run, worker: usize, seed: u64, api: Arc<Api>) {
     run.drive(worker, seed, |kind, job| {
         let api = Arc::clone(&api);
         async move {
-            let (method, path, body) = match &kind {
-                Kind::Submit { gpus } => (
+            let named = match &kind {
+                Kind::Submit { gpus } => schedulers_choice(&job, *gpus),
+                Kind::Release => None,
+            };
+            let (method, path, body) = match (&kind, &named) {
+                (Kind::Submit { gpus }, None) => (
                     "POST",
                     "/v1/jobs".to_string(),
                     Some(format!(r#"{{"id": "{job}", "gpus": {gpus}}}"#)),
                 ),
-                Kind::Release => ("DELETE", format!("/v1/jobs/{job}"), None),
+                (Kind::Submit { gpus }, Some(servers)) => (
+                    "POST",
+                    "/v1/jobs".to_string(),
+                    Some(
+                        serde_json::json!({"id": job, "gpus": gpus, "servers": servers})
+                            .to_string(),
+                    ),
+                ),
+                (Kind::Release, _) => ("DELETE", format!("/v1/jobs/{job}"), None),
             };
             match api_call(&api, method, &path, body).await {
-                Ok((code, v)) => classify_api(code, &v),
+                Ok((code, v)) => {
+                    if let (Some(servers), 201) = (&named, code) {
+                        NAMED_ADMITTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        assert_eq!(
+                            decision_servers(&v["decision"]),
+                            sorted(servers),
+                            "job {job} was placed beyond the servers it named: {v}"
+                        );
+                    }
+                    classify_api(code, &v)
+                }
                 Err(e) => Outcome::Unknown(e),
             }
         }
     })
     .await;
+}
+
+/// Admissions on servers the request named (see [`schedulers_choice`]).
+pub static NAMED_ADMITTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Every other multi-server job names its servers, as a scheduler that
+/// already chose them would (issue 17 item 2; testbed-ocs: srv1-srv4
+/// under leaf1, srv5-srv8 under leaf2): alternating leaves (an even
+/// count is a 2-leaf slice, an odd one is refused as uneven), or, for
+/// every fourth job, one leaf.
+fn schedulers_choice(job: &str, gpus: u32) -> Option<Vec<String>> {
+    let n: u64 = job.trim_start_matches('j').parse().ok()?;
+    let k = u64::from(gpus.div_ceil(4));
+    if gpus <= 4 || n % 2 == 1 {
+        return None;
+    }
+    let on = |leaf: u64, i: u64| format!("srv{}", 1 + leaf * 4 + (i + n) % 4);
+    Some(if k <= 4 && n % 4 == 0 {
+        (0..k).map(|i| on((n / 4) % 2, i)).collect()
+    } else {
+        (0..k).map(|i| on(i % 2, i / 2)).collect()
+    })
+}
+
+fn sorted(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+/// The servers a decision (JSON) holds GPUs on, sorted.
+fn decision_servers(d: &serde_json::Value) -> Vec<String> {
+    let mut s: Vec<String> = (d["gpus"].as_array().into_iter().flatten())
+        .filter_map(|g| g["server"].as_str().map(str::to_string))
+        .collect();
+    s.sort();
+    s.dedup();
+    s
 }
 
 async fn api_call(
