@@ -606,7 +606,7 @@ fn schedulers_choice(job: &str, gpus: u32) -> Option<Vec<String>> {
         return None;
     }
     let on = |leaf: u64, i: u64| format!("srv{}", 1 + leaf * 4 + (i + n) % 4);
-    Some(if k <= 4 && n % 4 == 0 {
+    Some(if k <= 4 && n.is_multiple_of(4) {
         (0..k).map(|i| on((n / 4) % 2, i)).collect()
     } else {
         (0..k).map(|i| on(i % 2, i / 2)).collect()
