@@ -8,6 +8,7 @@
 //! `vclos-drivers` so that "how to talk to a device" never depends on "what
 //! to say to it".
 
+pub mod client;
 pub mod controller;
 pub mod decision;
 pub mod dialect;
@@ -23,6 +24,7 @@ pub mod replay;
 pub mod schema;
 pub mod server;
 pub mod sharing;
+pub mod slurm;
 pub mod state;
 pub mod sweep;
 pub mod topology;

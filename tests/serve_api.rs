@@ -5,136 +5,16 @@
 //! service's life, and shutdown on SIGTERM releasing it.
 #![allow(clippy::unwrap_used)]
 
+mod serve_common;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vclos");
-const TOKEN: &str = "test-token-0123456789abcdef";
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `args` and return it with the first line it prints.
-fn start(args: &[&str]) -> (Kill, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (Kill(child), line)
-}
-
-fn vclos(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .output()
-        .unwrap()
-}
+use serve_common::{curl, service, vclos, Kill, TOKEN};
 
 /// `POST /v1/jobs` with `body` and the token.
 fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
     curl(url, "POST", "/v1/jobs", Some(body), Some(TOKEN))
-}
-
-/// `curl` a request; returns (status, body as JSON or text).
-fn curl(
-    url: &str,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-    token: Option<&str>,
-) -> (u16, serde_json::Value) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
-        .arg(format!("{url}{path}"));
-    if let Some(t) = token {
-        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
-    }
-    let o = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    let v = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
-    (code.parse().unwrap(), v)
-}
-
-struct Service {
-    _emu: Kill,
-    serve: Kill,
-    url: String,
-    topo: PathBuf,
-    state: PathBuf,
-}
-
-fn service(dir: &Path) -> Service {
-    let topo = dir.join("emu.yaml");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
-    let (emu, line) = start(&[
-        "emu",
-        "serve",
-        "--topology",
-        source,
-        "--switch-delay-ms",
-        "0",
-        "--write-topology",
-        topo.to_str().unwrap(),
-    ]);
-    assert!(line.contains("leaf1"), "{line}");
-    let state = dir.join("state");
-    let t = topo.to_str().unwrap();
-    let s = state.to_str().unwrap();
-    let o = vclos(&[
-        "reconcile",
-        "--fix",
-        "--init",
-        "--topology",
-        t,
-        "--state",
-        s,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let token = dir.join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    let (serve, line) = start(&[
-        "serve",
-        "--topology",
-        t,
-        "--state",
-        s,
-        "--listen",
-        "127.0.0.1:0",
-        "--token-file",
-        token.to_str().unwrap(),
-    ]);
-    let url = line
-        .trim()
-        .rsplit_once(' ')
-        .map(|(_, u)| u.to_string())
-        .unwrap_or_else(|| panic!("{line}"));
-    assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-    Service {
-        _emu: emu,
-        serve,
-        url,
-        topo,
-        state,
-    }
 }
 
 #[test]

@@ -29,8 +29,10 @@ mod emu;
 mod fabric;
 mod job;
 mod plan;
+mod remote;
 mod replay;
 mod serve;
+mod slurm;
 mod status;
 mod sweep;
 mod topology;
@@ -76,7 +78,7 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Plan and apply a job change on the devices as one transaction.
     Apply(apply::ApplyArgs),
-    /// Submit, release and list jobs.
+    /// Submit, release, list and show jobs (locally or `--server URL`).
     #[command(subcommand)]
     Job(job::JobCmd),
     /// Talk to one device through its driver.
@@ -90,6 +92,10 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// The control plane as an HTTP service for schedulers (owns the state).
     Serve(serve::ServeArgs),
+    /// Slurm's PrologSlurmctld / EpilogSlurmctld: admit and release a job
+    /// through `vclos serve`.
+    #[command(subcommand)]
+    Slurm(slurm::SlurmCmd),
 }
 
 pub fn main() -> ExitCode {
@@ -112,6 +118,7 @@ pub fn main() -> ExitCode {
         Command::Reconcile(args) => status::reconcile(args),
         Command::Verify(args) => verify::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Slurm(cmd) => slurm::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,7 @@
 //! `vclos status` and `vclos reconcile`: jobs, device reachability, drift
 //! from the state's intent, a pending journal; `--fix` pushes intent.
+//! `vclos status --server URL` asks a running `vclos serve` instead
+//! (`GET /v1/status`) and prints its answer the same way.
 
 use std::process::ExitCode;
 
@@ -12,7 +14,7 @@ use super::fabric::{runtime, Bars, FabricArgs};
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     #[command(flatten)]
-    fabric: FabricArgs,
+    target: super::remote::TargetArgs,
     #[arg(long)]
     json: bool,
 }
@@ -56,12 +58,17 @@ const FOREIGN_NOTE: &str = "foreign steering (not written by vclos) is never del
      remove it on the device if it is unwanted; an apply or fix that must configure its port is refused";
 
 pub fn status(a: StatusArgs) -> Result<ExitCode> {
-    let f = a.fabric.load()?;
-    let s = runtime()?.block_on(async {
-        let s = f.status().await;
-        f.shutdown().await;
-        s
-    })?;
+    let s = match a.target.target()? {
+        super::remote::Target::Remote(c) => c.status().map_err(super::remote::failed)?,
+        super::remote::Target::Local(fabric) => {
+            let f = fabric.load()?;
+            runtime()?.block_on(async {
+                let s = f.status().await;
+                f.shutdown().await;
+                s
+            })?
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(ExitCode::SUCCESS);

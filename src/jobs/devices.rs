@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 use vclos_drivers::{DriverError, ErrorKind, Step};
@@ -100,7 +100,7 @@ pub fn parse_managed(
 }
 
 /// How one device's running configuration differs from intent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drift {
     pub device: String,
     pub role: Role,

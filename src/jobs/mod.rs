@@ -79,7 +79,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::controller::{
@@ -196,7 +196,7 @@ impl fmt::Display for Recovery {
 }
 
 /// One device's reachability and drift.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceHealth {
     pub device: String,
     pub role: Role,
@@ -206,8 +206,8 @@ pub struct DeviceHealth {
     pub drift: Option<Drift>,
 }
 
-/// `vclos status`.
-#[derive(Debug, Clone, Serialize)]
+/// `vclos status` (also what `GET /v1/status` answers and the client reads).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
     pub topology: String,
     pub jobs: Vec<Decision>,
@@ -221,7 +221,7 @@ pub struct Status {
 }
 
 /// The writer holding the state lock, as a read-only caller sees it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Writer {
     pub holder: Option<Holder>,
 }
