@@ -47,7 +47,12 @@
 //! * **`/openapi.json`**: the OpenAPI 3.1 document, generated from the
 //!   handlers' attributes ([`openapi`]).
 //!
-//! Not yet (issue 17): admission of a given allocation (`servers`), TLS,
+//! * **TLS** (`--tls-cert`, `--tls-key`; [`Tls`]): rustls over the same
+//!   router and the same graceful shutdown. Without it the bearer token
+//!   travels in clear: use it whenever the service listens beyond loopback.
+//!   Without a token file, TLS or not, the service listens on loopback only.
+//!
+//! Not yet (issue 17): admission of a given allocation (`servers`),
 //! Slurm prolog/epilog, `--server` in the CLI (topology export is
 //! `crate::topology::export`).
 
@@ -55,6 +60,7 @@ mod events;
 mod metrics;
 mod openapi;
 mod problem;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,6 +80,7 @@ use tracing::{info, info_span, Instrument};
 
 pub use problem::Problem;
 use problem::ProblemDoc;
+pub use tls::{Tls, TlsListener, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
 
 use crate::controller::NoProgress;
 use crate::decision::Decision;
@@ -121,6 +128,8 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Changes that may wait for the one in flight.
     pub max_waiting: usize,
+    /// `None`: plain HTTP.
+    pub tls: Option<Tls>,
 }
 
 #[derive(Debug, Error)]
@@ -129,6 +138,13 @@ pub enum ServeError {
     Token(String),
     #[error("refusing to listen on {0} without --token-file: the API would be open to the network; give a token file or listen on loopback (127.0.0.1 / ::1)")]
     OpenListener(SocketAddr),
+    #[error("{what} {}: {message}", file.display())]
+    Tls {
+        /// "TLS certificate file" or "TLS key file".
+        what: &'static str,
+        file: std::path::PathBuf,
+        message: String,
+    },
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -202,20 +218,36 @@ pub async fn serve(
     if config.token.is_none() {
         eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
     }
-    // The one line a supervisor (or a test) waits for.
-    println!("vclos serve: listening on http://{addr}");
-    info!(%addr, "listening");
     let app = router(fabric, &config);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                () = shutdown => {}
-                () = signal() => {}
-            }
-            info!("shutting down: finishing requests in flight");
-        })
-        .await
-        .map_err(|source| ServeError::Listen { addr, source })
+    let shutdown = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = signal() => {}
+        }
+        info!("shutting down: finishing requests in flight");
+    };
+    let listen_err = |source| ServeError::Listen { addr, source };
+    match &config.tls {
+        None => {
+            // The one line a supervisor (or a test) waits for.
+            println!("vclos serve: listening on http://{addr}");
+            info!(%addr, scheme = "http", "listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .map_err(listen_err)
+        }
+        Some(tls) => {
+            let listener = TlsListener::new(listener, tls).map_err(listen_err)?;
+            println!("vclos serve: listening on https://{addr}");
+            let cert = tls.cert_file().display();
+            info!(%addr, scheme = "https", %cert, "listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .map_err(listen_err)
+        }
+    }
 }
 
 async fn signal() {
