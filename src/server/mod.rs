@@ -166,14 +166,21 @@ struct App {
 
 /// The router of the API over `fabric` (which should hold the state lock).
 pub fn router(fabric: Fabric, config: &Config) -> Router {
-    let app = Arc::new(App {
+    routes(app(fabric, config))
+}
+
+fn app(fabric: Fabric, config: &Config) -> Arc<App> {
+    Arc::new(App {
         fabric: Mutex::new(fabric),
         token: config.token.clone(),
         waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
         timeout: config.request_timeout,
         events: events::Events::default(),
         metrics: metrics::Metrics::default(),
-    });
+    })
+}
+
+fn routes(app: Arc<App>) -> Router {
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(get_job).delete(release))
@@ -218,13 +225,16 @@ pub async fn serve(
     if config.token.is_none() {
         eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
     }
-    let app = router(fabric, &config);
+    let state = app(fabric, &config);
+    let closing = Arc::clone(&state);
+    let app = routes(state);
     let shutdown = async move {
         tokio::select! {
             () = shutdown => {}
             () = signal() => {}
         }
         info!("shutting down: finishing requests in flight");
+        closing.events.close();
     };
     let listen_err = |source| ServeError::Listen { addr, source };
     match &config.tls {
