@@ -3,7 +3,7 @@
 # registries only (nothing is copied into the repository):
 #   - Debian: cmake + libpcre2-dev (libyang, built by the `yang2` crate's
 #     `bundled` feature), libyang2-tools (yanglint), openssh-client, sshpass,
-#     telnet;
+#     telnet, curl (the service's tests), openssl (their TLS certificates);
 #   - PyPI into a venv: ncclient, netmiko (real NETCONF / CLI clients);
 #   - PyPI sdist `ydk-models-openconfig` (OpenConfig models, 2020-05-06
 #     bundle): its .yang files are extracted, with pattern anchors removed
@@ -17,7 +17,7 @@ dest="${VCLOS_THIRD_PARTY:-$PWD/target/third-party}"
 mkdir -p "$dest"
 
 need=()
-for bin in ssh:openssh-client sshpass:sshpass telnet:telnet cmake:cmake yanglint:libyang2-tools; do
+for bin in ssh:openssh-client sshpass:sshpass telnet:telnet cmake:cmake yanglint:libyang2-tools curl:curl openssl:openssl; do
   command -v "${bin%%:*}" >/dev/null 2>&1 || need+=("${bin##*:}")
 done
 [ -e /usr/include/pcre2.h ] || need+=(libpcre2-dev)

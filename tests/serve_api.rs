@@ -237,8 +237,11 @@ fn concurrent_clients_each_get_one_answer_and_shutdown_frees_the_state() {
     }
     let (_, list) = curl(&url, "GET", "/v1/jobs", None, Some(TOKEN));
     assert_eq!(list.as_array().unwrap().len(), 8, "{list}");
-    // SIGTERM: the service stops and its lock is released; the devices
-    // hold exactly the state's eight jobs, each verified.
+    // SIGTERM: the service stops and its lock is released, though an event
+    // stream is open (it ends); the devices hold exactly the state's eight
+    // jobs, each verified.
+    let mut events = EventStream::open(&url);
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let pid = svc.serve.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -246,6 +249,7 @@ fn concurrent_clients_each_get_one_answer_and_shutdown_frees_the_state() {
         .unwrap()
         .success());
     assert!(svc.serve.0.wait().unwrap().success());
+    assert!(events.child.0.wait().unwrap().success(), "the stream ended");
     let (t, s) = (svc.topo.to_str().unwrap(), svc.state.to_str().unwrap());
     let o = vclos(&["verify", "--topology", t, "--state", s]);
     assert!(

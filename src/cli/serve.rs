@@ -32,6 +32,14 @@ pub struct ServeArgs {
     /// with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_waiting: usize,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs
+    /// `--tls-key`. Without TLS the bearer token travels in clear.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of `--tls-cert`; never
+    /// logged.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 pub fn run(a: ServeArgs) -> Result<ExitCode> {
@@ -43,11 +51,17 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    // Read before the state is touched: a bad file names itself.
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(server::Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
     let config = Config {
         listen: a.listen,
         token,
         request_timeout: Duration::from_secs(a.request_timeout.max(1)),
         max_waiting: a.max_waiting,
+        tls,
     };
     runtime()?.block_on(async {
         // Refused before the state is touched.

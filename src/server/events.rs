@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::stream::Stream;
 use serde::Serialize;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Events kept for a slow subscriber.
 pub const BACKLOG: usize = 1024;
@@ -41,6 +41,8 @@ pub struct Event {
 pub struct Events {
     tx: broadcast::Sender<Event>,
     seq: AtomicU64,
+    /// Set when the service shuts down: every stream ends.
+    closing: watch::Sender<bool>,
 }
 
 impl Default for Events {
@@ -48,6 +50,7 @@ impl Default for Events {
         Events {
             tx: broadcast::channel(BACKLOG).0,
             seq: AtomicU64::new(0),
+            closing: watch::channel(false).0,
         }
     }
 }
@@ -75,23 +78,37 @@ impl Events {
         });
     }
 
-    /// The SSE response of a new subscriber: events from now on.
+    /// End every stream, now and from now on (shutdown: a graceful
+    /// shutdown waits for the responses in flight, and a stream's response
+    /// would never end by itself).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// The SSE response of a new subscriber: events from now on, until
+    /// [`Events::close`].
     pub fn subscribe(&self) -> Sse<impl Stream<Item = Result<SseEvent, std::convert::Infallible>>> {
         let rx = self.tx.subscribe();
-        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-            let ev = match rx.recv().await {
-                Ok(e) => SseEvent::default()
-                    .id(e.seq.to_string())
-                    .event(e.kind)
-                    .json_data(&e)
-                    .unwrap_or_else(|_| SseEvent::default().comment("unserialisable event")),
-                Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default()
-                    .event("lagged")
-                    .data(format!("{{\"missed\": {n}}}")),
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            Some((Ok(ev), rx))
-        });
+        let closing = self.closing.subscribe();
+        let stream =
+            futures_util::stream::unfold((rx, closing), |(mut rx, mut closing)| async move {
+                let received = tokio::select! {
+                    r = rx.recv() => r,
+                    _ = closing.wait_for(|closed| *closed) => return None,
+                };
+                let ev = match received {
+                    Ok(e) => SseEvent::default()
+                        .id(e.seq.to_string())
+                        .event(e.kind)
+                        .json_data(&e)
+                        .unwrap_or_else(|_| SseEvent::default().comment("unserialisable event")),
+                    Err(broadcast::error::RecvError::Lagged(n)) => SseEvent::default()
+                        .event("lagged")
+                        .data(format!("{{\"missed\": {n}}}")),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                };
+                Some((Ok(ev), (rx, closing)))
+            });
         Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
     }
 }

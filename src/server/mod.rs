@@ -53,11 +53,18 @@
 //!   the reason and `suggested_servers`, a set that has a slice now
 //!   (`crate::placement::given`). A retry naming other servers is a 409
 //!   on `servers`.
+//!
+//! * **TLS** (`--tls-cert`, `--tls-key`; [`Tls`]): rustls over the same
+//!   router and the same graceful shutdown. Without it the bearer token
+//!   travels in clear: use it whenever the service listens beyond loopback.
+//!   Without a token file, TLS or not, the service listens on loopback only.
+//!
 
 mod events;
 mod metrics;
 mod openapi;
 mod problem;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -78,6 +85,7 @@ use tracing::{info, info_span, Instrument};
 
 pub use problem::Problem;
 use problem::ProblemDoc;
+pub use tls::{Tls, TlsListener, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
 
 use crate::controller::NoProgress;
 use crate::decision::Decision;
@@ -128,6 +136,8 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Changes that may wait for the one in flight.
     pub max_waiting: usize,
+    /// `None`: plain HTTP.
+    pub tls: Option<Tls>,
 }
 
 #[derive(Debug, Error)]
@@ -136,6 +146,13 @@ pub enum ServeError {
     Token(String),
     #[error("refusing to listen on {0} without --token-file: the API would be open to the network; give a token file or listen on loopback (127.0.0.1 / ::1)")]
     OpenListener(SocketAddr),
+    #[error("{what} {}: {message}", file.display())]
+    Tls {
+        /// "TLS certificate file" or "TLS key file".
+        what: &'static str,
+        file: std::path::PathBuf,
+        message: String,
+    },
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -157,14 +174,21 @@ struct App {
 
 /// The router of the API over `fabric` (which should hold the state lock).
 pub fn router(fabric: Fabric, config: &Config) -> Router {
-    let app = Arc::new(App {
+    routes(app(fabric, config))
+}
+
+fn app(fabric: Fabric, config: &Config) -> Arc<App> {
+    Arc::new(App {
         fabric: Mutex::new(fabric),
         token: config.token.clone(),
         waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
         timeout: config.request_timeout,
         events: events::Events::default(),
         metrics: metrics::Metrics::default(),
-    });
+    })
+}
+
+fn routes(app: Arc<App>) -> Router {
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(get_job).delete(release))
@@ -209,20 +233,39 @@ pub async fn serve(
     if config.token.is_none() {
         eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
     }
-    // The one line a supervisor (or a test) waits for.
-    println!("vclos serve: listening on http://{addr}");
-    info!(%addr, "listening");
-    let app = router(fabric, &config);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                () = shutdown => {}
-                () = signal() => {}
-            }
-            info!("shutting down: finishing requests in flight");
-        })
-        .await
-        .map_err(|source| ServeError::Listen { addr, source })
+    let state = app(fabric, &config);
+    let closing = Arc::clone(&state);
+    let app = routes(state);
+    let shutdown = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = signal() => {}
+        }
+        info!("shutting down: finishing requests in flight");
+        closing.events.close();
+    };
+    let listen_err = |source| ServeError::Listen { addr, source };
+    match &config.tls {
+        None => {
+            // The one line a supervisor (or a test) waits for.
+            println!("vclos serve: listening on http://{addr}");
+            info!(%addr, scheme = "http", "listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .map_err(listen_err)
+        }
+        Some(tls) => {
+            let listener = TlsListener::new(listener, tls).map_err(listen_err)?;
+            println!("vclos serve: listening on https://{addr}");
+            let cert = tls.cert_file().display();
+            info!(%addr, scheme = "https", %cert, "listening");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .map_err(listen_err)
+        }
+    }
 }
 
 async fn signal() {
@@ -375,8 +418,23 @@ struct JobAnswer<'a> {
     responses((status = 200, description = "Every held decision (docs/decisions.md)", body = Vec<Object>),
               (status = 401, description = "No or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn list_jobs(State(app): State<Arc<App>>) -> Response {
-    let f = app.fabric.lock().await;
-    Json(f.jobs()).into_response()
+    // Serialised from the state into one buffer, nothing cloned; the lock
+    // is held for the serialisation only (10,000 jobs: docs/performance.md).
+    let body = {
+        let f = app.fabric.lock().await;
+        serde_json::to_vec(&f.state().decisions())
+    };
+    match body {
+        Ok(body) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
@@ -439,7 +497,7 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 Ok(plan) => f.apply_plan(plan, &NoProgress).await,
                 Err(e) => Err(e),
             };
-            app2.record("admit", &id, &r, started, f.jobs().len());
+            app2.record("admit", &id, &r, started, f.state().job_count());
             match r {
                 Ok(done) => applied(&done, started, StatusCode::CREATED),
                 Err(e) => jobs_problem(&e).into_response(),
@@ -566,7 +624,7 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
             }
             let started = Instant::now();
             let r = f.release(&id, &NoProgress).await;
-            app2.record("release", &id, &r, started, f.jobs().len());
+            app2.record("release", &id, &r, started, f.state().job_count());
             match r {
                 Ok(done) => applied(&done, started, StatusCode::OK),
                 Err(e) => jobs_problem(&e).into_response(),

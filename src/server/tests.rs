@@ -18,6 +18,7 @@ fn tokens_are_checked_and_never_shown() {
         token: Some(t),
         request_timeout: Duration::from_secs(1),
         max_waiting: 1,
+        tls: None,
     };
     assert!(!format!("{c:?}").contains("secret"));
 }
