@@ -6,46 +6,15 @@
 //! a wrong certificate or key file stops startup with an error naming it.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod serve_common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_vclos");
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serve_common::{start, vclos};
+
 const TOKEN: &str = "tls-test-token-0123456789";
 const TOPOLOGY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `args` and return it with the first line it prints.
-fn start(args: &[&str]) -> (Kill, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (Kill(child), line)
-}
-
-fn vclos(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .output()
-        .unwrap()
-}
 
 /// Whether the `openssl` and `curl` CLIs are there (`.ci/third-party.sh`
 /// installs them); without them a test prints `SKIPPED:` and passes.

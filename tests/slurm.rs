@@ -41,15 +41,14 @@
 #![allow(clippy::unwrap_used)]
 
 mod interop;
+mod serve_common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vclos");
-const TOKEN: &str = "slurm-test-token-0123456789abcdef";
+use serve_common::{service, Service, BIN, TOKEN};
 /// The Slurm nodes: servers of `topologies/testbed-ocs.yaml`.
 const NODES: [&str; 4] = ["srv1", "srv2", "srv3", "srv4"];
 /// Every GPU of testbed-ocs (8 servers x 4).
@@ -472,122 +471,9 @@ EpilogSlurmctld={epilog}
     c
 }
 
-/// Kill a child on drop.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `vclos args` and return it with the first line it prints.
-fn start(args: &[&str]) -> (Kill, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (Kill(child), line)
-}
-
-/// `curl` a request to the service; (status, body as JSON or text).
+/// A request to the service with the test's token.
 fn curl(url: &str, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
-    let mut cmd = Command::new("curl");
-    cmd.args([
-        "-sS",
-        "--max-time",
-        "30",
-        "-o",
-        "-",
-        "-w",
-        "\n%{http_code}",
-        "-X",
-        method,
-    ])
-    .arg(format!("{url}{path}"))
-    .args(["-H", &format!("Authorization: Bearer {TOKEN}")]);
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
-    }
-    let o = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    let v = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
-    (code.parse().unwrap(), v)
-}
-
-/// The emulated fabric and `vclos serve` on it.
-struct Service {
-    _emu: Kill,
-    _serve: Kill,
-    url: String,
-    token: PathBuf,
-}
-
-fn service(dir: &Path) -> Service {
-    let topo = dir.join("emu.yaml");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
-    let (emu, line) = start(&[
-        "emu",
-        "serve",
-        "--topology",
-        source,
-        "--switch-delay-ms",
-        "0",
-        "--write-topology",
-        topo.to_str().unwrap(),
-    ]);
-    assert!(line.contains("leaf1"), "{line}");
-    let state = dir.join("state");
-    let (t, s) = (topo.to_str().unwrap(), state.to_str().unwrap());
-    let o = Command::new(BIN)
-        .args([
-            "reconcile",
-            "--fix",
-            "--init",
-            "--topology",
-            t,
-            "--state",
-            s,
-        ])
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let token = dir.join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    set_mode(&token, 0o600);
-    let (serve, line) = start(&[
-        "serve",
-        "--topology",
-        t,
-        "--state",
-        s,
-        "--listen",
-        "127.0.0.1:0",
-        "--token-file",
-        token.to_str().unwrap(),
-    ]);
-    let url = line
-        .trim()
-        .rsplit_once(' ')
-        .map(|(_, u)| u.to_string())
-        .unwrap_or_else(|| panic!("{line}"));
-    assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-    Service {
-        _emu: emu,
-        _serve: serve,
-        url,
-        token,
-    }
+    serve_common::curl(url, method, path, body, Some(TOKEN))
 }
 
 /// The PrologSlurmctld / EpilogSlurmctld wrappers: what docs/slurm.md tells

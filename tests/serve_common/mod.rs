@@ -73,7 +73,8 @@ pub fn curl(
     token: Option<&str>,
 ) -> (u16, serde_json::Value) {
     let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+    cmd.args(["-sS", "--max-time", "30", "-o", "-", "-w", "\n%{http_code}"])
+        .args(["-X", method])
         .arg(format!("{url}{path}"));
     if let Some(t) = token {
         cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
@@ -129,6 +130,7 @@ pub fn service(dir: &Path) -> Service {
     assert!(o.status.success(), "{}", stderr(&o));
     let token = dir.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let (serve, line) = start(&[
         "serve",
         "--topology",
