@@ -24,6 +24,7 @@ pub mod schema;
 pub mod server;
 pub mod sharing;
 pub mod state;
+pub mod store;
 pub mod sweep;
 pub mod topology;
 pub mod trace;

@@ -76,7 +76,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
             let slicing = a.slicing.options();
             if a.dry_run {
                 let f = a.fabric.load()?.with_slicing(slicing);
-                super::fabric::warn_pending(f.dir(), "this plan")?;
+                super::fabric::warn_pending(&a.fabric.state, "this plan")?;
                 let plan = a.plan(&f, &id)?;
                 if a.json {
                     println!("{}", serde_json::to_string_pretty(&plan)?);
@@ -139,7 +139,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                 }
                 println!("{} job(s)", jobs.len());
             }
-            super::fabric::warn_pending(f.dir(), "this list")?;
+            super::fabric::warn_pending(&a.fabric.state, "this list")?;
             Ok(ExitCode::SUCCESS)
         }
     }

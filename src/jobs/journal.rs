@@ -186,6 +186,11 @@ pub struct Unsynced {
 }
 
 impl Unsynced {
+    /// The state directory it is in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Make it durable: the linked inode (its data and the link in one
     /// journal commit, see the module docs), then the directory.
     pub fn sync(self) -> Result<(), JobsError> {

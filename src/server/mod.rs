@@ -281,7 +281,7 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
     match app.fabric.try_lock() {
         // Busy with a transaction: alive and serving, ready.
         Err(_) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(f) => match f.pending_journal() {
+        Ok(f) => match f.pending_journal().await {
             Ok(None) => (StatusCode::OK, "ready\n").into_response(),
             Ok(Some(_)) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
