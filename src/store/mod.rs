@@ -13,7 +13,7 @@
 //!    [`JobsError::PendingJournal`] if one exists), then
 //!    [`Durable::sync`] — no device commits before that returned.
 //! 4. [`Store::save`]: write the new state **conditionally on the version
-//!    read in 2** (a compare-and-swap: a conflict error when another
+//!    read in 2** (a compare-and-swap: [`JobsError::Conflict`] when another
 //!    writer changed it in between, and nothing is written), then
 //!    [`Store::remove_journal`].
 //!
@@ -27,6 +27,8 @@
 //! prepare ([`Durable`]).
 
 pub mod dir;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 
 use std::fmt;
 use std::path::Path;
@@ -106,7 +108,7 @@ pub trait Store: fmt::Debug + Send + Sync {
     async fn begin(&self, journal: &Journal) -> Result<Box<dyn Durable>, JobsError>;
     /// Replace the state with `decisions` while a durable journal holds
     /// both the old and the new state, if it is still at version `read`
-    /// (a conflict error otherwise: nothing written). Returns the
+    /// ([`JobsError::Conflict`] otherwise: nothing written). Returns the
     /// new version. An implementation may remove the journal in the same
     /// atomic write ([`Store::remove_journal`] is then a no-op).
     async fn save(&self, read: Version, decisions: &[Decision]) -> Result<Version, JobsError>;
@@ -120,4 +122,32 @@ pub trait Store: fmt::Debug + Send + Sync {
     /// The writer holding the lock right now, if any (`Some(None)`: held,
     /// holder unknown). Never blocks a writer.
     async fn writer(&self) -> Result<Option<Option<Holder>>, JobsError>;
+}
+
+/// Why a store other than the state directory (etcd) failed. Messages
+/// name the store by [`Store::location`], never by credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The store could not be reached or answered an error.
+    #[error("{location}: {message}")]
+    Unavailable { location: String, message: String },
+    /// No state under this fabric's keys yet.
+    #[error("{location}: no vclos state for topology `{topology}` here; create it with --init")]
+    Missing { location: String, topology: String },
+    /// A value over what one write (or read) may carry; nothing was
+    /// written.
+    #[error("{key}: {size} bytes, over the store's limit of {limit} bytes per value{hint}; nothing was written")]
+    TooLarge {
+        key: String,
+        size: usize,
+        limit: usize,
+        hint: &'static str,
+    },
+    /// A value that is not what vclos writes.
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+    /// This writer's lock (lease) is gone: another writer may hold it, so
+    /// nothing was written.
+    #[error("{location}: this writer no longer holds the lock ({why}); nothing was written")]
+    LockLost { location: String, why: String },
 }
