@@ -134,3 +134,128 @@ impl Store for DirStore {
         Ok(lock::probe(&self.dir)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::decision::{GpuRef, Stage};
+    use crate::jobs::Operation;
+    use crate::names::JobId;
+
+    fn d(job: &str) -> Decision {
+        Decision {
+            requested_gpus: None,
+            sharing: None,
+            job: JobId::new(job).unwrap(),
+            stage: Stage::Server,
+            gpus: vec![GpuRef {
+                server: "srv1-1".into(),
+                gpu: 0,
+            }],
+            vclos: Default::default(),
+            source_routes: vec![],
+        }
+    }
+
+    fn journal(old: Vec<Decision>, new: Vec<Decision>) -> Journal {
+        Journal::new(
+            "t",
+            Operation::Admit,
+            d("a"),
+            old,
+            new,
+            vec!["leaf1".into()],
+        )
+    }
+
+    /// The lifecycle's sequence through `dyn Store` leaves exactly the files
+    /// the state directory functions write: state.json byte for byte, no
+    /// journal, nothing else but the lock.
+    #[tokio::test]
+    async fn a_transaction_through_the_trait_writes_the_same_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: Box<dyn Store> = Box::new(DirStore::new(dir.path(), "t"));
+        let missing = s.load().await.unwrap_err();
+        assert!(
+            matches!(missing, JobsError::Store(store::StoreError::Missing { .. })),
+            "{missing}"
+        );
+        assert!(s.init().await.unwrap());
+        assert!(!s.init().await.unwrap());
+        let read = s.load().await.unwrap();
+        assert_eq!(read.decisions, vec![]);
+        assert_eq!(read.version, Version::default());
+        assert_eq!(s.journal().await.unwrap(), None);
+
+        let j = journal(vec![], vec![d("a")]);
+        s.begin(&j).await.unwrap().sync().await.unwrap();
+        assert_eq!(s.journal().await.unwrap(), Some(j.clone()));
+        assert_eq!(
+            std::fs::read(journal::journal_path(dir.path())).unwrap(),
+            [serde_json::to_vec_pretty(&j).unwrap(), b"\n".to_vec()].concat(),
+            "journal.json as jobs::journal writes it"
+        );
+        let again = s.begin(&j).await.err().unwrap();
+        assert!(matches!(again, JobsError::PendingJournal(_)), "{again}");
+        assert_eq!(
+            s.save(read.version, &[d("a")]).await.unwrap(),
+            Version::default()
+        );
+        s.remove_journal().await.unwrap();
+        s.remove_journal().await.unwrap();
+        assert_eq!(s.journal().await.unwrap(), None);
+        assert_eq!(s.load().await.unwrap().decisions, vec![d("a")]);
+
+        let other = tempfile::tempdir().unwrap();
+        store::save(other.path(), "t", &[d("a")]).unwrap();
+        assert_eq!(
+            std::fs::read(store::state_path(dir.path())).unwrap(),
+            std::fs::read(store::state_path(other.path())).unwrap(),
+            "state.json byte for byte"
+        );
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["state.json"]);
+        assert_eq!(
+            s.state_name(),
+            store::state_path(dir.path()).display().to_string()
+        );
+        assert_eq!(s.dir(), Some(dir.path()));
+    }
+
+    #[tokio::test]
+    async fn the_lock_through_the_trait_is_the_state_directorys_flock() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DirStore::new(dir.path(), "t");
+        s.init().await.unwrap();
+        assert_eq!(s.writer().await.unwrap(), None);
+        let mut held = s
+            .lock(&Holder::me("serve", None), Duration::ZERO)
+            .await
+            .unwrap();
+        held.set_operation("job submit", Some("a")).await.unwrap();
+        let seen = s.writer().await.unwrap().unwrap().unwrap();
+        assert_eq!(
+            (seen.operation.as_str(), seen.job.as_deref()),
+            ("job submit", Some("a"))
+        );
+        // Another writer (here: the flock functions directly) is refused.
+        assert!(lock::try_acquire(dir.path(), &Holder::me("x", None))
+            .unwrap()
+            .is_none());
+        let busy = s
+            .lock(&Holder::me("other", None), Duration::from_millis(20))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(busy, JobsError::Lock(lock::LockError::Busy { .. })),
+            "{busy}"
+        );
+        drop(held);
+        assert_eq!(s.writer().await.unwrap(), None);
+    }
+}
