@@ -310,6 +310,7 @@ async fn the_lease_lock_excludes_other_writers_and_fences_a_lost_one() {
         .lock(&Holder::me("serve", None), Duration::ZERO)
         .await
         .unwrap();
+    let first_term = held.term().unwrap();
     let who = b.writer().await.unwrap().unwrap().unwrap();
     assert_eq!(who.operation, "serve");
     let busy = b
@@ -327,15 +328,28 @@ async fn the_lease_lock_excludes_other_writers_and_fences_a_lost_one() {
         busy.to_string().contains("serve"),
         "names the holder: {busy}"
     );
-    // The lease outlives its TTL while the holder lives (kept alive).
+    // A writer waiting longer than the lease TTL (2 s) for it...
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.lock(&Holder::me("serve", None), Duration::from_secs(15))
+                .await
+        })
+    };
+    // ...while the holder's lease outlives its TTL (kept alive).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(b.writer().await.unwrap().is_some());
-    // Released on drop: the other writer gets it.
+    assert_eq!(
+        b.writer().await.unwrap().unwrap().unwrap().pid,
+        std::process::id()
+    );
+    assert!(!waiter.is_finished());
+    // Released on drop: the waiting writer gets it.
     drop(held);
-    let lb = b
-        .lock(&Holder::me("serve", None), Duration::from_secs(5))
-        .await
-        .unwrap();
+    let lb = waiter.await.unwrap().unwrap();
+    assert!(
+        lb.term().unwrap() > first_term,
+        "each new holder a larger term"
+    );
     drop(lb);
 
     // A writer whose lease is lost (here: revoked behind its back, as an
@@ -444,6 +458,19 @@ async fn the_lifecycle_runs_on_the_emulated_fabric_with_its_state_in_etcd() {
     let after_two = s.load().await.unwrap();
     assert_eq!(after_two.version.txn, 2);
     assert_eq!(after_two.decisions, f.jobs());
+    // The journal of the last admission, as it was just before the state
+    // was saved (etcd keeps the revisions): it names the writer's term, the
+    // lock key's create_revision.
+    let mut c = e.client().await;
+    let key = |k: &str| format!("/vclos/{}/{k}", emu.topo.name);
+    let lock = c.get(key("lock"), None).await.unwrap();
+    let term = lock.kvs()[0].create_revision();
+    let before = etcd_client::GetOptions::new().with_revision(after_two.version.revision - 1);
+    let j = c.get(key("journal"), Some(before)).await.unwrap();
+    let j: Journal = serde_json::from_slice(j.kvs()[0].value()).unwrap();
+    assert_eq!(j.term, Some(term));
+    assert_eq!(j.new, after_two.decisions);
+    assert_eq!(j.owner.unwrap().operation, "test");
     let r = f.release(&id("a"), &NoProgress).await.unwrap();
     assert!(r.report.is_committed(), "{}", r.report);
     assert_eq!(s.txn_number().await.unwrap(), 3);

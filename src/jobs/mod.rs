@@ -678,6 +678,7 @@ impl Fabric {
             devices.clone(),
         );
         j.owner = self.lock.as_ref().map(|l| l.holder().clone());
+        j.term = self.lock.as_ref().and_then(|l| l.term());
         // Named now (the exclusive create), made durable while the devices
         // prepare; no device commits before it is (see `journal`).
         let unsynced = self.store.begin(&j).await?;

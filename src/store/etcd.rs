@@ -427,6 +427,10 @@ impl WriterLock for LeaseLock {
         &self.holder
     }
 
+    fn term(&self) -> Option<i64> {
+        Some(self.fence.created)
+    }
+
     async fn set_operation(&mut self, operation: &str, job: Option<&str>) -> Result<(), JobsError> {
         self.holder.operation = operation.to_string();
         self.holder.job = job.map(str::to_string);
@@ -689,16 +693,31 @@ impl Store for EtcdStore {
         let key = self.key("lock");
         let ttl = i64::try_from(self.options.lease_ttl.as_secs().max(1)).unwrap_or(10);
         let mut client = self.client.clone();
-        let lease = tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
-            .await
-            .map_err(|_| self.unavailable("no lease granted in time"))?
-            .map_err(|e| self.unavailable(e))?
-            .id();
         let value = serde_json::to_vec(holder).unwrap_or_default();
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         let mut warned = false;
+        // The lease the lock key would be bound to; nothing keeps it alive
+        // while this writer waits, so a fresh one replaces it every half
+        // TTL (a wait may last longer than the lease).
+        let mut granted: Option<(i64, Instant)> = None;
         loop {
+            let lease = match granted {
+                Some((id, at)) if at.elapsed() < self.options.lease_ttl / 2 => id,
+                old => {
+                    if let Some((id, _)) = old {
+                        let _ = client.lease_revoke(id).await;
+                    }
+                    let id =
+                        tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
+                            .await
+                            .map_err(|_| self.unavailable("no lease granted in time"))?
+                            .map_err(|e| self.unavailable(e))?
+                            .id();
+                    granted = Some((id, Instant::now()));
+                    id
+                }
+            };
             let r = self
                 .txn(
                     Txn::new()

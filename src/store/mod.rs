@@ -75,6 +75,13 @@ pub trait Durable: Send {
 pub trait WriterLock: fmt::Debug + Send + Sync {
     /// Who holds it (this process).
     fn holder(&self) -> &Holder;
+    /// The writer's term, where the store has one (etcd: the lock key's
+    /// `create_revision`, which grows with every new holder); recorded in
+    /// the journal before any device commits. None for the state
+    /// directory's `flock`.
+    fn term(&self) -> Option<i64> {
+        None
+    }
     /// Record another operation (the same writer goes on holding it).
     async fn set_operation(&mut self, operation: &str, job: Option<&str>) -> Result<(), JobsError>;
 }
