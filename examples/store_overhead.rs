@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
                 total += t.elapsed();
             }
             anyhow::ensure!(
-                (touched > 0) == !held.is_empty(),
+                (touched > 0) != held.is_empty(),
                 "{what}: {touched} device(s) changed"
             );
             for h in held {

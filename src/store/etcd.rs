@@ -43,7 +43,13 @@
 //! expires or is revoked (etcd API reference, "Lease API":
 //! <https://etcd.io/docs/v3.4/learning/api/#lease-api>), so a writer that
 //! dies (`kill -9`) releases the lock within the TTL, as the kernel drops a
-//! dead writer's `flock` at once. Dropping the lock revokes the lease.
+//! dead writer's `flock` at once. Dropping the lock revokes the lease (best
+//! effort, on the runtime: a process that exits first leaves it to expire
+//! after its TTL). A writer waiting for the lock binds it to a lease it
+//! renews every half TTL, since nothing keeps that one alive yet. If the
+//! keep-alive fails for a whole TTL the lease expires and every later write
+//! of this writer is refused by the fence; stepping down and campaigning
+//! again is leader election's part (issue 18, item 2).
 //!
 //! # Durability
 //!
