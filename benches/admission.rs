@@ -130,7 +130,7 @@ fn admission(c: &mut Criterion) {
 /// does (where the journal's sync overlaps prepare), in a scratch directory
 /// next to the fabric's.
 fn disk_writes(f: &Fabric, plan: &vclos::plan::Plan) -> Duration {
-    let dir = tempfile::tempdir_in(f.dir().parent().unwrap()).unwrap();
+    let dir = tempfile::tempdir_in(f.dir().unwrap().parent().unwrap()).unwrap();
     let held = f.jobs();
     let j = Journal::new(
         &f.topology().name,

@@ -26,6 +26,7 @@ pub mod server;
 pub mod sharing;
 pub mod slurm;
 pub mod state;
+pub mod store;
 pub mod sweep;
 pub mod topology;
 pub mod trace;

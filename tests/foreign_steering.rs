@@ -208,7 +208,7 @@ async fn assert_refused(emu: &common::Emu, f: &mut Fabric, p: &Plan, device: &st
     assert_eq!(emu.configs(f).await, configs, "a device changed");
     assert_eq!(emu.state_bytes(), state, "state.json changed");
     assert_eq!(emu.fab.ocs(OcsId(0)).patches(), patches, "the OCS changed");
-    assert!(f.pending_journal().unwrap().is_none());
+    assert!(f.pending_journal().await.unwrap().is_none());
     assert!(f.state().decision(&p.job).is_none());
 }
 

@@ -104,5 +104,5 @@ async fn whole_lifecycle_with_and_without_ocs_rewiring() {
     }
     assert_in_sync(&emu, &mut f, &[]).await;
     assert_eq!(emu.configs(&f).await, start);
-    assert!(f.pending_journal().unwrap().is_none());
+    assert!(f.pending_journal().await.unwrap().is_none());
 }

@@ -41,7 +41,7 @@ async fn die_during_submit(emu: &common::Emu, device: &str, at: At) {
         () = reached.notified() => {}
     }
     // The apply future is dropped here: its tasks die with it.
-    assert!(f.pending_journal().unwrap().is_some());
+    assert!(f.pending_journal().await.unwrap().is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +60,7 @@ async fn killed_after_the_ocs_committed_recovers_to_the_old_state() {
     let rec = rec.unwrap();
     assert_eq!(rec.outcome, RecoveryOutcome::RolledBack, "{rec}");
     assert!(g.jobs().is_empty());
-    assert!(g.pending_journal().unwrap().is_none());
+    assert!(g.pending_journal().await.unwrap().is_none());
     assert_eq!(emu.configs(&g).await, before);
     assert_eq!(emu.state_bytes(), state);
 }
@@ -148,7 +148,7 @@ async fn a_forged_plan_moving_a_busy_link_is_refused_before_sending() {
             d.name
         );
     }
-    assert!(f.pending_journal().unwrap().is_none());
+    assert!(f.pending_journal().await.unwrap().is_none());
     assert_eq!(emu.state_bytes(), state);
     assert_eq!(emu.configs(&f).await, before);
 }
@@ -186,7 +186,7 @@ async fn a_plan_whose_commands_were_altered_is_refused_before_sending() {
             let canary = emu.fab.faults(&d.name).unwrap().on_command();
             assert_eq!(canary, Action::Drop, "{what}: {} was contacted", d.name);
         }
-        assert!(f.pending_journal().unwrap().is_none());
+        assert!(f.pending_journal().await.unwrap().is_none());
         assert_eq!(emu.state_bytes(), state);
     }
     // The plan as made applies.
@@ -234,7 +234,7 @@ async fn a_torn_state_file_is_settled_from_the_journal() {
     let stored = vclos::state::store::load(&emu.state_dir(), &emu.topo.name).unwrap();
     assert!(stored.is_empty());
     assert_eq!(emu.configs(&g).await, before);
-    assert!(g.pending_journal().unwrap().is_none());
+    assert!(g.pending_journal().await.unwrap().is_none());
 
     // Without a journal a torn state.json is an error, not an empty fabric.
     tear_state(&emu, b"");
@@ -415,7 +415,7 @@ async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }
-    assert!(f.pending_journal().unwrap().is_some());
+    assert!(f.pending_journal().await.unwrap().is_some());
     drop(f);
     // Repaired by hand, the next writer adopts the change from the devices.
     std::fs::remove_dir(&state_file).unwrap();

@@ -54,7 +54,7 @@ async fn fails_cleanly(
     }
     assert_eq!(emu.configs(&f).await, before, "{report}");
     assert_eq!(emu.state_bytes(), state);
-    assert!(g.pending_journal().unwrap().is_none());
+    assert!(g.pending_journal().await.unwrap().is_none());
     assert_eq!(g.jobs(), f.jobs());
     report
 }

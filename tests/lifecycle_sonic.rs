@@ -135,7 +135,7 @@ async fn lifecycle_on_sonic_leaves_with_isolation_verified() {
     }
     assert_verified(&emu, &mut f).await;
     assert_eq!(emu.configs(&f).await, start);
-    assert!(f.pending_journal().unwrap().is_none());
+    assert!(f.pending_journal().await.unwrap().is_none());
 }
 
 /// TL1 commands through the real TL1 driver.

@@ -131,20 +131,25 @@ impl FabricArgs {
     /// `--wait`), then settle a journal left by an interrupted run (printed).
     /// The lock is held until the fabric is dropped.
     pub async fn open(&self, operation: &str, job: Option<&JobId>) -> Result<Fabric> {
-        let mut f = self.load()?;
-        f.lock(operation, job).await?;
-        if let Some(r) = f
-            .recover(&Bars::new())
-            .await
-            .context("recovering an interrupted operation")?
-        {
-            eprintln!("{r}");
-            if let Some(rb) = &r.rollback {
-                eprint!("{rb}");
-            }
-        }
-        Ok(f)
+        settle(self.load()?, operation, job).await
     }
+}
+
+/// Take `f`'s writer lock for `operation`, then settle a journal left by an
+/// interrupted run (printed). The lock is held until the fabric is dropped.
+pub async fn settle(mut f: Fabric, operation: &str, job: Option<&JobId>) -> Result<Fabric> {
+    f.lock(operation, job).await?;
+    if let Some(r) = f
+        .recover(&Bars::new())
+        .await
+        .context("recovering an interrupted operation")?
+    {
+        eprintln!("{r}");
+        if let Some(rb) = &r.rollback {
+            eprint!("{rb}");
+        }
+    }
+    Ok(f)
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {

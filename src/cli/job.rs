@@ -111,7 +111,7 @@ pub fn run(cmd: JobCmd) -> Result<ExitCode> {
                 Target::Remote(c) => (c.list().map_err(failed)?, None),
                 Target::Local(fabric) => {
                     let f = fabric.load()?;
-                    (f.jobs(), Some(f.dir().to_path_buf()))
+                    (f.jobs(), Some(fabric.state.clone()))
                 }
             };
             if a.json {
@@ -192,7 +192,7 @@ fn submit_local(fabric: FabricArgs, id: &JobId, a: &SubmitArgs) -> Result<ExitCo
     let slicing = a.slicing.options();
     if a.dry_run {
         let f = fabric.load()?.with_slicing(slicing);
-        super::fabric::warn_pending(f.dir(), "this plan")?;
+        super::fabric::warn_pending(&fabric.state, "this plan")?;
         let plan = a.plan(&f, id)?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&plan)?);

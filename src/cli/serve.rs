@@ -7,14 +7,55 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use vclos::jobs::Fabric;
 use vclos::server::{self, Config, Token};
 
 use super::fabric::{runtime, FabricArgs};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    fabric: FabricArgs,
+    /// Topology file (device endpoints and credential references).
+    #[arg(long)]
+    topology: PathBuf,
+    /// State directory (`DIR/state.json`, `DIR/journal.json`, `DIR/lock`);
+    /// it must exist unless `--init` is given. Not with `--store etcd`.
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_if_eq("store", "dir"),
+        conflicts_with = "etcd_endpoints"
+    )]
+    state: Option<PathBuf>,
+    /// Create the state (no job held) if it does not exist yet: the state
+    /// directory (one holding anything else is refused), or the state keys
+    /// in etcd.
+    #[arg(long)]
+    init: bool,
+    /// Seconds to wait for the writer lock while another writer holds it
+    /// (then fail, naming the holder; 0: do not wait).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    wait: u64,
+    /// Where the state lives: `dir` (the state directory, `--state`) or
+    /// `etcd` (`--etcd-endpoints`; needs a vclos built with `--features
+    /// etcd`).
+    #[arg(long, value_enum, default_value_t = StoreKind::Dir)]
+    store: StoreKind,
+    /// With `--store etcd`: the cluster's client URLs, comma-separated.
+    #[arg(
+        long,
+        value_name = "URL,...",
+        value_delimiter = ',',
+        required_if_eq("store", "etcd")
+    )]
+    etcd_endpoints: Vec<String>,
+    /// With `--store etcd`: keys are `PREFIX/TOPOLOGY/{state,journal,txn,lock}`.
+    #[arg(long, value_name = "PREFIX", default_value = "/vclos")]
+    etcd_prefix: String,
+    /// With `--store etcd`: seconds the writer lock's lease lives without
+    /// this process (a killed writer's lock is gone after this).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    etcd_lease_ttl: u64,
     /// Address and port to listen on; anything but loopback needs
     /// `--token-file`.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8088")]
@@ -40,6 +81,15 @@ pub struct ServeArgs {
     /// logged.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+}
+
+/// `--store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// The state directory (`--state DIR`).
+    Dir,
+    /// An etcd cluster (`--etcd-endpoints`).
+    Etcd,
 }
 
 pub fn run(a: ServeArgs) -> Result<ExitCode> {
@@ -69,8 +119,51 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             return Err(server::ServeError::OpenListener(config.listen).into());
         }
         // The lock is held for the service's life; released on drop.
-        let fabric = a.fabric.open("serve", None).await?;
+        let fabric = open(&a).await?;
         server::serve(fabric, config, std::future::pending()).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The fabric, its writer lock taken and any interrupted operation settled.
+async fn open(a: &ServeArgs) -> Result<Fabric> {
+    match (a.store, &a.state) {
+        (StoreKind::Dir, Some(state)) => {
+            let args = FabricArgs {
+                topology: a.topology.clone(),
+                state: state.clone(),
+                init: a.init,
+                wait: a.wait,
+            };
+            args.open("serve", None).await
+        }
+        (StoreKind::Dir, None) => anyhow::bail!("--state DIR is required with --store dir"),
+        (StoreKind::Etcd, _) => open_etcd(a).await,
+    }
+}
+
+#[cfg(feature = "etcd")]
+async fn open_etcd(a: &ServeArgs) -> Result<Fabric> {
+    use std::sync::Arc;
+    use vclos::store::etcd::{EtcdOptions, EtcdStore};
+    use vclos::store::Store as _;
+
+    let topo = Arc::new(vclos::topology::load(&a.topology)?);
+    let mut options = EtcdOptions::new(a.etcd_endpoints.clone());
+    options.prefix = a.etcd_prefix.clone();
+    options.lease_ttl = Duration::from_secs(a.etcd_lease_ttl);
+    let store = EtcdStore::connect(options, &topo.name).await?;
+    if a.init && store.init().await? {
+        eprintln!("created the state in {}", store.location());
+    }
+    let mut f = Fabric::load_store(topo, Arc::new(store)).await?;
+    f.wait = Duration::from_secs(a.wait);
+    super::fabric::settle(f, "serve", None).await
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn open_etcd(_: &ServeArgs) -> Result<Fabric> {
+    anyhow::bail!(
+        "this vclos was built without the etcd store: rebuild it with `--features etcd` (needs protoc, Debian protobuf-compiler)"
+    )
 }

@@ -72,6 +72,17 @@ pub enum JobsError {
     /// The plan was not made against the current state.
     #[error("the plan is stale: {0}; plan again")]
     Stale(String),
+    /// A conditional write lost the race: another writer changed the
+    /// state after it was read (at `read`); nothing was written.
+    #[error("{key}: another writer changed it since it was read at revision {read}; nothing was written{}", why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Conflict {
+        key: String,
+        read: i64,
+        why: Option<String>,
+    },
+    /// The store outside the state directory (etcd) failed or refused.
+    #[error(transparent)]
+    Remote(#[from] crate::store::RemoteError),
     /// Only the lock holder sees this: its own rollback failed earlier.
     #[error("an interrupted operation left {0}; recover first (`vclos reconcile`, or open the fabric with recovery)")]
     PendingJournal(String),

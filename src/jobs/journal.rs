@@ -96,6 +96,11 @@ pub struct Journal {
     /// The writer that started it (it held the state lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Holder>,
+    /// The writer's term when the store has one (etcd: its lock's
+    /// `create_revision`; each new lock holder has a larger one): which
+    /// leader started the operation. Absent from state directories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<i64>,
 }
 
 impl Journal {
@@ -121,6 +126,7 @@ impl Journal {
             devices,
             started,
             owner: None,
+            term: None,
         }
     }
 }
@@ -186,6 +192,11 @@ pub struct Unsynced {
 }
 
 impl Unsynced {
+    /// The state directory it is in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Make it durable: the linked inode (its data and the link in one
     /// journal commit, see the module docs), then the directory.
     pub fn sync(self) -> Result<(), JobsError> {

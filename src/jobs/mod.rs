@@ -25,6 +25,19 @@
 //! every device that differs (a rollback transaction) and keeps the old
 //! state. Either way no reservation leaks: state and devices agree.
 //!
+//! # Where the state lives
+//!
+//! A fabric reads and writes its state, journal and writer lock through a
+//! [`Store`](crate::store::Store): the state directory by default
+//! ([`Fabric::load`], [`Fabric::open`]; the files and the fsync order this
+//! module and [`journal`] describe), or any other store
+//! ([`Fabric::load_store`]; etcd with the `etcd` feature). Below, "state.json"
+//! and "the state directory's lock" stand for the store's state and lock.
+//! Each transaction re-reads the state with its [`Version`] before the
+//! journal and saves the new state conditionally on that version (a
+//! compare-and-swap where the store needs one: etcd; the directory's lock
+//! already excludes every other writer).
+//!
 //! # One writer at a time
 //!
 //! Every state-changing call ([`Fabric::apply`], [`Fabric::recover`],
@@ -92,8 +105,10 @@ use crate::names::JobId;
 use crate::placement::given::{self, Given};
 use crate::placement::{self, Blocked, JobRequest, Policy, SliceOptions};
 use crate::plan::{self, Action, DevicePlan, Plan, Running};
-use crate::state::lock::{self, Holder, StateLock};
+use crate::state::lock::{self, Holder};
 use crate::state::{store, FabricState};
+use crate::store::dir::DirStore;
+use crate::store::{Committed, Store, Version, WriterLock};
 use crate::topology::{Role, Topology};
 
 pub use devices::Drift;
@@ -104,8 +119,11 @@ pub use journal::{Journal, Operation};
 /// A fabric under management: topology, committed state, device access.
 pub struct Fabric {
     topo: Arc<Topology>,
-    dir: PathBuf,
+    /// Where the committed state, the journal and the writer lock live.
+    store: Arc<dyn Store>,
     state: FabricState,
+    /// The version `state` was read (or last written) at.
+    version: Version,
     base: Arc<FabricIntent>,
     factory: Arc<dyn DriverFactory>,
     /// The session pool behind `factory`, when [`Fabric::load`] made one.
@@ -118,15 +136,15 @@ pub struct Fabric {
     pub read_timeout: Duration,
     /// How long to wait for the state lock another writer holds.
     pub wait: Duration,
-    /// The state directory's writer lock, while this fabric holds it.
-    lock: Option<StateLock>,
+    /// The store's writer lock, while this fabric holds it.
+    lock: Option<Box<dyn WriterLock>>,
 }
 
 impl fmt::Debug for Fabric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fabric")
             .field("topology", &self.topo.name)
-            .field("dir", &self.dir)
+            .field("store", &self.store.location())
             .field("jobs", &self.state.job_count())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
@@ -309,8 +327,39 @@ impl Fabric {
         dir: impl Into<PathBuf>,
         factory: Arc<dyn DriverFactory>,
     ) -> Result<Self, JobsError> {
-        let dir = dir.into();
-        let state = stored_state(&dir, &topo)?;
+        let store = DirStore::new(dir.into(), &topo.name);
+        let (state, version) = dir_state(&store, &topo)?;
+        Self::assemble(topo, Arc::new(store), state, version, factory)
+    }
+
+    /// Load the state held by `store` without touching any device; drivers
+    /// from the topology through a [`SessionPool`] (as [`Fabric::load`]).
+    pub async fn load_store(topo: Arc<Topology>, store: Arc<dyn Store>) -> Result<Self, JobsError> {
+        let drivers = Arc::new(TopologyDrivers::new(Arc::clone(&topo)));
+        let pool = Arc::new(SessionPool::new(drivers, PoolOptions::default()));
+        let mut f =
+            Self::load_store_with(topo, store, Arc::clone(&pool) as Arc<dyn DriverFactory>).await?;
+        f.pool = Some(pool);
+        Ok(f)
+    }
+
+    /// [`Fabric::load_store`] with another driver factory.
+    pub async fn load_store_with(
+        topo: Arc<Topology>,
+        store: Arc<dyn Store>,
+        factory: Arc<dyn DriverFactory>,
+    ) -> Result<Self, JobsError> {
+        let (state, version) = held_state(store.as_ref(), &topo).await?;
+        Self::assemble(topo, store, state, version, factory)
+    }
+
+    fn assemble(
+        topo: Arc<Topology>,
+        store: Arc<dyn Store>,
+        state: FabricState,
+        version: Version,
+        factory: Arc<dyn DriverFactory>,
+    ) -> Result<Self, JobsError> {
         let base = Arc::new(intent::baseline(&topo)?);
         let policy = if topo.ocs.is_empty() {
             Policy::Vclos
@@ -319,8 +368,9 @@ impl Fabric {
         };
         Ok(Fabric {
             topo,
-            dir,
+            store,
             state,
+            version,
             base,
             factory,
             pool: None,
@@ -357,18 +407,20 @@ impl Fabric {
         Ok((f, r))
     }
 
-    /// Take the state directory's writer lock for `operation` (waiting up
+    /// Take the store's writer lock for `operation` (waiting up
     /// to [`Fabric::wait`] for another writer) and re-read the state, which
     /// may have changed since this fabric was loaded. Held until
     /// [`Fabric::unlock`] or drop; locking again only renames the operation.
     pub async fn lock(&mut self, operation: &str, job: Option<&JobId>) -> Result<(), JobsError> {
         let job = job.map(JobId::as_str);
         if let Some(l) = &mut self.lock {
-            l.set_operation(operation, job)?;
+            l.set_operation(operation, job).await?;
             return Ok(());
         }
-        let l = lock::acquire(&self.dir, &Holder::me(operation, job), self.wait).await?;
-        self.state = stored_state(&self.dir, &self.topo)?;
+        let l = (self.store)
+            .lock(&Holder::me(operation, job), self.wait)
+            .await?;
+        (self.state, self.version) = held_state(self.store.as_ref(), &self.topo).await?;
         self.lock = Some(l);
         Ok(())
     }
@@ -394,11 +446,11 @@ impl Fabric {
     }
 
     /// The writer holding the state lock right now, if any (never blocks).
-    pub fn writer(&self) -> Result<Option<Writer>, JobsError> {
+    pub async fn writer(&self) -> Result<Option<Writer>, JobsError> {
         if self.lock.is_some() {
             return Ok(None);
         }
-        Ok(lock::probe(&self.dir)?.map(|holder| Writer { holder }))
+        Ok(self.store.writer().await?.map(|holder| Writer { holder }))
     }
 
     /// Place with `policy` (vclos or ocs-vclos; the default follows the topology).
@@ -438,8 +490,19 @@ impl Fabric {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The state directory (None for a store elsewhere, e.g. etcd).
+    pub fn dir(&self) -> Option<&Path> {
+        self.store.dir()
+    }
+
+    /// Where the state lives.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The version the committed state was read (or written) at.
+    pub fn version(&self) -> Version {
+        self.version
     }
 
     /// The committed state.
@@ -458,8 +521,8 @@ impl Fabric {
     }
 
     /// A journal left by an interrupted run, if any.
-    pub fn pending_journal(&self) -> Result<Option<Journal>, JobsError> {
-        journal::read(&self.dir)
+    pub async fn pending_journal(&self) -> Result<Option<Journal>, JobsError> {
+        self.store.journal().await
     }
 
     /// Place a job of `gpus` GPUs and plan its admission. Touches nothing.
@@ -563,16 +626,16 @@ impl Fabric {
         plan: &Plan,
         progress: &dyn Progress,
     ) -> Result<ApplyReport, JobsError> {
-        if journal::read(&self.dir)?.is_some() {
-            return Err(JobsError::PendingJournal(
-                journal::journal_path(&self.dir).display().to_string(),
-            ));
+        if self.store.journal().await?.is_some() {
+            return Err(JobsError::PendingJournal(self.store.journal_name()));
         }
         let held = self.jobs();
-        if store::load(&self.dir, &self.topo.name)? != held {
+        // The version the new state is written against (compare-and-swap).
+        let read = self.store.load().await?;
+        if read.decisions != held {
             return Err(JobsError::Stale(format!(
                 "{} changed since this fabric was loaded",
-                store::state_path(&self.dir).display()
+                self.store.state_name()
             )));
         }
         let mut next = self.state.clone();
@@ -615,12 +678,13 @@ impl Fabric {
             devices.clone(),
         );
         j.owner = self.lock.as_ref().map(|l| l.holder().clone());
+        j.term = self.lock.as_ref().and_then(|l| l.term());
         // Named now (the exclusive create), made durable while the devices
         // prepare; no device commits before it is (see `journal`).
-        let unsynced = journal::begin(&self.dir, &j)?;
+        let unsynced = self.store.begin(&j).await?;
         let (done, synced) = tokio::sync::oneshot::channel();
-        let sync = tokio::task::spawn_blocking(move || {
-            let r = unsynced.sync();
+        let sync = tokio::spawn(async move {
+            let r = unsynced.sync().await;
             let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
             r
         });
@@ -633,19 +697,19 @@ impl Fabric {
         let applied = controller::apply_gated(set, factory, &self.options, progress, gate).await;
         let synced = sync.await.unwrap_or_else(|e| {
             Err(JobsError::Journal {
-                file: journal::journal_path(&self.dir).display().to_string(),
+                file: self.store.journal_name(),
                 message: format!("the task writing it failed: {e}"),
             })
         });
         let report = match (applied, synced) {
             (Ok(report), Ok(())) => report,
             (Err(e), _) => {
-                journal::remove(&self.dir)?;
+                self.store.remove_journal().await?;
                 return Err(e.into());
             }
             // Never durable, so nothing was committed (the gate held it).
             (Ok(_), Err(e)) => {
-                journal::remove(&self.dir)?;
+                self.store.remove_journal().await?;
                 return Err(e);
             }
         };
@@ -657,18 +721,20 @@ impl Fabric {
                 stage: stage.to_string(),
                 cause,
             };
-            store::save_journaled(&self.dir, &self.topo.name, &new)
-                .map_err(|e| not_saved("state.json could not be written", e.to_string()))?;
+            let state = self.store.state_name();
+            let version = (self.store.save(read.version, &new).await)
+                .map_err(|e| not_saved(&format!("{state} could not be written"), e.to_string()))?;
             self.state = next;
-            journal::remove(&self.dir).map_err(|e| {
+            self.version = version;
+            self.store.remove_journal().await.map_err(|e| {
                 not_saved(
-                    "state.json was saved but the journal could not be removed",
+                    &format!("{state} was saved but the journal could not be removed"),
                     e.to_string(),
                 )
             })?;
             info!(job = %plan.job, action = plan.action, "committed; state saved");
         } else if report.is_unchanged() {
-            journal::remove(&self.dir)?;
+            self.store.remove_journal().await?;
         } else {
             // Some device could not be put back: keep the journal so the
             // next open (or `vclos reconcile`) settles it from the devices.
@@ -799,7 +865,7 @@ impl Fabric {
         &mut self,
         progress: &dyn Progress,
     ) -> Result<Option<Recovery>, JobsError> {
-        if journal::read(&self.dir)?.is_none() {
+        if self.store.journal().await?.is_none() {
             return Ok(None);
         }
         let took = self.lock_for("recover", None).await?;
@@ -814,11 +880,13 @@ impl Fabric {
         &mut self,
         progress: &dyn Progress,
     ) -> Result<Option<Recovery>, JobsError> {
-        let Some(j) = journal::read(&self.dir)? else {
+        let Some(j) = self.store.journal().await? else {
             return Ok(None);
         };
-        let file = journal::journal_path(&self.dir).display().to_string();
-        self.check_journal(&j)?;
+        let file = self.store.journal_name();
+        let held = self.check_journal(&j).await?;
+        // What a conditional write compares (a torn state.json: nothing).
+        let read = held.as_ref().map(|c| c.version).unwrap_or_default();
         let (running, bad) = self.read(&j.devices).await;
         if let Some((d, e)) = bad.first() {
             return Err(JobsError::Journal {
@@ -829,9 +897,10 @@ impl Fabric {
         let new_intent = intent::build(&self.topo, &j.new)?;
         let drift = self.drifts(&new_intent, &running);
         if drift.iter().all(Drift::holds_intent) {
-            store::save_journaled(&self.dir, &self.topo.name, &j.new)?;
+            let version = self.store.save(read, &j.new).await?;
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.new)?;
-            journal::remove(&self.dir)?;
+            self.version = version;
+            self.store.remove_journal().await?;
             info!(job = %j.decision.job, "recovery: devices hold the new state; adopted");
             return Ok(Some(Recovery {
                 journal: j,
@@ -853,12 +922,14 @@ impl Fabric {
         let outcome = if report.is_committed() {
             // state.json normally still holds the old state; rewrite it only
             // if the crash came after (or while) it was replaced.
-            let on_disk = store::load(&self.dir, &self.topo.name);
-            if !matches!(on_disk, Ok(held) if held == j.old) {
-                store::save_journaled(&self.dir, &self.topo.name, &j.old)?;
-            }
+            let version = match self.store.load().await {
+                Ok(held) if held.decisions == j.old => held.version,
+                Ok(held) => self.store.save(held.version, &j.old).await?,
+                Err(_) => self.store.save(read, &j.old).await?,
+            };
             self.state = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)?;
-            journal::remove(&self.dir)?;
+            self.version = version;
+            self.store.remove_journal().await?;
             info!(job = %j.decision.job, "recovery: devices put back; old state kept");
             RecoveryOutcome::RolledBack
         } else {
@@ -883,30 +954,31 @@ impl Fabric {
     /// previous state is state.json's (or its next state is: the writer
     /// died after saving; a torn state.json is settled by it); both states
     /// are valid, and the next is the previous with the journal's decision
-    /// admitted or released. Nothing is changed either way.
-    pub fn check_journal(&self, j: &Journal) -> Result<(), JobsError> {
+    /// admitted or released. Nothing is changed either way. Returns the
+    /// committed state it was checked against (None: torn).
+    pub async fn check_journal(&self, j: &Journal) -> Result<Option<Committed>, JobsError> {
         let bad = |message: String| {
             JobsError::Journal {
-            file: journal::journal_path(&self.dir).display().to_string(),
+            file: self.store.journal_name(),
             message: format!(
                 "{message}; recovery refused, nothing was changed: compare it with {} and remove whichever is wrong",
-                store::state_path(&self.dir).display()
+                self.store.state_name()
             ),
         }
         };
         if j.topology != self.topo.name {
             return Err(bad(format!("written for topology `{}`", j.topology)));
         }
-        match store::load(&self.dir, &self.topo.name) {
-            Ok(held) if held == j.old || held == j.new => {}
+        let held = match self.store.load().await {
+            Ok(held) if held.decisions == j.old || held.decisions == j.new => Some(held),
             Ok(_) => {
                 return Err(bad(
                     "neither its previous nor its next state is what state.json holds (a journal of another run, or an edited state.json)".into(),
                 ))
             }
-            Err(store::StoreError::Torn { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
+            Err(JobsError::Store(store::StoreError::Torn { .. })) => None,
+            Err(e) => return Err(e),
+        };
         let mut s = FabricState::from_decisions(Arc::clone(&self.topo), &j.old)
             .map_err(|e| bad(format!("its previous state is invalid: {e}")))?;
         match j.operation {
@@ -936,7 +1008,7 @@ impl Fabric {
                 }
             )));
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Compare every device with the state's intent; with `fix`, push the
@@ -1017,8 +1089,8 @@ impl Fabric {
         Ok(Status {
             topology: self.topo.name.clone(),
             jobs: self.jobs(),
-            writer: self.writer()?,
-            journal: journal::read(&self.dir)?,
+            writer: self.writer().await?,
+            journal: self.store.journal().await?,
             devices,
         })
     }
@@ -1026,29 +1098,67 @@ impl Fabric {
 
 /// The state on disk, validated (an invalid one names its file).
 pub fn stored_state(dir: &Path, topo: &Arc<Topology>) -> Result<FabricState, JobsError> {
-    FabricState::from_decisions(Arc::clone(topo), &held_on_disk(dir, topo)?).map_err(|error| {
-        JobsError::InvalidState {
-            file: store::state_path(dir).display().to_string(),
-            error: Box::new(error),
-        }
-    })
+    Ok(dir_state(&DirStore::new(dir, &topo.name), topo)?.0)
 }
 
-/// The held decisions on disk: state.json, or, when a power loss tore it
-/// while it was replaced, the previous state of the journal that is always
-/// there then (recovery settles it).
-fn held_on_disk(dir: &Path, topo: &Topology) -> Result<Vec<Decision>, JobsError> {
-    match store::load(dir, &topo.name) {
-        Ok(held) => Ok(held),
-        Err(e @ store::StoreError::Torn { .. }) => match journal::read(dir)? {
-            Some(j) => {
-                warn!(error = %e, "state.json torn; using the journal's previous state until recovery");
-                Ok(j.old)
-            }
-            None => Err(e.into()),
-        },
-        Err(e) => Err(e.into()),
+/// [`held_state`] of a state directory, without a runtime.
+fn dir_state(store: &DirStore, topo: &Arc<Topology>) -> Result<(FabricState, Version), JobsError> {
+    let held = match store.load_now() {
+        Err(JobsError::Store(e @ store::StoreError::Torn { .. })) => {
+            torn(store, e, store.journal_now()?)?
+        }
+        other => other?,
+    };
+    validated(store, topo, held)
+}
+
+/// The committed state of `store`, validated (an invalid one names its
+/// file or key): the stored decisions, or, when a power loss tore
+/// state.json while it was replaced, the previous state of the journal
+/// that is always there then (recovery settles it).
+async fn held_state(
+    store: &dyn Store,
+    topo: &Arc<Topology>,
+) -> Result<(FabricState, Version), JobsError> {
+    let held = match store.load().await {
+        Err(JobsError::Store(e @ store::StoreError::Torn { .. })) => {
+            torn(store, e, store.journal().await?)?
+        }
+        other => other?,
+    };
+    validated(store, topo, held)
+}
+
+fn torn(
+    store: &dyn Store,
+    e: store::StoreError,
+    journal: Option<Journal>,
+) -> Result<Committed, JobsError> {
+    match journal {
+        Some(j) => {
+            warn!(error = %e, store = %store.location(), "state torn; using the journal's previous state until recovery");
+            Ok(Committed {
+                decisions: j.old,
+                version: Version::default(),
+            })
+        }
+        None => Err(e.into()),
     }
+}
+
+fn validated(
+    store: &dyn Store,
+    topo: &Arc<Topology>,
+    held: Committed,
+) -> Result<(FabricState, Version), JobsError> {
+    let state =
+        FabricState::from_decisions(Arc::clone(topo), &held.decisions).map_err(|error| {
+            JobsError::InvalidState {
+                file: store.state_name(),
+                error: Box::new(error),
+            }
+        })?;
+    Ok((state, held.version))
 }
 
 /// Whether a plan changes the devices of `fresh` with the same commands in

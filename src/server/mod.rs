@@ -3,10 +3,11 @@
 //! job API, authentication, problem responses, bounds and shutdown.
 //!
 //! # Design
-//! * **One owner of the state.** The process takes the state directory's
-//!   writer lock when it starts (settling any journal an interrupted run
-//!   left, as every writer does) and holds it until it stops, so no CLI
-//!   writer can interleave with it. Every change goes through one async
+//! * **One owner of the state.** The process takes the store's writer lock
+//!   (the state directory's `flock`, or with `--store etcd` a key on a
+//!   kept-alive lease, `crate::store::etcd`) when it starts (settling any
+//!   journal an interrupted run left, as every writer does) and holds it
+//!   until it stops, so no CLI writer can interleave with it. Every change goes through one async
 //!   mutex around the [`Fabric`]: admissions and releases are applied one
 //!   at a time, each one device transaction with the journal discipline of
 //!   `crate::jobs` — the service adds no concurrency the state does not
@@ -325,7 +326,7 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
     match app.fabric.try_lock() {
         // Busy with a transaction: alive and serving, ready.
         Err(_) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(f) => match f.pending_journal() {
+        Ok(f) => match f.pending_journal().await {
             Ok(None) => (StatusCode::OK, "ready\n").into_response(),
             Ok(Some(_)) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -1,0 +1,797 @@
+//! A fabric's state in etcd (`vclos serve --store etcd --etcd-endpoints
+//! URL,...`): the same documents as the state directory's files, under one
+//! key prefix per fabric, every write an etcd transaction conditional on
+//! what was read.
+//!
+//! # Keys (`PREFIX` is `--etcd-prefix`, `/vclos` by default)
+//!
+//! | key                     | value                                            |
+//! |-------------------------|--------------------------------------------------|
+//! | `PREFIX/TOPOLOGY/state` | state.json's document (`{"version":1,"topology":..,"decisions":[..]}`), compact JSON |
+//! | `PREFIX/TOPOLOGY/journal` | journal.json's document, while a transaction is in flight |
+//! | `PREFIX/TOPOLOGY/txn`   | transactions committed so far, a decimal number  |
+//! | `PREFIX/TOPOLOGY/lock`  | the writer's [`Holder`] record, bound to its lease |
+//!
+//! # Every write is a compare-and-swap
+//!
+//! etcd's `Txn` evaluates a list of comparisons and, atomically, applies
+//! the success operations if all hold and the failure operations
+//! otherwise; a comparison may test a key's `create_revision` (0 when the
+//! key does not exist), `mod_revision` or `version` (etcd API reference,
+//! "Transaction": <https://etcd.io/docs/v3.4/learning/api/#transaction>).
+//! So:
+//!
+//! * [`Store::load`] reads `state` and `txn` in one transaction (one
+//!   revision); [`Version::revision`] is the state key's `mod_revision`.
+//! * [`Store::begin`] puts `journal` only if its `create_revision` is 0
+//!   (none exists): the exclusive create.
+//! * [`Store::save`] puts `state` and `txn + 1` and deletes `journal` in one
+//!   transaction, only if `state`'s `mod_revision` is still the one read
+//!   and the journal exists. Two writers that read the same revision can
+//!   therefore never both commit: the second finds a newer `mod_revision`
+//!   and gets [`JobsError::Conflict`], with nothing written.
+//! * While this store holds the writer lock, every write also compares the
+//!   lock key's `create_revision` with the one it created: a writer whose
+//!   lease expired (and whose lock another writer may have taken since)
+//!   writes nothing ([`RemoteError::LockLost`]).
+//!
+//! # The writer lock is a lease
+//!
+//! [`Store::lock`] grants a lease of [`EtcdOptions::lease_ttl`] and creates
+//! `lock` bound to it (only if absent), then keeps the lease alive every
+//! third of its TTL. A key attached to a lease is deleted when the lease
+//! expires or is revoked (etcd API reference, "Lease API":
+//! <https://etcd.io/docs/v3.4/learning/api/#lease-api>), so a writer that
+//! dies (`kill -9`) releases the lock within the TTL, as the kernel drops a
+//! dead writer's `flock` at once. Dropping the lock revokes the lease (best
+//! effort, on the runtime: a process that exits first leaves it to expire
+//! after its TTL). A writer waiting for the lock binds it to a lease it
+//! renews every half TTL, since nothing keeps that one alive yet. If the
+//! keep-alive fails for a whole TTL the lease expires and every later write
+//! of this writer is refused by the fence; stepping down and campaigning
+//! again is leader election's part (issue 18, item 2).
+//!
+//! # Durability
+//!
+//! etcd acknowledges a write once a quorum of members has it in its
+//! fsynced write-ahead log ("Once an operation has been acknowledged, it is
+//! durable": <https://etcd.io/docs/v3.4/learning/api_guarantees/>), so a
+//! journal is durable when [`Store::begin`] returns: [`Durable::sync`] has
+//! nothing left to wait for. The lifecycle's crash-safety argument
+//! (`crate::jobs::journal`) carries over with each file replaced by its key
+//! and each fsync by the acknowledgement; a write is never torn.
+//!
+//! # Sizes
+//!
+//! etcd refuses a request over `--max-request-bytes` (1.5 MiB by default:
+//! <https://etcd.io/docs/v3.4/dev-guide/limit/>). A value larger than
+//! [`EtcdOptions::max_value_bytes`] (a little under that) is refused here
+//! with [`RemoteError::TooLarge`] before anything is sent: the journal
+//! (which holds the state twice) is written first, so an admission whose
+//! state would not fit fails before any device is touched. Values are never
+//! split or truncated: a fabric whose state outgrows the limit raises etcd's
+//! `--max-request-bytes` together with `max_value_bytes`, or keeps its
+//! state in a state directory. Reads are bounded by
+//! [`MAX_STATE_BYTES`](crate::state::store::MAX_STATE_BYTES), like the files.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetResponse, KeyValue, KvClient, PutOptions, Txn,
+    TxnOp, TxnOpResponse, TxnResponse,
+};
+use serde::{Deserialize, Serialize};
+use tracing::{debug, warn};
+
+use super::{Committed, Durable, RemoteError, Store, Version, WriterLock};
+use crate::decision::Decision;
+use crate::jobs::{JobsError, Journal};
+use crate::state::lock::{who, Holder, LockError};
+use crate::state::store::MAX_STATE_BYTES;
+
+/// The state document's version (the same as state.json's).
+const VERSION: u32 = 1;
+
+/// How an [`EtcdStore`] reaches etcd and what it writes.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// Client URLs of the cluster's members (`http://127.0.0.1:2379`).
+    pub endpoints: Vec<String>,
+    /// Keys are `PREFIX/TOPOLOGY/...`.
+    pub prefix: String,
+    /// The writer lock's lease: a dead writer's lock is gone after this.
+    pub lease_ttl: Duration,
+    /// Bound on connecting and on each request.
+    pub timeout: Duration,
+    /// Largest value written (the journal, the state): a little under
+    /// etcd's default `--max-request-bytes`, 1.5 MiB, leaving room for the
+    /// keys and the rest of the transaction.
+    pub max_value_bytes: usize,
+}
+
+/// Default [`EtcdOptions::max_value_bytes`]: etcd's default request limit
+/// (1,572,864 bytes) less 64 KiB.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 1_572_864 - 65_536;
+
+impl EtcdOptions {
+    /// Defaults (prefix `/vclos`, lease 10 s, timeout 5 s) for `endpoints`.
+    pub fn new(endpoints: Vec<String>) -> Self {
+        EtcdOptions {
+            endpoints,
+            prefix: "/vclos".into(),
+            lease_ttl: Duration::from_secs(10),
+            timeout: Duration::from_secs(5),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
+}
+
+/// The lock this store holds, as its writes compare it.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    /// The lock key's `create_revision`.
+    created: i64,
+    lease: i64,
+}
+
+/// One fabric's state in etcd.
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+    kv: KvClient,
+    options: EtcdOptions,
+    topology: String,
+    /// Set while a lock taken through this store is held.
+    fence: Arc<Mutex<Option<Fence>>>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("location", &self.location())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An endpoint as messages show it: without any `user:password@`.
+fn shown(endpoint: &str) -> String {
+    match endpoint.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+            format!("{scheme}://{host}")
+        }
+        None => endpoint
+            .rsplit_once('@')
+            .map_or(endpoint, |(_, h)| h)
+            .into(),
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateDoc {
+    version: u32,
+    topology: String,
+    decisions: Vec<Decision>,
+}
+
+impl EtcdStore {
+    /// Connect to etcd for the fabric of topology `topology` (nothing is
+    /// read or written yet).
+    pub async fn connect(options: EtcdOptions, topology: &str) -> Result<Self, JobsError> {
+        let location = Self::location_of(&options, topology);
+        if options.endpoints.is_empty() {
+            return Err(RemoteError::Unavailable {
+                location,
+                message: "no endpoint given (--etcd-endpoints URL,...)".into(),
+            }
+            .into());
+        }
+        let connect = ConnectOptions::new()
+            .with_connect_timeout(options.timeout)
+            .with_keep_alive(Duration::from_secs(2), options.timeout);
+        let client = tokio::time::timeout(
+            options.timeout,
+            Client::connect(&options.endpoints, Some(connect)),
+        )
+        .await
+        .map_err(|_| RemoteError::Unavailable {
+            location: location.clone(),
+            message: format!("not reached within {} s", options.timeout.as_secs()),
+        })?
+        .map_err(|e| RemoteError::Unavailable {
+            location,
+            message: e.to_string(),
+        })?;
+        // Reads are bounded like the files (a value over the request limit
+        // cannot be written, but a cluster may be run with a higher one).
+        let kv = client
+            .kv_client()
+            .max_decoding_message_size(2 * MAX_STATE_BYTES + 4096);
+        Ok(EtcdStore {
+            client,
+            kv,
+            options,
+            topology: topology.to_string(),
+            fence: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    fn location_of(options: &EtcdOptions, topology: &str) -> String {
+        let endpoints: Vec<String> = options.endpoints.iter().map(|e| shown(e)).collect();
+        format!(
+            "etcd {} {}/{topology}",
+            endpoints.join(","),
+            options.prefix.trim_end_matches('/')
+        )
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!(
+            "{}/{}/{name}",
+            self.options.prefix.trim_end_matches('/'),
+            self.topology
+        )
+    }
+
+    fn unavailable(&self, e: impl std::fmt::Display) -> JobsError {
+        RemoteError::Unavailable {
+            location: self.location(),
+            message: e.to_string(),
+        }
+        .into()
+    }
+
+    /// One transaction, bounded by the timeout.
+    async fn txn(&self, txn: Txn) -> Result<TxnResponse, JobsError> {
+        let mut kv = self.kv.clone();
+        match tokio::time::timeout(self.options.timeout, kv.txn(txn)).await {
+            Ok(r) => r.map_err(|e| self.unavailable(e)),
+            Err(_) => Err(self.unavailable(format!(
+                "no answer within {} s",
+                self.options.timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// The comparisons fencing a write: the lock key is still the one this
+    /// store created, when it holds one.
+    fn fence(&self) -> Vec<Compare> {
+        let held = self.fence.lock().map(|f| *f).unwrap_or(None);
+        held.map(|f| Compare::create_revision(self.key("lock"), CompareOp::Equal, f.created))
+            .into_iter()
+            .collect()
+    }
+
+    /// After a failed fenced transaction whose failure branch read the lock
+    /// key: whether the lock was lost.
+    fn lock_lost(&self, lock: Option<&KeyValue>) -> Option<JobsError> {
+        let held = self.fence.lock().map(|f| *f).unwrap_or(None)?;
+        if lock.map(KeyValue::create_revision) == Some(held.created) {
+            return None;
+        }
+        Some(
+            RemoteError::LockLost {
+                location: self.location(),
+                why: match lock {
+                    None => "its lease expired".into(),
+                    Some(kv) => format!(
+                        "its lease expired and {} took it",
+                        who(serde_json::from_slice::<Holder>(kv.value()).ok().as_ref())
+                    ),
+                },
+            }
+            .into(),
+        )
+    }
+
+    fn checked_len(&self, key: &str, bytes: &[u8]) -> Result<(), JobsError> {
+        if bytes.len() > self.options.max_value_bytes {
+            return Err(RemoteError::TooLarge {
+                key: key.to_string(),
+                size: bytes.len(),
+                limit: self.options.max_value_bytes,
+                hint: " (etcd's --max-request-bytes is 1.5 MiB by default: raise it and the \
+                       store's limit together, or keep this fabric's state in a state directory)",
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn read_len(key: &str, kv: &KeyValue) -> Result<(), JobsError> {
+        if kv.value().len() > MAX_STATE_BYTES {
+            return Err(RemoteError::TooLarge {
+                key: key.to_string(),
+                size: kv.value().len(),
+                limit: MAX_STATE_BYTES,
+                hint: " (not a value vclos wrote)",
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn render_state(&self, decisions: &[Decision]) -> Result<Vec<u8>, JobsError> {
+        let doc = StateDoc {
+            version: VERSION,
+            topology: self.topology.clone(),
+            decisions: decisions.to_vec(),
+        };
+        let key = self.key("state");
+        let bytes = serde_json::to_vec(&doc).map_err(|e| RemoteError::Invalid {
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        self.checked_len(&key, &bytes)?;
+        Ok(bytes)
+    }
+
+    fn parse_state(&self, kv: &KeyValue) -> Result<Vec<Decision>, JobsError> {
+        let key = self.key("state");
+        Self::read_len(&key, kv)?;
+        let invalid = |message: String| RemoteError::Invalid {
+            key: key.clone(),
+            message,
+        };
+        let doc: StateDoc = serde_json::from_slice(kv.value())
+            .map_err(|e| invalid(format!("not a valid state: {e}")))?;
+        if doc.version != VERSION {
+            return Err(invalid(format!(
+                "state version {} is not supported (expected {VERSION})",
+                doc.version
+            ))
+            .into());
+        }
+        if doc.topology != self.topology {
+            return Err(invalid(format!(
+                "state belongs to topology `{}`, not `{}`",
+                doc.topology, self.topology
+            ))
+            .into());
+        }
+        Ok(doc.decisions)
+    }
+
+    fn parse_txn(&self, kv: Option<&KeyValue>) -> Result<u64, JobsError> {
+        let Some(kv) = kv else { return Ok(0) };
+        std::str::from_utf8(kv.value())
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| {
+                RemoteError::Invalid {
+                    key: self.key("txn"),
+                    message: "not a transaction number".into(),
+                }
+                .into()
+            })
+    }
+
+    /// The journal held by `kv`.
+    fn parse_journal(&self, kv: &KeyValue) -> Result<Journal, JobsError> {
+        let key = self.key("journal");
+        Self::read_len(&key, kv)?;
+        let j: Journal = serde_json::from_slice(kv.value()).map_err(|e| JobsError::Journal {
+            file: key.clone(),
+            message: format!("not a valid journal: {e}"),
+        })?;
+        if j.version != 1 {
+            return Err(JobsError::Journal {
+                file: key,
+                message: format!("version {} is not supported", j.version),
+            });
+        }
+        Ok(j)
+    }
+
+    /// The transaction number committed so far (0 before the first).
+    pub async fn txn_number(&self) -> Result<u64, JobsError> {
+        Ok(self.load().await?.version.txn)
+    }
+}
+
+/// The key-values of the `i`th response of a transaction (a get).
+fn got(r: &TxnResponse, i: usize) -> Option<KeyValue> {
+    match r.op_responses().into_iter().nth(i) {
+        Some(TxnOpResponse::Get(g)) => first(&g),
+        _ => None,
+    }
+}
+
+fn first(g: &GetResponse) -> Option<KeyValue> {
+    g.kvs().first().cloned()
+}
+
+fn revision(r: &TxnResponse) -> i64 {
+    r.header().map_or(0, |h| h.revision())
+}
+
+/// Nothing to wait for: etcd acknowledged the journal durable.
+struct Acknowledged;
+
+#[async_trait]
+impl Durable for Acknowledged {
+    async fn sync(self: Box<Self>) -> Result<(), JobsError> {
+        Ok(())
+    }
+}
+
+/// The writer lock: a key bound to a lease kept alive by a task.
+#[derive(Debug)]
+struct LeaseLock {
+    store: EtcdStore,
+    holder: Holder,
+    fence: Fence,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+#[async_trait]
+impl WriterLock for LeaseLock {
+    fn holder(&self) -> &Holder {
+        &self.holder
+    }
+
+    fn term(&self) -> Option<i64> {
+        Some(self.fence.created)
+    }
+
+    async fn set_operation(&mut self, operation: &str, job: Option<&str>) -> Result<(), JobsError> {
+        self.holder.operation = operation.to_string();
+        self.holder.job = job.map(str::to_string);
+        let key = self.store.key("lock");
+        let value = serde_json::to_vec(&self.holder).unwrap_or_default();
+        let r = (self.store)
+            .txn(
+                Txn::new()
+                    .when(vec![Compare::create_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        self.fence.created,
+                    )])
+                    .and_then(vec![TxnOp::put(
+                        key.clone(),
+                        value,
+                        Some(PutOptions::new().with_lease(self.fence.lease)),
+                    )])
+                    .or_else(vec![TxnOp::get(key, None)]),
+            )
+            .await?;
+        if !r.succeeded() {
+            return Err(self
+                .store
+                .lock_lost(got(&r, 0).as_ref())
+                .unwrap_or_else(|| self.store.unavailable("the lock changed")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LeaseLock {
+    fn drop(&mut self) {
+        self.keeper.abort();
+        if let Ok(mut f) = self.store.fence.lock() {
+            *f = None;
+        }
+        // Revoke the lease (the lock key goes with it); if the runtime is
+        // gone the lease expires after its TTL instead.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let mut client = self.store.client.clone();
+            let lease = self.fence.lease;
+            rt.spawn(async move {
+                let _ = client.lease_revoke(lease).await;
+            });
+        }
+    }
+}
+
+/// Keep `lease` alive every third of `ttl` until aborted or lost.
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, location: String) {
+    let (mut keeper, mut stream) = match client.lease_keep_alive(lease).await {
+        Ok(k) => k,
+        Err(e) => {
+            warn!(%location, error = %e, "cannot keep the writer lock's lease alive");
+            return;
+        }
+    };
+    let every = (ttl / 3).max(Duration::from_millis(100));
+    loop {
+        let alive = async {
+            keeper.keep_alive().await?;
+            stream.message().await
+        };
+        match tokio::time::timeout(every, alive).await {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {}
+            Ok(Ok(_)) => {
+                warn!(%location, "the writer lock's lease expired: writes are refused from now on");
+                return;
+            }
+            Ok(Err(e)) => {
+                warn!(%location, error = %e, "keeping the writer lock's lease alive failed; retrying");
+                match client.lease_keep_alive(lease).await {
+                    Ok(k) => (keeper, stream) = k,
+                    Err(e) => debug!(%location, error = %e, "reconnecting the lease keep-alive"),
+                }
+            }
+            Err(_) => debug!(%location, "lease keep-alive unanswered; retrying"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    fn location(&self) -> String {
+        Self::location_of(&self.options, &self.topology)
+    }
+
+    fn state_name(&self) -> String {
+        self.key("state")
+    }
+
+    fn journal_name(&self) -> String {
+        self.key("journal")
+    }
+
+    async fn init(&self) -> Result<bool, JobsError> {
+        let key = self.key("state");
+        let value = self.render_state(&[])?;
+        let r = self
+            .txn(
+                Txn::new()
+                    .when(vec![Compare::create_revision(
+                        key.clone(),
+                        CompareOp::Equal,
+                        0,
+                    )])
+                    .and_then(vec![
+                        TxnOp::put(key.clone(), value, None),
+                        TxnOp::put(self.key("txn"), "0", None),
+                    ])
+                    .or_else(vec![TxnOp::get(key, None)]),
+            )
+            .await?;
+        if r.succeeded() {
+            return Ok(true);
+        }
+        // One exists: it must be this topology's.
+        match got(&r, 0) {
+            Some(kv) => self.parse_state(&kv).map(|_| false),
+            None => Err(self.unavailable("the state vanished while it was created")),
+        }
+    }
+
+    async fn load(&self) -> Result<Committed, JobsError> {
+        let r = self
+            .txn(Txn::new().and_then(vec![
+                TxnOp::get(self.key("state"), None),
+                TxnOp::get(self.key("txn"), None),
+            ]))
+            .await?;
+        let Some(state) = got(&r, 0) else {
+            return Err(RemoteError::Missing {
+                location: self.location(),
+                topology: self.topology.clone(),
+            }
+            .into());
+        };
+        Ok(Committed {
+            decisions: self.parse_state(&state)?,
+            version: Version {
+                revision: state.mod_revision(),
+                txn: self.parse_txn(got(&r, 1).as_ref())?,
+            },
+        })
+    }
+
+    async fn journal(&self) -> Result<Option<Journal>, JobsError> {
+        let r = self
+            .txn(Txn::new().and_then(vec![TxnOp::get(self.key("journal"), None)]))
+            .await?;
+        got(&r, 0).map(|kv| self.parse_journal(&kv)).transpose()
+    }
+
+    async fn begin(&self, journal: &Journal) -> Result<Box<dyn Durable>, JobsError> {
+        let key = self.key("journal");
+        let value = serde_json::to_vec(journal).map_err(|e| JobsError::Journal {
+            file: key.clone(),
+            message: e.to_string(),
+        })?;
+        self.checked_len(&key, &value)?;
+        let mut when = vec![Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
+        when.extend(self.fence());
+        let r = self
+            .txn(
+                Txn::new()
+                    .when(when)
+                    .and_then(vec![TxnOp::put(key.clone(), value, None)])
+                    .or_else(vec![
+                        TxnOp::get(key.clone(), None),
+                        TxnOp::get(self.key("lock"), None),
+                    ]),
+            )
+            .await?;
+        if r.succeeded() {
+            debug!(key = %key, revision = revision(&r), "journal written");
+            return Ok(Box::new(Acknowledged));
+        }
+        if got(&r, 0).is_some() {
+            return Err(JobsError::PendingJournal(key));
+        }
+        Err(self
+            .lock_lost(got(&r, 1).as_ref())
+            .unwrap_or_else(|| self.unavailable("the journal could not be written")))
+    }
+
+    async fn save(&self, read: Version, decisions: &[Decision]) -> Result<Version, JobsError> {
+        let key = self.key("state");
+        let journal = self.key("journal");
+        let value = self.render_state(decisions)?;
+        let txn = read.txn + 1;
+        let mut when = vec![
+            Compare::mod_revision(key.clone(), CompareOp::Equal, read.revision),
+            Compare::create_revision(journal.clone(), CompareOp::Greater, 0),
+        ];
+        when.extend(self.fence());
+        let r = self
+            .txn(
+                Txn::new()
+                    .when(when)
+                    .and_then(vec![
+                        TxnOp::put(key.clone(), value, None),
+                        TxnOp::put(self.key("txn"), txn.to_string(), None),
+                        TxnOp::delete(journal.clone(), None),
+                    ])
+                    .or_else(vec![
+                        TxnOp::get(key.clone(), None),
+                        TxnOp::get(journal, None),
+                        TxnOp::get(self.key("lock"), None),
+                    ]),
+            )
+            .await?;
+        if r.succeeded() {
+            let revision = revision(&r);
+            debug!(key = %key, revision, txn, "state saved");
+            return Ok(Version { revision, txn });
+        }
+        if let Some(lost) = self.lock_lost(got(&r, 2).as_ref()) {
+            return Err(lost);
+        }
+        let why = match (got(&r, 0), got(&r, 1)) {
+            (Some(s), _) if s.mod_revision() != read.revision => {
+                format!("it is at revision {} now", s.mod_revision())
+            }
+            (None, _) => "it was deleted".to_string(),
+            (_, None) => "the journal it was to settle is gone".to_string(),
+            _ => "the comparison failed".to_string(),
+        };
+        Err(JobsError::Conflict {
+            key,
+            read: read.revision,
+            why: Some(why),
+        })
+    }
+
+    async fn remove_journal(&self) -> Result<(), JobsError> {
+        let journal = self.key("journal");
+        let r = self
+            .txn(
+                Txn::new()
+                    .when(self.fence())
+                    .and_then(vec![TxnOp::delete(journal, None)])
+                    .or_else(vec![TxnOp::get(self.key("lock"), None)]),
+            )
+            .await?;
+        if r.succeeded() {
+            return Ok(());
+        }
+        Err(self
+            .lock_lost(got(&r, 0).as_ref())
+            .unwrap_or_else(|| self.unavailable("the journal could not be removed")))
+    }
+
+    async fn lock(
+        &self,
+        holder: &Holder,
+        wait: Duration,
+    ) -> Result<Box<dyn WriterLock>, JobsError> {
+        let key = self.key("lock");
+        let ttl = i64::try_from(self.options.lease_ttl.as_secs().max(1)).unwrap_or(10);
+        let mut client = self.client.clone();
+        let value = serde_json::to_vec(holder).unwrap_or_default();
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(20);
+        let mut warned = false;
+        // The lease the lock key would be bound to; nothing keeps it alive
+        // while this writer waits, so a fresh one replaces it every half
+        // TTL (a wait may last longer than the lease).
+        let mut granted: Option<(i64, Instant)> = None;
+        loop {
+            let lease = match granted {
+                Some((id, at)) if at.elapsed() < self.options.lease_ttl / 2 => id,
+                old => {
+                    if let Some((id, _)) = old {
+                        let _ = client.lease_revoke(id).await;
+                    }
+                    let id =
+                        tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
+                            .await
+                            .map_err(|_| self.unavailable("no lease granted in time"))?
+                            .map_err(|e| self.unavailable(e))?
+                            .id();
+                    granted = Some((id, Instant::now()));
+                    id
+                }
+            };
+            let r = self
+                .txn(
+                    Txn::new()
+                        .when(vec![Compare::create_revision(
+                            key.clone(),
+                            CompareOp::Equal,
+                            0,
+                        )])
+                        .and_then(vec![TxnOp::put(
+                            key.clone(),
+                            value.clone(),
+                            Some(PutOptions::new().with_lease(lease)),
+                        )])
+                        .or_else(vec![TxnOp::get(key.clone(), None)]),
+                )
+                .await;
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = client.lease_revoke(lease).await;
+                    return Err(e);
+                }
+            };
+            if r.succeeded() {
+                let fence = Fence {
+                    created: revision(&r),
+                    lease,
+                };
+                if let Ok(mut f) = self.fence.lock() {
+                    *f = Some(fence);
+                }
+                let keeper = tokio::spawn(keep_alive(
+                    self.client.clone(),
+                    lease,
+                    self.options.lease_ttl,
+                    self.location(),
+                ));
+                return Ok(Box::new(LeaseLock {
+                    store: self.clone(),
+                    holder: holder.clone(),
+                    fence,
+                    keeper,
+                }));
+            }
+            let other = got(&r, 0).and_then(|kv| serde_json::from_slice::<Holder>(kv.value()).ok());
+            if start.elapsed() >= wait {
+                let _ = client.lease_revoke(lease).await;
+                return Err(LockError::Busy {
+                    dir: self.location(),
+                    holder: other,
+                    waited: start.elapsed().as_secs(),
+                }
+                .into());
+            }
+            if !warned {
+                warned = true;
+                warn!(store = %self.location(), "waiting up to {} s for the writer lock held by {}", wait.as_secs(), who(other.as_ref()));
+            }
+            let left = wait.saturating_sub(start.elapsed());
+            tokio::time::sleep(pause.min(left).max(Duration::from_millis(1))).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn writer(&self) -> Result<Option<Option<Holder>>, JobsError> {
+        let r = self
+            .txn(Txn::new().and_then(vec![TxnOp::get(self.key("lock"), None)]))
+            .await?;
+        Ok(got(&r, 0).map(|kv| serde_json::from_slice::<Holder>(kv.value()).ok()))
+    }
+}
