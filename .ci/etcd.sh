@@ -9,20 +9,12 @@
 #     ports (tests/etcd_common).
 # Usage: bash .ci/etcd.sh   (root for apt-get; idempotent)
 set -euo pipefail
+. "$(dirname "$0")/apt-install.sh"
 
 need=()
 for bin in protoc:protobuf-compiler etcd:etcd-server; do
   command -v "${bin%%:*}" >/dev/null 2>&1 || need+=("${bin##*:}")
 done
 [ -e /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
-  else
-    echo "error: missing ${need[*]} and cannot apt-get install them" >&2
-    exit 1
-  fi
-fi
+apt_install ${need[@]+"${need[@]}"}
 echo "etcd store parts: $(protoc --version), etcd $(etcd --version 2>/dev/null | head -1 | awk '{print $3}')"

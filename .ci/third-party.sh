@@ -12,6 +12,7 @@
 # the tests find it there or through that variable.
 # Usage: bash .ci/third-party.sh   (root for apt-get; idempotent)
 set -euo pipefail
+. "$(dirname "$0")/apt-install.sh"
 cd "$(dirname "$0")/.."
 dest="${VCLOS_THIRD_PARTY:-$PWD/target/third-party}"
 mkdir -p "$dest"
@@ -21,16 +22,7 @@ for bin in ssh:openssh-client sshpass:sshpass telnet:telnet cmake:cmake yanglint
   command -v "${bin%%:*}" >/dev/null 2>&1 || need+=("${bin##*:}")
 done
 [ -e /usr/include/pcre2.h ] || need+=(libpcre2-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null
-  else
-    echo "error: missing ${need[*]} and cannot apt-get install them" >&2
-    exit 1
-  fi
-fi
+apt_install ${need[@]+"${need[@]}"}
 
 py="$dest/venv/bin/python"
 if ! "$py" -c 'import ncclient, netmiko' 2>/dev/null; then

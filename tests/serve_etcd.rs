@@ -9,54 +9,16 @@
 #[path = "etcd_common/mod.rs"]
 mod etcd;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod serve_common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vclos");
+use serve_common::{emulated_fabric, start, Kill, BIN};
 
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `args`; return it with the first line it prints.
-fn start(args: &[&str]) -> (Kill, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("VCLOS_EMU_PASSWORD", "admin")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    if line.is_empty() {
-        let mut err = String::new();
-        let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
-        panic!("{args:?} printed nothing: {err}");
-    }
-    (Kill(child), line)
-}
-
+/// A request without a token (the service here listens on loopback only).
 fn curl(url: &str, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
-        .arg(format!("{url}{path}"));
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
-    }
-    let o = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    let v = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
-    (code.parse().unwrap(), v)
+    serve_common::curl(url, method, path, body, None)
 }
 
 fn serve(topo: &str, endpoint: &str, extra: &[&str]) -> (Kill, String) {
@@ -106,19 +68,7 @@ async fn serve_keeps_its_state_in_etcd_across_a_kill() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let topo = dir.path().join("emu.yaml");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
-    let (_emu, line) = start(&[
-        "emu",
-        "serve",
-        "--topology",
-        source,
-        "--switch-delay-ms",
-        "0",
-        "--write-topology",
-        topo.to_str().unwrap(),
-    ]);
-    assert!(line.contains("leaf1"), "{line}");
+    let (_emu, topo) = emulated_fabric(dir.path());
     let t = topo.to_str().unwrap();
     // The devices at the empty state's intent (a scratch state directory).
     let scratch = dir.path().join("scratch");

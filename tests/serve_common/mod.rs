@@ -99,9 +99,9 @@ pub struct Service {
     pub token: PathBuf,
 }
 
-/// The emulated fabric, a fresh state and `vclos serve` with a token,
-/// all under `dir`.
-pub fn service(dir: &Path) -> Service {
+/// The emulated testbed-ocs fabric (OCS switching at 0 ms) and the
+/// topology file it wrote (`dir/emu.yaml`), which names its endpoints.
+pub fn emulated_fabric(dir: &Path) -> (Kill, PathBuf) {
     let topo = dir.join("emu.yaml");
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
     let (emu, line) = start(&[
@@ -115,6 +115,13 @@ pub fn service(dir: &Path) -> Service {
         topo.to_str().unwrap(),
     ]);
     assert!(line.contains("leaf1"), "{line}");
+    (emu, topo)
+}
+
+/// The emulated fabric, a fresh state and `vclos serve` with a token,
+/// all under `dir`.
+pub fn service(dir: &Path) -> Service {
+    let (emu, topo) = emulated_fabric(dir);
     let state = dir.join("state");
     let t = topo.to_str().unwrap();
     let s = state.to_str().unwrap();
