@@ -28,6 +28,7 @@ pub mod slurm;
 pub mod state;
 pub mod store;
 pub mod sweep;
+pub mod tdm;
 pub mod topology;
 pub mod trace;
 pub mod verification;
