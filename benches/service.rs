@@ -134,6 +134,7 @@ fn service(c: &mut Criterion) {
         request_timeout: Duration::from_secs(30),
         max_waiting: 64,
         tls: None,
+        elect: None,
     };
     let app = server::router(fabric, &config);
     let listener = rt

@@ -294,7 +294,7 @@ fn api_clients_of_vclos_serve_submitting_and_releasing_lose_nothing() {
             .unwrap();
             let url = line.trim().rsplit_once(' ').unwrap().1.to_string();
             let _ = api.set(std::sync::Arc::new(workload::Api {
-                url,
+                urls: vec![url],
                 token: token.into(),
             }));
             *service.lock().unwrap() = Some(child);
@@ -328,4 +328,212 @@ fn tasks_of_one_process_submitting_and_releasing_lose_nothing() {
     chaos("tasks", 30, false, |run, w, cfg, rig| {
         workload::task_worker(run, w, cfg.seed, rig.emu.topo.clone(), rig.state.clone())
     });
+}
+
+#[cfg(feature = "etcd")]
+#[path = "etcd_common/mod.rs"]
+mod etcd;
+
+/// Two `vclos serve` instances of one fabric on a 3-member etcd (issue 18,
+/// item 5), each on a fixed port so a restarted one keeps its URL.
+#[cfg(feature = "etcd")]
+struct Instances {
+    children: [Option<std::process::Child>; 2],
+    ports: [u16; 2],
+    args: Vec<std::ffi::OsString>,
+}
+
+#[cfg(feature = "etcd")]
+impl Instances {
+    fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+
+    /// Start instance `i` (`--init` for the first start of all) and wait
+    /// for its listening line.
+    fn start(&mut self, i: usize, init: bool) {
+        let mut child = std::process::Command::new(workload::BIN)
+            .args(&self.args)
+            .args(["--listen", &format!("127.0.0.1:{}", self.ports[i])])
+            .args(init.then_some("--init"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.contains("listening"), "{line}");
+        self.children[i] = Some(child);
+    }
+
+    /// `kill -9` instance `i`.
+    fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The instance that leads right now.
+    fn leader(&self) -> Option<usize> {
+        (0..2).find(|&i| {
+            let o = std::process::Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "5"])
+                .arg(format!("{}/leaderz", self.url(i)))
+                .output()
+                .unwrap();
+            o.stdout == b"200"
+        })
+    }
+
+    /// Wait (a hang guard of a minute) until one leads, i.e. it settled.
+    fn wait_leader(&self) -> usize {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(i) = self.leader() {
+                return i;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "no leader elected");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The committed state and any journal, read from etcd itself.
+#[cfg(feature = "etcd")]
+fn etcd_state(endpoints: &str, topology: &str) -> (Vec<u8>, bool) {
+    let endpoints: Vec<String> = endpoints.split(',').map(str::to_string).collect();
+    let key = |k: &str| format!("/vclos/{topology}/{k}");
+    let (state, journal) = (key("state"), key("journal"));
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let mut c = etcd_client::Client::connect(&endpoints, None)
+                .await
+                .unwrap();
+            let s = c.get(state, None).await.unwrap().kvs()[0].value().to_vec();
+            let j = !c.get(journal, None).await.unwrap().kvs().is_empty();
+            (s, j)
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn api_clients_of_two_instances_on_etcd_with_the_leader_killed_lose_nothing() {
+    use rand::RngExt as _;
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    let ert = tokio::runtime::Runtime::new().unwrap();
+    let Some(cluster) = ert.block_on(etcd::Cluster::start(3)) else {
+        return;
+    };
+    let endpoints = cluster.endpoints();
+    let dir = tempfile::tempdir().unwrap();
+    let token = "chaos-token-0123456789abcdef";
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let instances: Arc<Mutex<Option<Instances>>> = Arc::new(Mutex::new(None));
+    let api: OnceLock<Arc<workload::Api>> = OnceLock::new();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer: Mutex<Option<std::thread::JoinHandle<u32>>> = Mutex::new(None);
+    let seed = workload::Config::from_env(0).seed;
+    let topology: OnceLock<String> = OnceLock::new();
+    let state_dir: OnceLock<PathBuf> = OnceLock::new();
+    chaos_with(
+        "ha",
+        30,
+        false,
+        |rig| {
+            let _ = topology.set(rig.emu.topo.name.to_string());
+            let _ = state_dir.set(rig.state.clone());
+            let mut args: Vec<std::ffi::OsString> = vec!["serve".into(), "--topology".into()];
+            args.push(rig.topo_file.clone().into());
+            for a in ["--store", "etcd", "--etcd-endpoints", &endpoints] {
+                args.push(a.into());
+            }
+            for a in [
+                "--etcd-lease-ttl",
+                "2",
+                "--max-waiting",
+                "1024",
+                "--token-file",
+            ] {
+                args.push(a.into());
+            }
+            args.push(token_file.clone().into());
+            let mut inst = Instances {
+                children: [None, None],
+                ports: [free(), free()],
+                args,
+            };
+            inst.start(0, true);
+            inst.wait_leader();
+            inst.start(1, false);
+            let urls = vec![inst.url(0), inst.url(1)];
+            let _ = api.set(Arc::new(workload::Api {
+                urls,
+                token: token.into(),
+            }));
+            *instances.lock().unwrap() = Some(inst);
+            // kill -9 the leader every 2-5 s; restart it half a second later.
+            let (instances, stop) = (Arc::clone(&instances), Arc::clone(&stop));
+            *killer.lock().unwrap() = Some(std::thread::spawn(move || {
+                let mut rng = workload::rng_of(seed, 7777);
+                let mut kills = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(rng.random_range(2000..5000)));
+                    let mut g = instances.lock().unwrap();
+                    let inst = g.as_mut().unwrap();
+                    if let Some(i) = inst.leader() {
+                        inst.kill(i);
+                        kills += 1;
+                        std::thread::sleep(Duration::from_millis(500));
+                        inst.start(i, false);
+                    }
+                }
+                kills
+            }));
+        },
+        || {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let kills = killer.lock().unwrap().take().unwrap().join().unwrap();
+            println!("ha: leader killer seed {seed}: {kills} leaders killed with kill -9");
+            assert!(kills > 0, "no leader was killed");
+            let mut g = instances.lock().unwrap();
+            let inst = g.as_mut().unwrap();
+            // A leader elected has settled any journal; then stop both.
+            inst.wait_leader();
+            for c in inst.children.iter_mut().flatten() {
+                let pid = c.id().to_string();
+                std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status()
+                    .unwrap();
+                let _ = c.wait();
+            }
+            // The checker reads the state etcd holds, put where it reads a
+            // state directory's (the same document).
+            let (state, journal) = etcd_state(&endpoints, topology.get().unwrap());
+            assert!(
+                !journal,
+                "a journal is left in etcd after the leader settled"
+            );
+            std::fs::write(state_dir.get().unwrap().join("state.json"), state).unwrap();
+        },
+        |run, w, cfg, _rig| workload::api_worker(run, w, cfg.seed, Arc::clone(api.get().unwrap())),
+    );
+    let _ = (ert, cluster);
 }

@@ -429,11 +429,13 @@ fn the_openapi_document_lists_every_endpoint_the_service_answers() {
         documented,
         [
             "DELETE /v1/jobs/{id}",
+            "GET /leaderz",
             "GET /metrics",
             "GET /readyz",
             "GET /v1/events",
             "GET /v1/jobs",
             "GET /v1/jobs/{id}",
+            "GET /v1/leader",
             "GET /v1/status",
             "POST /v1/jobs",
             "POST /v1/plan",
@@ -451,6 +453,10 @@ fn the_openapi_document_lists_every_endpoint_the_service_answers() {
             "{op}: {code} {v}"
         );
     }
+    // Without leader election (a state directory) the one instance leads.
+    assert_eq!(curl(url, "GET", "/leaderz", None, None).0, 200);
+    let (_, v) = curl(url, "GET", "/v1/leader", None, Some(TOKEN));
+    assert_eq!(v["role"], "leader", "{v}");
     let (code, v) = curl(url, "GET", "/v1/nothing", None, Some(TOKEN));
     assert_eq!((code, &v["detail"]), (404, &"no such endpoint".into()));
     // The request bodies' schemas come from the code.

@@ -56,6 +56,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     etcd_lease_ttl: u64,
+    /// With `--store etcd`: the URL other instances give clients for this
+    /// one while it leads (the instance starts as a follower and campaigns;
+    /// docs/ha.md). Default: `http(s)://` and the listening address.
+    #[arg(long, value_name = "URL", value_parser = advertised_url, requires = "etcd_endpoints")]
+    advertise_url: Option<String>,
     /// Address and port to listen on; anything but loopback needs
     /// `--token-file`.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8088")]
@@ -112,13 +117,15 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         request_timeout: Duration::from_secs(a.request_timeout.max(1)),
         max_waiting: a.max_waiting,
         tls,
+        elect: (a.store == StoreKind::Etcd).then(|| a.advertise_url.clone()),
     };
     runtime()?.block_on(async {
         // Refused before the state is touched.
         if config.token.is_none() && !config.listen.ip().is_loopback() {
             return Err(server::ServeError::OpenListener(config.listen).into());
         }
-        // The lock is held for the service's life; released on drop.
+        // The state directory's lock is held for the service's life
+        // (released on drop); on etcd the service campaigns for it.
         let fabric = open(&a).await?;
         server::serve(fabric, config, std::future::pending()).await?;
         Ok(ExitCode::SUCCESS)
@@ -156,9 +163,26 @@ async fn open_etcd(a: &ServeArgs) -> Result<Fabric> {
     if a.init && store.init().await? {
         eprintln!("created the state in {}", store.location());
     }
-    let mut f = Fabric::load_store(topo, Arc::new(store)).await?;
-    f.wait = Duration::from_secs(a.wait);
-    super::fabric::settle(f, "serve", None).await
+    // A follower until it wins the lock (`vclos::server`'s leader
+    // election), which then settles any journal as `settle` does.
+    Ok(Fabric::load_store(topo, Arc::new(store)).await?)
+}
+
+/// `--advertise-url`: `http(s)://host[:port][/prefix]`, no credentials.
+fn advertised_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or("must start with http:// or https://")?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("no host".into());
+    }
+    if rest.contains(['@', '?', '#']) || !s.bytes().all(|b| b.is_ascii_graphic()) || s.len() > 512 {
+        return Err(
+            "a base URL without credentials, query, fragment or spaces, at most 512 bytes".into(),
+        );
+    }
+    Ok(s.trim_end_matches('/').to_string())
 }
 
 #[cfg(not(feature = "etcd"))]

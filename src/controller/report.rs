@@ -131,6 +131,12 @@ pub enum Outcome {
     /// Something failed and at least one device could not be put back: the
     /// fabric is in a mixed state. `devices` need an operator.
     RollbackFailed { cause: String, devices: Vec<String> },
+    /// This writer lost its right to write (its lock, checked by the
+    /// [`crate::controller::Fence`] before every commit stage after the
+    /// first and before a rollback) after commits began: it touched no
+    /// device since. `devices` may hold the new configuration; the next
+    /// writer settles them from its journal.
+    Abandoned { cause: String, devices: Vec<String> },
 }
 
 /// Everything the controller did in one transaction.
@@ -188,6 +194,14 @@ impl fmt::Display for ApplyReport {
                 writeln!(
                     f,
                     "apply: FAILED AND ROLLBACK FAILED on {}: the fabric is in a MIXED state",
+                    devices.join(", ")
+                )?;
+                writeln!(f, "  cause: {cause}")?;
+            }
+            Outcome::Abandoned { cause, devices } => {
+                writeln!(
+                    f,
+                    "apply: ABANDONED after commits began on {} (this writer lost its lock); left for the next writer's recovery",
                     devices.join(", ")
                 )?;
                 writeln!(f, "  cause: {cause}")?;

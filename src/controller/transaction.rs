@@ -60,6 +60,39 @@ pub async fn apply_gated(
     progress: &dyn Progress,
     gate: impl Future<Output = Result<(), String>> + Send,
 ) -> Result<ApplyReport, ChangeSetError> {
+    apply_fenced(set, factory, options, progress, gate, &Unfenced).await
+}
+
+/// The writer's right to touch devices, checked again before every commit
+/// stage after the first and before any rollback (the first stage is the
+/// gate's to check). A leader that lost its lease mid-transaction must not
+/// go on committing, nor roll back devices its successor may already have
+/// settled: once the fence fails the transaction stops touching devices
+/// ([`Outcome::Abandoned`]) and leaves them to the next writer's recovery.
+#[async_trait::async_trait]
+pub trait Fence: Send + Sync {
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// No fence: the writer cannot lose its right while it lives (`flock`).
+struct Unfenced;
+
+#[async_trait::async_trait]
+impl Fence for Unfenced {
+    async fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// [`apply_gated`] with a [`Fence`].
+pub async fn apply_fenced(
+    set: ChangeSet,
+    factory: &dyn DriverFactory,
+    options: &ApplyOptions,
+    progress: &dyn Progress,
+    gate: impl Future<Output = Result<(), String>> + Send,
+    fence: &dyn Fence,
+) -> Result<ApplyReport, ChangeSetError> {
     set.validate()?;
     if options.max_parallel == 0 {
         return Err(ChangeSetError::NoParallelism);
@@ -81,7 +114,31 @@ pub async fn apply_gated(
         timings: Vec::new(),
     };
 
-    let cause = tx.run_phases(&stages, gate).await;
+    let cause = tx.run_phases(&stages, gate, fence).await;
+    let committing = !tx.select(|s| s.commit_attempted).is_empty();
+    let fenced = match (&cause, committing) {
+        (Some(_), true) => fence.check().await.err(),
+        _ => None,
+    };
+    if let (Some(cause), Some(why)) = (&cause, &fenced) {
+        tracing::error!(error = %why, "lost the right to write mid-transaction: no rollback; the next writer settles the devices");
+        let devices = tx.select(|s| s.commit_attempted);
+        let devices = devices
+            .iter()
+            .filter_map(|&i| tx.slots[i].as_ref().map(|s| s.change.device.clone()))
+            .collect();
+        let open = tx.select(|s| s.driver.is_some());
+        tx.run(Phase::Close, None, &open, finish).await;
+        return Ok(ApplyReport {
+            outcome: Outcome::Abandoned {
+                cause: format!("{cause}; {why}"),
+                devices,
+            },
+            devices: tx.slots.into_iter().flatten().map(|s| s.report).collect(),
+            stage_timings: tx.timings,
+            duration: started.elapsed(),
+        });
+    }
     if cause.is_some() {
         for &stage in stages.iter().rev() {
             let touched = tx.select(|s| s.change.stage == stage && s.commit_attempted);
@@ -283,6 +340,7 @@ impl Tx<'_> {
         &mut self,
         stages: &[u32],
         gate: impl Future<Output = Result<(), String>>,
+        fence: &dyn Fence,
     ) -> Option<String> {
         let all: Vec<usize> = (0..self.slots.len()).collect();
         let ready = self.select(|s| s.driver.is_some());
@@ -294,7 +352,12 @@ impl Tx<'_> {
             tracing::warn!(error = %why, "not committing: the gate before commit failed");
             return Some(why);
         }
-        for &stage in stages {
+        for (k, &stage) in stages.iter().enumerate() {
+            if k > 0 {
+                if let Err(why) = fence.check().await {
+                    return Some(why);
+                }
+            }
             let members = self.select(|s| s.change.stage == stage);
             if !self.run(Phase::Commit, Some(stage), &members, commit).await {
                 return self.cause(&members);

@@ -116,6 +116,20 @@ pub use error::JobsError;
 pub use foreign::ForeignConflict;
 pub use journal::{Journal, Operation};
 
+/// The writer lock as the controller's [`controller::Fence`]: checked
+/// before the first commit and before every later stage and rollback.
+struct LockFence<'a>(Option<&'a dyn WriterLock>);
+
+#[async_trait::async_trait]
+impl controller::Fence for LockFence<'_> {
+    async fn check(&self) -> Result<(), String> {
+        match self.0 {
+            Some(l) => l.check().await.map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A fabric under management: topology, committed state, device access.
 pub struct Fabric {
     topo: Arc<Topology>,
@@ -420,9 +434,32 @@ impl Fabric {
         let l = (self.store)
             .lock(&Holder::me(operation, job), self.wait)
             .await?;
+        self.adopt_lock(l).await
+    }
+
+    /// Hold `lock`, taken from this fabric's [`Fabric::store`] by a caller
+    /// that waited for it without holding the fabric (leader election),
+    /// and re-read the state under it.
+    pub async fn adopt_lock(&mut self, lock: Box<dyn WriterLock>) -> Result<(), JobsError> {
         (self.state, self.version) = held_state(self.store.as_ref(), &self.topo).await?;
-        self.lock = Some(l);
+        self.lock = Some(lock);
         Ok(())
+    }
+
+    /// Without the lock: re-read the committed state (what another writer,
+    /// e.g. the leader, wrote since). Holding it, this fabric's state is
+    /// the committed one already and nothing is read.
+    pub async fn refresh(&mut self) -> Result<(), JobsError> {
+        if self.lock.is_none() {
+            (self.state, self.version) = held_state(self.store.as_ref(), &self.topo).await?;
+        }
+        Ok(())
+    }
+
+    /// The held lock's loss signal ([`WriterLock::lost`]), while one is
+    /// held and can be lost.
+    pub fn lock_lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.lock.as_ref().and_then(|l| l.lost())
     }
 
     /// Release the state lock (no-op without it).
@@ -688,13 +725,20 @@ impl Fabric {
             let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
             r
         });
+        // No device commits before the journal is durable and, on a store
+        // whose lock can be lost (etcd), before the lock is checked still
+        // held with time to spare (issue 18's fencing: the journal carries
+        // the term, the save compares the lock again).
+        let fence = LockFence(self.lock.as_deref());
         let gate = async {
             synced
                 .await
-                .unwrap_or_else(|_| Err("the journal was not written".to_string()))
+                .unwrap_or_else(|_| Err("the journal was not written".to_string()))?;
+            controller::Fence::check(&fence).await
         };
         let factory = self.factory.as_ref();
-        let applied = controller::apply_gated(set, factory, &self.options, progress, gate).await;
+        let applied =
+            controller::apply_fenced(set, factory, &self.options, progress, gate, &fence).await;
         let synced = sync.await.unwrap_or_else(|e| {
             Err(JobsError::Journal {
                 file: self.store.journal_name(),
@@ -937,7 +981,8 @@ impl Fabric {
                 reason: match &report.outcome {
                     controller::Outcome::Aborted { cause }
                     | controller::Outcome::RolledBack { cause }
-                    | controller::Outcome::RollbackFailed { cause, .. } => cause.clone(),
+                    | controller::Outcome::RollbackFailed { cause, .. }
+                    | controller::Outcome::Abandoned { cause, .. } => cause.clone(),
                     controller::Outcome::Committed => String::new(),
                 },
             }

@@ -2,7 +2,8 @@
 //! events" format, `text/event-stream`) for what changes the fabric:
 //! `admitted`, `released`, `failed` (a change that did not commit) and
 //! `drift` (a device found differing from the state's intent by
-//! `GET /v1/status`).
+//! `GET /v1/status`) and `leader` (with leader election: this instance
+//! became the leader or stepped down; `detail` says which).
 //!
 //! Each event's `id` is a sequence number of this process and its data a
 //! JSON object (`seq`, `kind`, `job`, `device`, `detail`, `at_ms`: Unix

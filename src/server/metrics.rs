@@ -12,7 +12,9 @@
 //!   its report (placement, device transaction, state write);
 //! * `vclos_device_errors_total{device}`: devices that failed or were not
 //!   put back in a transaction;
-//! * `vclos_jobs`: jobs held.
+//! * `vclos_jobs`: jobs held;
+//! * `vclos_leader`: 1 while this instance leads (leader election,
+//!   `--store etcd`), 0 while it follows.
 
 use std::sync::atomic::AtomicI64;
 use std::sync::Mutex;
@@ -59,6 +61,8 @@ pub struct Metrics {
     pub seconds: Family<ActionLabels, Histogram>,
     pub device_errors: Family<DeviceLabels, Counter>,
     pub jobs: Gauge<i64, AtomicI64>,
+    /// 1 while this instance leads (always without leader election).
+    pub leader: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -91,6 +95,9 @@ impl Default for Metrics {
             device_errors.clone(),
         );
         registry.register("jobs", "Jobs held", jobs.clone());
+        let leader = Gauge::<i64, AtomicI64>::default();
+        leader.set(1);
+        registry.register("leader", "1 while this instance leads", leader.clone());
         Metrics {
             registry: Mutex::new(registry),
             changes,
@@ -98,6 +105,7 @@ impl Default for Metrics {
             seconds,
             device_errors,
             jobs,
+            leader,
         }
     }
 }

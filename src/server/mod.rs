@@ -62,6 +62,7 @@
 //!
 
 mod events;
+mod leader;
 mod metrics;
 mod openapi;
 mod problem;
@@ -139,6 +140,11 @@ pub struct Config {
     pub max_waiting: usize,
     /// `None`: plain HTTP.
     pub tls: Option<Tls>,
+    /// Leader election ([`leader`]): start as a follower and campaign for
+    /// the store's writer lock, advertising `Some(url)` (or, with
+    /// `Some(None)`, the listening address) to followers. `None`: the fabric
+    /// already holds the lock for the service's life (the state directory).
+    pub elect: Option<Option<String>>,
 }
 
 #[derive(Debug, Error)]
@@ -171,6 +177,14 @@ struct App {
     timeout: Duration,
     events: events::Events,
     metrics: metrics::Metrics,
+    /// Whether writes wait for leadership ([`Config::elect`]).
+    elect: bool,
+    /// Whether this instance leads right now (always, without election).
+    leader: std::sync::atomic::AtomicBool,
+    /// Told by a change that found this leader's right to write gone (or
+    /// unverifiable): the campaign steps down and starts over, settling the
+    /// journal when it leads again.
+    resign: tokio::sync::Notify,
 }
 
 /// The router of the API over `fabric` (which should hold the state lock).
@@ -179,13 +193,18 @@ pub fn router(fabric: Fabric, config: &Config) -> Router {
 }
 
 fn app(fabric: Fabric, config: &Config) -> Arc<App> {
+    let metrics = metrics::Metrics::default();
+    metrics.leader.set(i64::from(config.elect.is_none()));
     Arc::new(App {
         fabric: Mutex::new(fabric),
         token: config.token.clone(),
         waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
         timeout: config.request_timeout,
         events: events::Events::default(),
-        metrics: metrics::Metrics::default(),
+        metrics,
+        elect: config.elect.is_some(),
+        leader: std::sync::atomic::AtomicBool::new(config.elect.is_none()),
+        resign: tokio::sync::Notify::new(),
     })
 }
 
@@ -196,6 +215,7 @@ fn routes(app: Arc<App>) -> Router {
         .route("/v1/plan", axum::routing::post(plan))
         .route("/v1/status", get(status))
         .route("/v1/events", get(events))
+        .route("/v1/leader", get(leader_info))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&app),
@@ -204,6 +224,7 @@ fn routes(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/leaderz", get(leaderz))
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .merge(v1)
         .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "no such endpoint") })
@@ -235,6 +256,16 @@ pub async fn serve(
         eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
     }
     let state = app(fabric, &config);
+    let campaign = config.elect.as_ref().map(|url| {
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let url = url.clone().unwrap_or_else(|| format!("{scheme}://{addr}"));
+        tokio::spawn(leader::campaign(Arc::clone(&state), url))
+    });
+    let _campaign = campaign.map(AbortOnDrop);
     let closing = Arc::clone(&state);
     let app = routes(state);
     let shutdown = async move {
@@ -266,6 +297,16 @@ pub async fn serve(
                 .await
                 .map_err(listen_err)
         }
+    }
+}
+
+/// Ends the campaign with the service (a lock it holds goes with the
+/// fabric).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -326,6 +367,8 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
     match app.fabric.try_lock() {
         // Busy with a transaction: alive and serving, ready.
         Err(_) => (StatusCode::OK, "ready\n").into_response(),
+        // A follower serves reads; a journal it sees is the leader's.
+        Ok(f) if app.follows(&f) => (StatusCode::OK, "ready\n").into_response(),
         Ok(f) => match f.pending_journal().await {
             Ok(None) => (StatusCode::OK, "ready\n").into_response(),
             Ok(Some(_)) => Problem::new(
@@ -422,7 +465,10 @@ async fn list_jobs(State(app): State<Arc<App>>) -> Response {
     // Serialised from the state into one buffer, nothing cloned; the lock
     // is held for the serialisation only (10,000 jobs: docs/performance.md).
     let body = {
-        let f = app.fabric.lock().await;
+        let mut f = app.fabric.lock().await;
+        if let Err(e) = f.refresh().await {
+            return jobs_problem(&e).into_response();
+        }
         serde_json::to_vec(&f.state().decisions())
     };
     match body {
@@ -447,7 +493,10 @@ async fn get_job(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
-    let f = app.fabric.lock().await;
+    let mut f = app.fabric.lock().await;
+    if let Err(e) = f.refresh().await {
+        return jobs_problem(&e).into_response();
+    }
     match f.state().decision(&id) {
         Some(d) => Json(d).into_response(),
         None => not_held(&id).into_response(),
@@ -482,6 +531,12 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
     app.change(
         async move {
             let mut f = app2.fabric.lock().await;
+            if !req.dry_run && app2.follows(&f) {
+                return not_leader(&f).await;
+            }
+            if let Err(e) = f.refresh().await {
+                return jobs_problem(&e).into_response();
+            }
             if let Some(held) = f.state().decision(&id) {
                 return existing(held, &req, named.as_ref(), f.topology());
             }
@@ -596,6 +651,12 @@ fn applied(done: &crate::jobs::Applied, started: Instant, ok: StatusCode) -> Res
         });
         return (ok, Json(body)).into_response();
     }
+    if let crate::controller::Outcome::Abandoned { cause, .. } = &done.report.outcome {
+        let detail = format!("this instance lost its leadership during the change ({cause}); the new leader settles it from the journal: ask for the job again");
+        return Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+            .with("devices", json!(done.report))
+            .into_response();
+    }
     let detail = if done.report.is_unchanged() {
         "the devices refused the change; every device is as it was and the state is unchanged"
     } else {
@@ -620,6 +681,9 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     app.change(
         async move {
             let mut f = app2.fabric.lock().await;
+            if app2.follows(&f) {
+                return not_leader(&f).await;
+            }
             if f.state().decision(&id).is_none() {
                 return not_held(&id).into_response();
             }
@@ -637,7 +701,7 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
 }
 
 #[utoipa::path(get, path = "/v1/events", tag = "events",
-    responses((status = 200, description = "Server-sent events: admitted, released, failed, drift (data: seq, kind, job, device, detail, at_ms)", content_type = "text/event-stream")))]
+    responses((status = 200, description = "Server-sent events: admitted, released, failed, drift, leader (data: seq, kind, job, device, detail, at_ms)", content_type = "text/event-stream")))]
 async fn events(State(app): State<Arc<App>>) -> Response {
     app.events.subscribe().into_response()
 }
@@ -663,6 +727,9 @@ impl App {
         started: Instant,
         held: usize,
     ) {
+        if self.elect && lost_the_lock(r) {
+            self.resign.notify_one();
+        }
         let m = &self.metrics;
         m.took(action, started.elapsed().as_secs_f64());
         m.jobs.set(held as i64);
@@ -774,7 +841,10 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
         Ok(r) => r,
         Err(p) => return p.into_response(),
     };
-    let f = app.fabric.lock().await;
+    let mut f = app.fabric.lock().await;
+    if let Err(e) = f.refresh().await {
+        return jobs_problem(&e).into_response();
+    }
     let r = match (&req.submit, &req.release) {
         (Some(s), None) => match (
             job_id(&s.id),
@@ -806,7 +876,10 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
 #[utoipa::path(get, path = "/v1/status", tag = "jobs",
     responses((status = 200, description = "Jobs, each device's reachability and drift, a pending journal", body = Object)))]
 async fn status(State(app): State<Arc<App>>) -> Response {
-    let f = app.fabric.lock().await;
+    let mut f = app.fabric.lock().await;
+    if let Err(e) = f.refresh().await {
+        return jobs_problem(&e).into_response();
+    }
     let st = match f.status().await {
         Ok(st) => st,
         Err(e) => return jobs_problem(&e).into_response(),
@@ -826,6 +899,78 @@ async fn status(State(app): State<Arc<App>>) -> Response {
     Json(st).into_response()
 }
 
+impl App {
+    /// Whether this instance is a follower right now (under the fabric's
+    /// mutex: leadership changes only with it held).
+    fn follows(&self, f: &Fabric) -> bool {
+        self.elect && !f.is_locked()
+    }
+}
+
+/// Whether a change ended because this writer's lock is gone or could not
+/// be verified: abandoned mid-transaction, fenced, or committed on the
+/// devices without the state saved.
+fn lost_the_lock(r: &Result<crate::jobs::Applied, JobsError>) -> bool {
+    match r {
+        Ok(done) => matches!(
+            done.report.outcome,
+            crate::controller::Outcome::Abandoned { .. }
+        ),
+        Err(JobsError::Remote(crate::store::RemoteError::LockLost { .. }))
+        | Err(JobsError::NotSaved { .. }) => true,
+        Err(_) => false,
+    }
+}
+
+/// A follower's answer to a write: 503, `Retry-After: 1`, and the leader's
+/// URL from the lock's holder record when one is elected.
+async fn not_leader(f: &Fabric) -> Response {
+    let leader = leader_url(f).await;
+    let detail = match &leader {
+        Some(url) => format!("this instance is a follower: send writes to the leader, {url}"),
+        None => "this instance is a follower and no leader is elected right now; retry shortly"
+            .to_string(),
+    };
+    let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+        .with("leader", json!(leader))
+        .into_response();
+    r.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    r
+}
+
+/// The leader's advertised URL, as its lock record says.
+async fn leader_url(f: &Fabric) -> Option<String> {
+    f.writer().await.ok().flatten()?.holder?.url
+}
+
+#[utoipa::path(get, path = "/v1/leader", tag = "health",
+    responses((status = 200, description = "This instance's role (`leader` or `follower`) and the leader's URL when one is elected", body = Object)))]
+async fn leader_info(State(app): State<Arc<App>>) -> Response {
+    let f = app.fabric.lock().await;
+    let leads = !app.follows(&f);
+    let url = if leads { None } else { leader_url(&f).await };
+    Json(json!({
+        "role": if leads { "leader" } else { "follower" },
+        "leader": url,
+    }))
+    .into_response()
+}
+
+/// `GET /leaderz`, without a token (for a load balancer that sends writes
+/// to the leader): 200 on the leader, 503 on a follower; nothing else.
+#[utoipa::path(get, path = "/leaderz", tag = "health", security(()),
+    responses((status = 200, description = "This instance leads: it accepts writes"),
+              (status = 503, description = "A follower: reads only")))]
+async fn leaderz(State(app): State<Arc<App>>) -> Response {
+    match app.leader.load(std::sync::atomic::Ordering::SeqCst) {
+        true => (StatusCode::OK, "leader\n").into_response(),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "follower\n").into_response(),
+    }
+}
+
 /// The HTTP status of a lifecycle error.
 fn jobs_problem(e: &JobsError) -> Problem {
     let status = match e {
@@ -833,9 +978,10 @@ fn jobs_problem(e: &JobsError) -> Problem {
         JobsError::Placement(_) | JobsError::Name(_) | JobsError::Intent(_) => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
-        JobsError::Lock(_) | JobsError::PendingJournal(_) | JobsError::Stale(_) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        JobsError::Lock(_)
+        | JobsError::PendingJournal(_)
+        | JobsError::Stale(_)
+        | JobsError::Remote(_) => StatusCode::SERVICE_UNAVAILABLE,
         JobsError::BusyLink { .. }
         | JobsError::ForeignSteering(_)
         | JobsError::Refused { .. }

@@ -19,6 +19,8 @@ use super::{PlanBody, PlanSubmit, SubmitBody};
     ),
     paths(
         super::ready,
+        super::leaderz,
+        super::leader_info,
         super::list_jobs,
         super::get_job,
         super::submit,

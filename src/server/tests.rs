@@ -19,6 +19,7 @@ fn tokens_are_checked_and_never_shown() {
         request_timeout: Duration::from_secs(1),
         max_waiting: 1,
         tls: None,
+        elect: None,
     };
     assert!(!format!("{c:?}").contains("secret"));
 }

@@ -59,6 +59,10 @@ pub struct Holder {
     pub job: Option<String>,
     /// Seconds since the Unix epoch when it took the lock.
     pub since: u64,
+    /// Where this writer serves the API, when it is `vclos serve`
+    /// (`--advertise-url`): what a follower tells clients to write to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl Holder {
@@ -70,7 +74,14 @@ impl Holder {
             operation: operation.to_string(),
             job: job.map(str::to_string),
             since: now(),
+            url: None,
         }
+    }
+
+    /// The same holder, serving the API at `url`.
+    pub fn serving_at(mut self, url: &str) -> Self {
+        self.url = Some(url.to_string());
+        self
     }
 }
 
@@ -96,10 +107,10 @@ pub enum LockError {
     Io { file: String, error: std::io::Error },
     /// Another writer kept the lock for the whole wait.
     #[error("{dir} is locked by {}; gave up after waiting {waited} s (--wait SECONDS waits longer; nothing was changed)",
-        who(holder.as_ref()))]
+        who(holder.as_deref()))]
     Busy {
         dir: String,
-        holder: Option<Holder>,
+        holder: Option<Box<Holder>>,
         waited: u64,
     },
 }
@@ -185,7 +196,7 @@ pub async fn acquire(dir: &Path, holder: &Holder, wait: Duration) -> Result<Stat
         if start.elapsed() >= wait {
             return Err(LockError::Busy {
                 dir: dir.display().to_string(),
-                holder: other,
+                holder: other.map(Box::new),
                 waited: start.elapsed().as_secs(),
             });
         }

@@ -244,15 +244,32 @@ impl EtcdStore {
         .into()
     }
 
-    /// One transaction, bounded by the timeout.
+    /// One transaction, bounded by the timeout. A request that could not
+    /// even be sent (the client's connection to a member that is down was
+    /// refused) is sent again, once per endpoint, so the client's balancer
+    /// reaches a live member; a request that may have been sent is never
+    /// repeated (a compare-and-swap repeated after it applied would read as
+    /// a conflict).
     async fn txn(&self, txn: Txn) -> Result<TxnResponse, JobsError> {
-        let mut kv = self.kv.clone();
-        match tokio::time::timeout(self.options.timeout, kv.txn(txn)).await {
-            Ok(r) => r.map_err(|e| self.unavailable(e)),
-            Err(_) => Err(self.unavailable(format!(
-                "no answer within {} s",
-                self.options.timeout.as_secs()
-            ))),
+        let deadline = tokio::time::Instant::now() + self.options.timeout;
+        let mut left = self.options.endpoints.len().max(1);
+        loop {
+            let mut kv = self.kv.clone();
+            match tokio::time::timeout_at(deadline, kv.txn(txn.clone())).await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) if left > 1 && never_sent(&e) => {
+                    debug!(store = %self.location(), error = %e, "a member is down; another one");
+                    left -= 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(Err(e)) => return Err(self.unavailable(e)),
+                Err(_) => {
+                    return Err(self.unavailable(format!(
+                        "no answer within {} s",
+                        self.options.timeout.as_secs()
+                    )))
+                }
+            }
         }
     }
 
@@ -392,6 +409,23 @@ impl EtcdStore {
     }
 }
 
+/// Whether a failed request never left this process: its connection
+/// could not be made (tonic's transport `ConnectError`, e.g. refused by a
+/// member that is down).
+fn never_sent(e: &etcd_client::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let refused = s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        if refused || s.to_string().contains("tcp connect error") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// The key-values of the `i`th response of a transaction (a get).
 fn got(r: &TxnResponse, i: usize) -> Option<KeyValue> {
     match r.op_responses().into_iter().nth(i) {
@@ -425,6 +459,46 @@ struct LeaseLock {
     holder: Holder,
     fence: Fence,
     keeper: tokio::task::JoinHandle<()>,
+    /// Until when the lease is known alive (see [`Renewal`]).
+    valid: Arc<Mutex<Instant>>,
+    lost: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What the keep-alive task shares with the lock: until when the lease is
+/// known alive, and the signal it sends when that passed.
+///
+/// A renewal answered with TTL `t` keeps the lease alive until at least
+/// `sent + t`, where `sent` is when the request left this process: etcd
+/// renews from when it *receives* the request, which is later. So this
+/// side's view expires no later than etcd's, and a writer that finds its
+/// view expired (it was stopped, or cut off from etcd) stops writing before
+/// another can have taken the lock (etcd, "Lease API":
+/// <https://etcd.io/docs/v3.4/learning/api/#lease-api>; clocks: monotonic,
+/// counted here, never compared across machines).
+struct Renewal {
+    valid: Arc<Mutex<Instant>>,
+    lost: tokio::sync::watch::Sender<bool>,
+}
+
+impl Renewal {
+    fn until(&self) -> Instant {
+        self.valid
+            .lock()
+            .map(|v| *v)
+            .unwrap_or_else(|_| Instant::now())
+    }
+
+    fn renewed(&self, sent: Instant, ttl: i64) {
+        let until = sent + Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+        if let Ok(mut v) = self.valid.lock() {
+            *v = (*v).max(until);
+        }
+    }
+
+    fn lose(&self, location: &str, why: &str) {
+        warn!(%location, "the writer lock's lease {why}: this writer stops writing");
+        let _ = self.lost.send(true);
+    }
 }
 
 #[async_trait]
@@ -435,6 +509,41 @@ impl WriterLock for LeaseLock {
 
     fn term(&self) -> Option<i64> {
         Some(self.fence.created)
+    }
+
+    fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.lost.clone())
+    }
+
+    async fn check(&self) -> Result<(), JobsError> {
+        let until = self
+            .valid
+            .lock()
+            .map(|v| *v)
+            .unwrap_or_else(|_| Instant::now());
+        let margin = self.store.options.lease_ttl / 3;
+        if *self.lost.borrow() || until.saturating_duration_since(Instant::now()) < margin {
+            return Err(RemoteError::LockLost {
+                location: self.store.location(),
+                why: "its lease was not renewed in time".into(),
+            }
+            .into());
+        }
+        let key = self.store.key("lock");
+        let r = (self.store)
+            .txn(
+                Txn::new()
+                    .when(self.store.fence())
+                    .or_else(vec![TxnOp::get(key, None)]),
+            )
+            .await?;
+        match r.succeeded() {
+            true => Ok(()),
+            false => Err(self
+                .store
+                .lock_lost(got(&r, 0).as_ref())
+                .unwrap_or_else(|| self.store.unavailable("the lock changed"))),
+        }
     }
 
     async fn set_operation(&mut self, operation: &str, job: Option<&str>) -> Result<(), JobsError> {
@@ -486,35 +595,38 @@ impl Drop for LeaseLock {
     }
 }
 
-/// Keep `lease` alive every third of `ttl` until aborted or lost.
-async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, location: String) {
-    let (mut keeper, mut stream) = match client.lease_keep_alive(lease).await {
-        Ok(k) => k,
-        Err(e) => {
-            warn!(%location, error = %e, "cannot keep the writer lock's lease alive");
-            return;
-        }
-    };
+/// Keep `lease` alive every third of `ttl` until aborted or lost: lost
+/// when etcd says it expired, or when no renewal was answered for as long
+/// as the last one kept it alive ([`Renewal`]); reconnects the keep-alive
+/// stream in between (an etcd member may go away).
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, location: String, r: Renewal) {
     let every = (ttl / 3).max(Duration::from_millis(100));
+    let mut stream = None;
     loop {
-        let alive = async {
-            keeper.keep_alive().await?;
-            stream.message().await
-        };
-        match tokio::time::timeout(every, alive).await {
-            Ok(Ok(Some(r))) if r.ttl() > 0 => {}
-            Ok(Ok(_)) => {
-                warn!(%location, "the writer lock's lease expired: writes are refused from now on");
-                return;
+        if Instant::now() >= r.until() {
+            return r.lose(&location, "was not renewed within its TTL");
+        }
+        if stream.is_none() {
+            match tokio::time::timeout(every, client.lease_keep_alive(lease)).await {
+                Ok(Ok(k)) => stream = Some(k),
+                Ok(Err(e)) => debug!(%location, error = %e, "reconnecting the lease keep-alive"),
+                Err(_) => debug!(%location, "lease keep-alive: no stream in time; retrying"),
             }
-            Ok(Err(e)) => {
-                warn!(%location, error = %e, "keeping the writer lock's lease alive failed; retrying");
-                match client.lease_keep_alive(lease).await {
-                    Ok(k) => (keeper, stream) = k,
-                    Err(e) => debug!(%location, error = %e, "reconnecting the lease keep-alive"),
+        }
+        if let Some((keeper, answers)) = &mut stream {
+            let sent = Instant::now();
+            let alive = async {
+                keeper.keep_alive().await?;
+                answers.message().await
+            };
+            match tokio::time::timeout(every, alive).await {
+                Ok(Ok(Some(a))) if a.ttl() > 0 => r.renewed(sent, a.ttl()),
+                Ok(Ok(Some(_))) => return r.lose(&location, "expired"),
+                Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {
+                    debug!(%location, "lease keep-alive unanswered; reconnecting");
+                    stream = None;
                 }
             }
-            Err(_) => debug!(%location, "lease keep-alive unanswered; retrying"),
         }
         tokio::time::sleep(every).await;
     }
@@ -714,13 +826,14 @@ impl Store for EtcdStore {
                     if let Some((id, _)) = old {
                         let _ = client.lease_revoke(id).await;
                     }
+                    let asked = Instant::now();
                     let id =
                         tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
                             .await
                             .map_err(|_| self.unavailable("no lease granted in time"))?
                             .map_err(|e| self.unavailable(e))?
                             .id();
-                    granted = Some((id, Instant::now()));
+                    granted = Some((id, asked));
                     id
                 }
             };
@@ -755,17 +868,27 @@ impl Store for EtcdStore {
                 if let Ok(mut f) = self.fence.lock() {
                     *f = Some(fence);
                 }
+                let asked = granted.map_or_else(Instant::now, |(_, at)| at);
+                let valid = Arc::new(Mutex::new(asked + Duration::from_secs(ttl.unsigned_abs())));
+                let (lost_tx, lost) = tokio::sync::watch::channel(false);
+                let renewal = Renewal {
+                    valid: Arc::clone(&valid),
+                    lost: lost_tx,
+                };
                 let keeper = tokio::spawn(keep_alive(
                     self.client.clone(),
                     lease,
                     self.options.lease_ttl,
                     self.location(),
+                    renewal,
                 ));
                 return Ok(Box::new(LeaseLock {
                     store: self.clone(),
                     holder: holder.clone(),
                     fence,
                     keeper,
+                    valid,
+                    lost,
                 }));
             }
             let other = got(&r, 0).and_then(|kv| serde_json::from_slice::<Holder>(kv.value()).ok());
@@ -773,7 +896,7 @@ impl Store for EtcdStore {
                 let _ = client.lease_revoke(lease).await;
                 return Err(LockError::Busy {
                     dir: self.location(),
-                    holder: other,
+                    holder: other.map(Box::new),
                     waited: start.elapsed().as_secs(),
                 }
                 .into());

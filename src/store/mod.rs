@@ -84,6 +84,20 @@ pub trait WriterLock: fmt::Debug + Send + Sync {
     }
     /// Record another operation (the same writer goes on holding it).
     async fn set_operation(&mut self, operation: &str, job: Option<&str>) -> Result<(), JobsError>;
+    /// Becomes `true` once this lock is lost (etcd: its lease was not
+    /// renewed within its TTL, e.g. after the process was stopped or cut
+    /// off from etcd); `None` where a lock cannot be lost while its holder
+    /// lives (the state directory's `flock`). Leader election steps down
+    /// on it.
+    fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        None
+    }
+    /// Check that the lock is still held, with time to spare, right before
+    /// the first device commit ([`RemoteError::LockLost`] otherwise);
+    /// nothing to check for `flock`.
+    async fn check(&self) -> Result<(), JobsError> {
+        Ok(())
+    }
 }
 
 /// A fabric's committed state, its write-ahead journal and its writer

@@ -216,7 +216,7 @@ impl Run {
 }
 
 /// Per-worker generator: the seed and the worker index.
-fn rng_of(seed: u64, worker: usize) -> Pcg64Mcg {
+pub fn rng_of(seed: u64, worker: usize) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(seed ^ (worker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
@@ -541,10 +541,19 @@ pub fn read_decisions(state: &Path) -> Result<Vec<Decision>, String> {
 
 /// The API workload's client: `curl` (a third-party HTTP client), one
 /// process per request, as a scheduler's hook would call `vclos serve`.
+///
+/// With several `urls` (instances of one fabric under leader election), a
+/// request goes to the one that answers as leader: a follower's 503 names
+/// it, an instance that refuses the connection (killed) is skipped — both
+/// before anything was sent to the fabric — and while no leader is elected
+/// the client waits, as a scheduler's retry loop would, up to a bound.
 pub struct Api {
-    pub url: String,
+    pub urls: Vec<String>,
     pub token: String,
 }
+
+/// How long a request waits for a leader to be elected.
+const ELECTION_WAIT: Duration = Duration::from_secs(30);
 
 /// One worker of the API workload: the same operations as the others,
 /// each one HTTP request to `vclos serve`.
@@ -635,6 +644,57 @@ async fn api_call(
     path: &str,
     body: Option<String>,
 ) -> Result<(u16, serde_json::Value), String> {
+    let started = tokio::time::Instant::now();
+    let mut at = 0;
+    loop {
+        let url = &api.urls[at % api.urls.len()];
+        match curl_once(url, &api.token, method, path, body.as_deref()).await? {
+            Sent::Answer(code, v) if code == 503 && is_follower(&v) => {
+                if let Some(i) =
+                    (v["leader"].as_str()).and_then(|l| api.urls.iter().position(|u| u == l))
+                {
+                    at = i;
+                    continue;
+                }
+            }
+            Sent::Answer(code, v) => return Ok((code, v)),
+            Sent::Refused => {}
+        }
+        if started.elapsed() > ELECTION_WAIT {
+            return Ok((
+                503,
+                serde_json::json!({"detail": "no leader within the election wait"}),
+            ));
+        }
+        at += 1;
+        if at % api.urls.len() == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A follower's 503 (nothing was done; the leader, if elected, named).
+fn is_follower(v: &serde_json::Value) -> bool {
+    v["detail"]
+        .as_str()
+        .is_some_and(|d| d.starts_with("this instance is a follower"))
+}
+
+/// What one request came to.
+enum Sent {
+    /// The instance answered.
+    Answer(u16, serde_json::Value),
+    /// The connection was refused: nothing was sent.
+    Refused,
+}
+
+async fn curl_once(
+    url: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<Sent, String> {
     let mut cmd = Command::new("curl");
     cmd.args([
         "-sS",
@@ -647,13 +707,17 @@ async fn api_call(
         "-X",
         method,
     ])
-    .arg(format!("{}{path}", api.url))
-    .args(["-H", &format!("Authorization: Bearer {}", api.token)])
+    .arg(format!("{url}{path}"))
+    .args(["-H", &format!("Authorization: Bearer {token}")])
     .kill_on_drop(true);
     if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary", &b]);
+        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
     }
     let out = cmd.output().await.map_err(|e| format!("curl: {e}"))?;
+    // curl's exit status 7: "Failed to connect to host".
+    if out.status.code() == Some(7) {
+        return Ok(Sent::Refused);
+    }
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').ok_or("curl: no status")?;
     let code: u16 = code.trim().parse().map_err(|_| format!("curl: {text}"))?;
@@ -663,7 +727,10 @@ async fn api_call(
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    Ok((code, serde_json::from_str(body).unwrap_or_default()))
+    Ok(Sent::Answer(
+        code,
+        serde_json::from_str(body).unwrap_or_default(),
+    ))
 }
 
 /// What a scheduler learns from an answer of `vclos serve`.
@@ -678,6 +745,9 @@ pub fn classify_api(code: u16, v: &serde_json::Value) -> Outcome {
         503 if detail.contains("did not finish within the request timeout") => {
             Outcome::Unknown(detail)
         }
+        // A leader deposed mid-transaction: its successor settles the
+        // journal, which may adopt the change.
+        503 if detail.starts_with("this instance lost its leadership") => Outcome::Unknown(detail),
         503 => Outcome::Failed(detail),
         _ => Outcome::Unknown(format!("HTTP {code}: {detail}")),
     }

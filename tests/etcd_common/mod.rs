@@ -33,6 +33,52 @@ pub struct Etcd {
     pub endpoint: String,
     peer: String,
     pub dir: tempfile::TempDir,
+    name: String,
+    /// `--initial-cluster` (every member's `name=peer`).
+    cluster: String,
+}
+
+/// A cluster of etcd members on loopback (`etcd` clustering guide, static
+/// bootstrap: every member started with the same `--initial-cluster`).
+pub struct Cluster {
+    pub members: Vec<Etcd>,
+}
+
+impl Cluster {
+    /// Start `n` members, or `None` (after the skip notice) without etcd.
+    pub async fn start(n: usize) -> Option<Cluster> {
+        if !etcd_on_path() {
+            return None;
+        }
+        let mut members: Vec<Etcd> = (0..n)
+            .map(|i| Etcd {
+                child: None,
+                endpoint: format!("http://127.0.0.1:{}", free_port()),
+                peer: format!("http://127.0.0.1:{}", free_port()),
+                dir: tempfile::tempdir().unwrap(),
+                name: format!("m{i}"),
+                cluster: String::new(),
+            })
+            .collect();
+        let cluster: Vec<String> = members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer))
+            .collect();
+        for m in &mut members {
+            m.cluster = cluster.join(",");
+            m.launch();
+        }
+        for m in &members {
+            m.wait_ready().await;
+        }
+        Some(Cluster { members })
+    }
+
+    /// Every member's client URL, comma-separated (`--etcd-endpoints`).
+    pub fn endpoints(&self) -> String {
+        let e: Vec<&str> = self.members.iter().map(|m| m.endpoint.as_str()).collect();
+        e.join(",")
+    }
 }
 
 fn free_port() -> u16 {
@@ -49,24 +95,32 @@ impl Etcd {
         if !etcd_on_path() {
             return None;
         }
+        let peer = format!("http://127.0.0.1:{}", free_port());
         let mut e = Etcd {
             child: None,
             endpoint: format!("http://127.0.0.1:{}", free_port()),
-            peer: format!("http://127.0.0.1:{}", free_port()),
+            cluster: format!("t={peer}"),
+            peer,
             dir: tempfile::tempdir().unwrap(),
+            name: "t".into(),
         };
         e.spawn().await;
         Some(e)
     }
 
     async fn spawn(&mut self) {
+        self.launch();
+        self.wait_ready().await;
+    }
+
+    fn launch(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("etcd.log"))
             .unwrap();
         let child = Command::new("etcd")
-            .arg("--name=t")
+            .arg(format!("--name={}", self.name))
             .arg(format!(
                 "--data-dir={}",
                 self.dir.path().join("data").display()
@@ -75,14 +129,13 @@ impl Etcd {
             .arg(format!("--advertise-client-urls={}", self.endpoint))
             .arg(format!("--listen-peer-urls={}", self.peer))
             .arg(format!("--initial-advertise-peer-urls={}", self.peer))
-            .arg(format!("--initial-cluster=t={}", self.peer))
+            .arg(format!("--initial-cluster={}", self.cluster))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
         self.child = Some(child);
-        self.wait_ready().await;
     }
 
     /// Wait until it answers a read.
