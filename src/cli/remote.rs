@@ -16,9 +16,11 @@ use super::fabric::FabricArgs;
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// Talk to a running `vclos serve` at URL (`http://host:port` or
-    /// `https://...`) instead of the state directory.
-    #[arg(long, value_name = "URL")]
-    pub server: Option<String>,
+    /// `https://...`) instead of the state directory. Several URLs,
+    /// comma-separated: the instances of one fabric under leader election
+    /// (docs/ha.md); requests go to the leader.
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub server: Vec<String>,
     /// File holding the service's bearer token (trimmed; never printed).
     #[arg(long, value_name = "FILE", requires = "server")]
     pub token_file: Option<PathBuf>,
@@ -40,7 +42,7 @@ pub struct ServerArgs {
 impl ServerArgs {
     /// The client of `--server`, or `None` without it.
     pub fn client(&self) -> Result<Option<Client>> {
-        let Some(url) = &self.server else {
+        let Some((url, others)) = self.server.split_first() else {
             return Ok(None);
         };
         let options = client::Options {
@@ -48,12 +50,13 @@ impl ServerArgs {
             timeout: Duration::from_secs(self.timeout),
             ..client::Options::default()
         };
-        Ok(Some(Client::from_files(
+        let client = Client::from_files(
             url,
             self.token_file.as_deref(),
             self.ca_file.as_deref(),
             options,
-        )?))
+        )?;
+        Ok(Some(client.with_servers(others)?))
     }
 }
 

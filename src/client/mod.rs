@@ -30,6 +30,16 @@
 //!   by job id (a retried admission answers `200 existing`, a retried
 //!   release `404`). A `503` without `Retry-After` (a pending journal) is
 //!   returned at once: waiting does not fix it.
+//! * **Several instances** (`--server URL1,URL2`: [`Client::with_servers`];
+//!   `vclos serve --store etcd` under leader election, docs/ha.md). A
+//!   follower answers writes `503` with the leader's URL in `leader`; the
+//!   client sends the request there. An instance that refuses the
+//!   connection, or a follower that knows no leader yet, sends it to the
+//!   next instance of the list, pausing between rounds, for up to
+//!   [`Options::failover_wait`]. Both happen only where nothing was done:
+//!   a request that may have reached an instance is never sent to another.
+//!   A leader's URL from a follower is checked like a configured one; the
+//!   token goes to it, as it would to any instance of the service.
 //! * **The token** ([`Token`]) comes from a file, trimmed; its `Debug`
 //!   is redacted and no error or log line carries it. Credentials in the
 //!   URL (`user:pass@`) are refused for the same reason.
@@ -129,6 +139,11 @@ pub struct Options {
     pub tries: u32,
     /// Longest wait between two attempts, whatever `Retry-After` says.
     pub max_retry_wait: Duration,
+    /// How long a request looks for the leader among the instances (a
+    /// follower's `503`, an instance refusing connections) before the last
+    /// answer is returned: above a failover's lease TTL + 2 s (10 s TTL
+    /// by default, docs/ha.md).
+    pub failover_wait: Duration,
 }
 
 impl Default for Options {
@@ -139,6 +154,7 @@ impl Default for Options {
             max_body: 64 * 1024 * 1024,
             tries: 5,
             max_retry_wait: Duration::from_secs(3),
+            failover_wait: Duration::from_secs(30),
         }
     }
 }
@@ -275,11 +291,17 @@ struct SubmitBody<'a> {
     dry_run: bool,
 }
 
-/// A client of one service.
+/// A client of one service (one instance, or the instances of one fabric
+/// under leader election).
 #[derive(Debug)]
 pub struct Client {
     agent: ureq::Agent,
     base: String,
+    /// Every instance given, `base` first ([`Client::with_servers`]).
+    servers: Vec<String>,
+    /// The instance requests go to now: the last one that answered as the
+    /// leader (or `base`).
+    current: std::sync::Mutex<String>,
     token: Option<Token>,
     options: Options,
 }
@@ -330,10 +352,26 @@ impl Client {
             .build();
         Ok(Client {
             agent: ureq::Agent::new_with_config(config),
+            servers: vec![base.clone()],
+            current: std::sync::Mutex::new(base.clone()),
             base,
             token,
             options,
         })
+    }
+
+    /// Also reach the service at `others` (more instances of one fabric):
+    /// a request goes to the instance that leads, skipping one that refuses
+    /// the connection and following a follower's `503` naming the leader
+    /// (issue 18; see the module docs).
+    pub fn with_servers(mut self, others: &[String]) -> Result<Client, ClientError> {
+        for o in others {
+            let url = check_url(o)?;
+            if !self.servers.contains(&url) {
+                self.servers.push(url);
+            }
+        }
+        Ok(self)
     }
 
     /// Like [`Client::new`], reading the token file and CA file.
@@ -439,7 +477,30 @@ impl Client {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        format!("{}{path}", self.now())
+    }
+
+    /// The instance requests go to now.
+    fn now(&self) -> String {
+        self.current
+            .lock()
+            .map_or_else(|_| self.base.clone(), |c| c.clone())
+    }
+
+    /// Send the next requests to `url`.
+    fn switch(&self, url: String) {
+        tracing::info!(%url, "trying another instance");
+        if let Ok(mut c) = self.current.lock() {
+            *c = url;
+        }
+    }
+
+    /// The instance after the current one in the list.
+    fn next_server(&self) -> String {
+        let now = self.now();
+        let at = self.servers.iter().position(|s| *s == now);
+        let next = at.map_or(0, |i| (i + 1) % self.servers.len());
+        self.servers[next].clone()
     }
 
     fn bad(&self, method: Method, path: &str, status: u16, why: String) -> ClientError {
@@ -451,53 +512,65 @@ impl Client {
         }
     }
 
-    /// One call, retried on `503` + `Retry-After`: a 2xx status and its
-    /// JSON body, or the error.
+    /// One call, retried on `503` + `Retry-After`, and moved to the leader
+    /// when a follower names it or an instance refuses the connection: a
+    /// 2xx status and its JSON body, or the error.
     fn request(
         &self,
         method: Method,
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<(u16, Value), ClientError> {
-        let url = self.url(path);
         let tries = self.options.tries.max(1);
         let mut attempt = 1;
+        let started = std::time::Instant::now();
+        let electing = || started.elapsed() < self.options.failover_wait;
         loop {
-            let mut resp = self
-                .send(method, &url, body)
-                .map_err(|e| ClientError::Transport {
-                    method: method.name(),
-                    url: url.clone(),
-                    message: transport_message(&e),
-                })?;
+            let url = self.url(path);
+            let mut resp = match self.send(method, &url, body) {
+                Ok(r) => r,
+                // Nothing was sent: another instance may lead.
+                Err(e)
+                    if never_sent(&e)
+                        && electing()
+                        && (self.servers.len() > 1 || self.now() != self.base) =>
+                {
+                    tracing::info!(%url, error = %transport_message(&e), "not reached");
+                    self.switch(self.next_server());
+                    std::thread::sleep(FAILOVER_PAUSE);
+                    continue;
+                }
+                Err(e) => {
+                    return Err(ClientError::Transport {
+                        method: method.name(),
+                        url: url.clone(),
+                        message: transport_message(&e),
+                    })
+                }
+            };
             let status = resp.status();
-            if status == StatusCode::SERVICE_UNAVAILABLE && attempt < tries {
-                if let Some(wait) = retry_after(&resp) {
-                    let wait = wait.min(self.options.max_retry_wait);
+            let wait = retry_after(&resp).map(|w| w.min(self.options.max_retry_wait));
+            let bytes = self.body(&mut resp, method, path, status)?;
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                if let Some(leader) = follower_of(&bytes) {
+                    if electing() {
+                        match leader.and_then(|l| check_url(&l).ok()) {
+                            Some(l) if l != self.now() => self.switch(l),
+                            // No leader elected yet: wait, then ask another.
+                            _ => {
+                                std::thread::sleep(wait.unwrap_or(FAILOVER_PAUSE));
+                                self.switch(self.next_server());
+                            }
+                        }
+                        continue;
+                    }
+                } else if let (Some(wait), true) = (wait, attempt < tries) {
                     tracing::info!(%url, attempt, wait_ms = wait.as_millis() as u64, "503: retrying");
                     std::thread::sleep(wait);
                     attempt += 1;
                     continue;
                 }
             }
-            let bytes = resp
-                .body_mut()
-                .with_config()
-                .limit(self.options.max_body)
-                .read_to_vec()
-                .map_err(|e| match e {
-                    ureq::Error::BodyExceedsLimit(_) => self.bad(
-                        method,
-                        path,
-                        status.as_u16(),
-                        format!("body over the {}-byte limit", self.options.max_body),
-                    ),
-                    e => ClientError::Transport {
-                        method: method.name(),
-                        url: url.clone(),
-                        message: format!("reading the answer: {}", transport_message(&e)),
-                    },
-                })?;
             if status.is_success() {
                 let v = serde_json::from_slice(&bytes).map_err(|e| {
                     self.bad(method, path, status.as_u16(), format!("not JSON: {e}"))
@@ -510,6 +583,33 @@ impl Client {
                 problem: Box::new(problem(status, &bytes)),
             });
         }
+    }
+
+    /// An answer's body, bounded.
+    fn body(
+        &self,
+        resp: &mut Response<ureq::Body>,
+        method: Method,
+        path: &str,
+        status: StatusCode,
+    ) -> Result<Vec<u8>, ClientError> {
+        resp.body_mut()
+            .with_config()
+            .limit(self.options.max_body)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => self.bad(
+                    method,
+                    path,
+                    status.as_u16(),
+                    format!("body over the {}-byte limit", self.options.max_body),
+                ),
+                e => ClientError::Transport {
+                    method: method.name(),
+                    url: self.url(path),
+                    message: format!("reading the answer: {}", transport_message(&e)),
+                },
+            })
     }
 
     fn send(
@@ -596,6 +696,27 @@ fn check_url(url: &str) -> Result<String, ClientError> {
         ));
     }
     Ok(url.trim_end_matches('/').to_string())
+}
+
+/// Pause between two instances while a leader is being elected.
+const FAILOVER_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether a request never left this process (the connection could not
+/// be made), so another instance may be asked without risk.
+fn never_sent(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+        ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+        _ => false,
+    }
+}
+
+/// A follower's `503` (vclos serve under leader election): `Some(leader
+/// URL if one is elected)`; `None` for any other answer.
+fn follower_of(body: &[u8]) -> Option<Option<String>> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let leader = v.as_object()?.get("leader")?;
+    Some(leader.as_str().map(str::to_string))
 }
 
 /// The wait a `Retry-After: <seconds>` asks for (an HTTP date: 1 s).

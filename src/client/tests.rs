@@ -245,3 +245,63 @@ fn ids_reach_the_path_only_validated() {
     assert!(JobId::new("../status").is_err());
     assert!(JobId::new("a?b").is_err());
 }
+
+/// A port nothing listens on (bound, then closed).
+fn closed_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+#[test]
+fn a_write_goes_to_the_leader_a_follower_names_and_skips_a_dead_instance() {
+    let (leader, leader_seen) = canned(vec![answer(
+        "200 OK",
+        "Content-Type: application/json\r\n",
+        "[]",
+    )]);
+    let follower_says = format!(
+        r#"{{"title":"Service Unavailable","status":503,"detail":"this instance is a follower: send writes to the leader, {leader}","leader":"{leader}"}}"#
+    );
+    let (follower, follower_seen) = canned(vec![answer(
+        "503 Service Unavailable",
+        "Retry-After: 1\r\nContent-Type: application/problem+json\r\n",
+        &follower_says,
+    )]);
+    // The first instance is down: nothing sent there; the second follows
+    // and names the leader, where the request is answered.
+    let c = client(&closed_port(), Some("0123456789abcdef-secret"))
+        .with_servers(std::slice::from_ref(&follower))
+        .unwrap();
+    assert_eq!(c.list().unwrap(), Vec::<Decision>::new());
+    assert_eq!(follower_seen.lock().unwrap().len(), 1);
+    let seen = leader_seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].contains("Bearer 0123456789abcdef-secret"),
+        "{}",
+        seen[0]
+    );
+}
+
+#[test]
+fn without_a_leader_the_client_gives_up_after_the_failover_wait() {
+    let no_leader = r#"{"title":"Service Unavailable","status":503,"detail":"this instance is a follower and no leader is elected right now; retry shortly","leader":null}"#;
+    let answers = (0..50)
+        .map(|_| answer("503 Service Unavailable", "Retry-After: 1\r\n", no_leader))
+        .collect();
+    let (follower, seen) = canned(answers);
+    let options = Options {
+        max_retry_wait: Duration::from_millis(20),
+        failover_wait: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let c = Client::new(&follower, None, None, options).unwrap();
+    let e = c.list().unwrap_err();
+    assert_eq!(e.status(), Some(503), "{e}");
+    let asked = seen.lock().unwrap().len();
+    assert!((2..50).contains(&asked), "asked {asked} times");
+    // A single instance that is down is a transport error (nothing to
+    // fail over to).
+    let e = client(&closed_port(), None).list().unwrap_err();
+    assert!(matches!(e, ClientError::Transport { .. }), "{e}");
+}

@@ -4,10 +4,13 @@
 //!
 //! # Design
 //! * **One owner of the state.** The process takes the store's writer lock
-//!   (the state directory's `flock`, or with `--store etcd` a key on a
-//!   kept-alive lease, `crate::store::etcd`) when it starts (settling any
-//!   journal an interrupted run left, as every writer does) and holds it
-//!   until it stops, so no CLI writer can interleave with it. Every change goes through one async
+//!   (the state directory's `flock`) when it starts (settling any journal
+//!   an interrupted run left, as every writer does) and holds it until it
+//!   stops, so no CLI writer can interleave with it. With `--store etcd`
+//!   the lock (a key on a kept-alive lease, `crate::store::etcd`) is
+//!   campaigned for instead and is the leadership among several instances
+//!   ([`leader`], docs/ha.md): followers answer writes 503 with the
+//!   leader's URL and serve reads from the store. Every change goes through one async
 //!   mutex around the [`Fabric`]: admissions and releases are applied one
 //!   at a time, each one device transaction with the journal discipline of
 //!   `crate::jobs` — the service adds no concurrency the state does not
