@@ -259,6 +259,22 @@ fn processes_submitting_and_releasing_with_kill_9_lose_nothing() {
     });
 }
 
+/// Start `vclos serve` (`cmd`) and read the line it prints once it listens.
+fn spawn_serve(cmd: &mut std::process::Command) -> (std::process::Child, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (child, line)
+}
+
 #[test]
 fn api_clients_of_vclos_serve_submitting_and_releasing_lose_nothing() {
     // The service owns the state directory while it runs; stopped
@@ -274,24 +290,16 @@ fn api_clients_of_vclos_serve_submitting_and_releasing_lose_nothing() {
         20,
         false,
         |rig| {
-            let mut child = std::process::Command::new(workload::BIN)
-                .args(["serve", "--listen", "127.0.0.1:0", "--max-waiting", "1024"])
-                .arg("--topology")
-                .arg(&rig.topo_file)
-                .arg("--state")
-                .arg(&rig.state)
-                .arg("--token-file")
-                .arg(&token_file)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            std::io::BufRead::read_line(
-                &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-                &mut line,
-            )
-            .unwrap();
+            let (child, line) = spawn_serve(
+                std::process::Command::new(workload::BIN)
+                    .args(["serve", "--listen", "127.0.0.1:0", "--max-waiting", "1024"])
+                    .arg("--topology")
+                    .arg(&rig.topo_file)
+                    .arg("--state")
+                    .arg(&rig.state)
+                    .arg("--token-file")
+                    .arg(&token_file),
+            );
             let url = line.trim().rsplit_once(' ').unwrap().1.to_string();
             let _ = api.set(std::sync::Arc::new(workload::Api {
                 urls: vec![url],
@@ -352,20 +360,12 @@ impl Instances {
     /// Start instance `i` (`--init` for the first start of all) and wait
     /// for its listening line.
     fn start(&mut self, i: usize, init: bool) {
-        let mut child = std::process::Command::new(workload::BIN)
-            .args(&self.args)
-            .args(["--listen", &format!("127.0.0.1:{}", self.ports[i])])
-            .args(init.then_some("--init"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let (child, line) = spawn_serve(
+            std::process::Command::new(workload::BIN)
+                .args(&self.args)
+                .args(["--listen", &format!("127.0.0.1:{}", self.ports[i])])
+                .args(init.then_some("--init")),
+        );
         assert!(line.contains("listening"), "{line}");
         self.children[i] = Some(child);
     }
@@ -438,13 +438,6 @@ fn api_clients_of_two_instances_on_etcd_with_the_leader_killed_lose_nothing() {
     let token = "chaos-token-0123456789abcdef";
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, token).unwrap();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
     let instances: Arc<Mutex<Option<Instances>>> = Arc::new(Mutex::new(None));
     let api: OnceLock<Arc<workload::Api>> = OnceLock::new();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -476,7 +469,7 @@ fn api_clients_of_two_instances_on_etcd_with_the_leader_killed_lose_nothing() {
             args.push(token_file.clone().into());
             let mut inst = Instances {
                 children: [None, None],
-                ports: [free(), free()],
+                ports: [etcd::free_port(), etcd::free_port()],
                 args,
             };
             inst.start(0, true);

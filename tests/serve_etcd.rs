@@ -21,24 +21,16 @@ mod etcd;
 
 mod serve_common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use etcd::free_port;
 use serve_common::{start, Kill, BIN};
 
 /// A request without a token (the service here listens on loopback only).
 fn curl(url: &str, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
     serve_common::curl(url, method, path, body, None)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The lease TTL the instances run with: 2 s, or `VCLOS_FAILOVER_TTL`

@@ -81,7 +81,8 @@ impl Cluster {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port free right now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
