@@ -26,7 +26,9 @@
 //!   is already fenced: its lock check before a commit stage or its
 //!   conditional save fails), drops the lock and campaigns again. A change
 //!   that finds the lock gone or unverifiable (abandoned mid-transaction,
-//!   fenced, or committed without its state saved) makes it step down too,
+//!   fenced, or committed without its state saved), or a journal its
+//!   takeover could not settle (devices unreachable then), makes it step
+//!   down too,
 //!   so that whoever leads next — possibly this instance again — settles
 //!   the journal by recovery before any other write.
 //! * **Fencing** is the store's: the journal records the writer's term
@@ -106,8 +108,8 @@ async fn lead(app: &App, lock: Box<dyn crate::store::WriterLock>) -> bool {
     match f.recover(&NoProgress).await {
         Ok(Some(r)) => info!("taking over: {r}"),
         Ok(None) => {}
-        // The journal stays; writes answer 503 (pending journal) until a
-        // retry settles it, as after a single writer's failed recovery.
+        // The journal stays; the first write answers 503 (pending journal)
+        // and makes this leader step down, so the next term retries.
         Err(e) => warn!(error = %e, "taking over: the previous leader's journal is not settled"),
     }
     true

@@ -730,7 +730,7 @@ impl App {
         started: Instant,
         held: usize,
     ) {
-        if self.elect && lost_the_lock(r) {
+        if self.elect && must_resign(r) {
             self.resign.notify_one();
         }
         let m = &self.metrics;
@@ -911,16 +911,19 @@ impl App {
 }
 
 /// Whether a change ended because this writer's lock is gone or could not
-/// be verified: abandoned mid-transaction, fenced, or committed on the
-/// devices without the state saved.
-fn lost_the_lock(r: &Result<crate::jobs::Applied, JobsError>) -> bool {
+/// be verified (abandoned mid-transaction, fenced, or committed on the
+/// devices without the state saved), or because a journal is pending that
+/// taking over did not settle (devices unreachable then): the leader steps
+/// down, and whoever leads next settles the journal first.
+fn must_resign(r: &Result<crate::jobs::Applied, JobsError>) -> bool {
     match r {
         Ok(done) => matches!(
             done.report.outcome,
             crate::controller::Outcome::Abandoned { .. }
         ),
         Err(JobsError::Remote(crate::store::RemoteError::LockLost { .. }))
-        | Err(JobsError::NotSaved { .. }) => true,
+        | Err(JobsError::NotSaved { .. })
+        | Err(JobsError::PendingJournal(_)) => true,
         Err(_) => false,
     }
 }
