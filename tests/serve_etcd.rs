@@ -210,6 +210,20 @@ async fn one_leader_followers_point_at_it_and_a_killed_leader_is_replaced() {
         instances[leader] = Some(serve(&topo, &endpoints, ports[leader], &[]));
         leader = other;
     }
+    // A planned stop (SIGTERM) revokes the lease: the other one takes over
+    // without waiting for the TTL (printed, not asserted).
+    let mut stopped = instances[leader].take().unwrap();
+    signal(&stopped, "-TERM");
+    assert!(stopped.0.wait().unwrap().success());
+    let t0 = Instant::now();
+    wait_leader(&url(ports[1 - leader]));
+    println!(
+        "planned handover: SIGTERM -> the other instance led in {} ms (lease TTL {} s)",
+        t0.elapsed().as_millis(),
+        ttl()
+    );
+    instances[leader] = Some(serve(&topo, &endpoints, ports[leader], &[]));
+    leader = 1 - leader;
     let l = url(ports[leader]);
     assert_eq!(jobs(&url(ports[1 - leader])), held);
 

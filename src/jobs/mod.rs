@@ -467,6 +467,14 @@ impl Fabric {
         self.lock = None;
     }
 
+    /// [`Fabric::unlock`], waiting until the store has released it (etcd:
+    /// the lease revoked, so a standby takes over at once).
+    pub async fn release_lock(&mut self) {
+        if let Some(l) = self.lock.take() {
+            l.release().await;
+        }
+    }
+
     /// Whether this fabric holds the state lock.
     pub fn is_locked(&self) -> bool {
         self.lock.is_some()

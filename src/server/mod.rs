@@ -268,8 +268,9 @@ pub async fn serve(
         let url = url.clone().unwrap_or_else(|| format!("{scheme}://{addr}"));
         tokio::spawn(leader::campaign(Arc::clone(&state), url))
     });
-    let _campaign = campaign.map(AbortOnDrop);
+    let campaign = campaign.map(AbortOnDrop);
     let closing = Arc::clone(&state);
+    let releasing = Arc::clone(&state);
     let app = routes(state);
     let shutdown = async move {
         tokio::select! {
@@ -280,7 +281,7 @@ pub async fn serve(
         closing.events.close();
     };
     let listen_err = |source| ServeError::Listen { addr, source };
-    match &config.tls {
+    let served = match &config.tls {
         None => {
             // The one line a supervisor (or a test) waits for.
             println!("vclos serve: listening on http://{addr}");
@@ -300,7 +301,12 @@ pub async fn serve(
                 .await
                 .map_err(listen_err)
         }
-    }
+    };
+    // Stopped: no more campaigning, and a leader hands over at once (its
+    // lease revoked) rather than after the TTL.
+    drop(campaign);
+    releasing.fabric.lock().await.release_lock().await;
+    served
 }
 
 /// Ends the campaign with the service (a lock it holds goes with the

@@ -462,6 +462,8 @@ struct LeaseLock {
     /// Until when the lease is known alive (see [`Renewal`]).
     valid: Arc<Mutex<Instant>>,
     lost: tokio::sync::watch::Receiver<bool>,
+    /// Released already ([`WriterLock::release`]): nothing left for drop.
+    released: bool,
 }
 
 /// What the keep-alive task shares with the lock: until when the lease is
@@ -513,6 +515,19 @@ impl WriterLock for LeaseLock {
 
     fn lost(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
         Some(self.lost.clone())
+    }
+
+    async fn release(mut self: Box<Self>) {
+        self.keeper.abort();
+        if let Ok(mut f) = self.store.fence.lock() {
+            *f = None;
+        }
+        let mut client = self.store.client.clone();
+        let revoke = client.lease_revoke(self.fence.lease);
+        if let Ok(Err(e)) = tokio::time::timeout(self.store.options.timeout, revoke).await {
+            debug!(error = %e, "revoking the writer lock's lease; it expires after its TTL");
+        }
+        self.released = true;
     }
 
     async fn check(&self) -> Result<(), JobsError> {
@@ -579,6 +594,9 @@ impl WriterLock for LeaseLock {
 
 impl Drop for LeaseLock {
     fn drop(&mut self) {
+        if self.released {
+            return;
+        }
         self.keeper.abort();
         if let Ok(mut f) = self.store.fence.lock() {
             *f = None;
@@ -889,6 +907,7 @@ impl Store for EtcdStore {
                     keeper,
                     valid,
                     lost,
+                    released: false,
                 }));
             }
             let other = got(&r, 0).and_then(|kv| serde_json::from_slice::<Holder>(kv.value()).ok());

@@ -98,6 +98,10 @@ pub trait WriterLock: fmt::Debug + Send + Sync {
     async fn check(&self) -> Result<(), JobsError> {
         Ok(())
     }
+    /// Release the lock and wait until the store has it released (etcd:
+    /// the lease revoked, so a waiting writer takes over at once rather
+    /// than after the TTL). Dropping releases too, in the background.
+    async fn release(self: Box<Self>) {}
 }
 
 /// A fabric's committed state, its write-ahead journal and its writer
