@@ -787,6 +787,11 @@ impl Fabric {
             info!(job = %plan.job, action = plan.action, "committed; state saved");
         } else if report.is_unchanged() {
             self.store.remove_journal().await?;
+            // Nothing changed; if the lock's check is what stopped it, say
+            // that (a leader steps down on it) rather than a device refusal.
+            if let Some(l) = &self.lock {
+                l.check().await?;
+            }
         } else {
             // Some device could not be put back: keep the journal so the
             // next open (or `vclos reconcile`) settles it from the devices.
