@@ -101,7 +101,7 @@ pub use progress::{NoProgress, Progress};
 pub use report::{
     ApplyReport, DeviceError, DeviceReport, DeviceStatus, Outcome, Phase, StageTiming,
 };
-pub use transaction::{apply, apply_fenced, apply_gated, Fence};
+pub use transaction::{apply, apply_gated, apply_guarded, Guard};
 
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@
 //! device, each in a tracing span naming the device) and takes them back, so
 //! no lock is ever held and a device is touched by one task at a time.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -60,38 +61,54 @@ pub async fn apply_gated(
     progress: &dyn Progress,
     gate: impl Future<Output = Result<(), String>> + Send,
 ) -> Result<ApplyReport, ChangeSetError> {
-    apply_fenced(set, factory, options, progress, gate, &Unfenced).await
+    let guard = Gate(std::sync::Mutex::new(Some(Box::pin(gate))));
+    apply_guarded(set, factory, options, progress, &guard).await
 }
 
-/// The writer's right to touch devices, checked again before every commit
-/// stage after the first and before any rollback (the first stage is the
-/// gate's to check). A leader that lost its lease mid-transaction must not
-/// go on committing, nor roll back devices its successor may already have
-/// settled: once the fence fails the transaction stops touching devices
-/// ([`Outcome::Abandoned`]) and leaves them to the next writer's recovery.
+/// What the caller checks during a transaction.
+///
+/// * [`Guard::before_commit`]: once every device prepared, before the first
+///   commit, with the running configurations prepare read (by device): work
+///   that must be done before the fabric changes (the journal reaching
+///   disk), and checks of what the devices run that would otherwise need
+///   reading them again (foreign steering on the ports a change touches).
+///   An `Err` aborts: nothing is committed anywhere.
+/// * [`Guard::check`]: the writer's right to touch devices, again before
+///   every commit stage after the first and before any rollback. A leader
+///   that lost its lease mid-transaction must not go on committing, nor roll
+///   back devices its successor may already have settled: once the check
+///   fails the transaction stops touching devices ([`Outcome::Abandoned`])
+///   and leaves them to the next writer's recovery.
 #[async_trait::async_trait]
-pub trait Fence: Send + Sync {
-    async fn check(&self) -> Result<(), String>;
-}
-
-/// No fence: the writer cannot lose its right while it lives (`flock`).
-struct Unfenced;
-
-#[async_trait::async_trait]
-impl Fence for Unfenced {
+pub trait Guard: Send + Sync {
+    async fn before_commit(&self, running: &BTreeMap<&str, &str>) -> Result<(), String>;
     async fn check(&self) -> Result<(), String> {
         Ok(())
     }
 }
 
-/// [`apply_gated`] with a [`Fence`].
-pub async fn apply_fenced(
+/// [`apply_gated`]'s guard: its future before the first commit, nothing
+/// after (a writer holding `flock` cannot lose it while it lives).
+struct Gate<F>(std::sync::Mutex<Option<std::pin::Pin<Box<F>>>>);
+
+#[async_trait::async_trait]
+impl<F: Future<Output = Result<(), String>> + Send> Guard for Gate<F> {
+    async fn before_commit(&self, _: &BTreeMap<&str, &str>) -> Result<(), String> {
+        let gate = self.0.lock().ok().and_then(|mut g| g.take());
+        match gate {
+            Some(gate) => gate.await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`apply`] with a [`Guard`].
+pub async fn apply_guarded(
     set: ChangeSet,
     factory: &dyn DriverFactory,
     options: &ApplyOptions,
     progress: &dyn Progress,
-    gate: impl Future<Output = Result<(), String>> + Send,
-    fence: &dyn Fence,
+    guard: &dyn Guard,
 ) -> Result<ApplyReport, ChangeSetError> {
     set.validate()?;
     if options.max_parallel == 0 {
@@ -114,10 +131,10 @@ pub async fn apply_fenced(
         timings: Vec::new(),
     };
 
-    let cause = tx.run_phases(&stages, gate, fence).await;
+    let cause = tx.run_phases(&stages, guard).await;
     let committing = !tx.select(|s| s.commit_attempted).is_empty();
     let fenced = match (&cause, committing) {
-        (Some(_), true) => fence.check().await.err(),
+        (Some(_), true) => guard.check().await.err(),
         _ => None,
     };
     if let (Some(cause), Some(why)) = (&cause, &fenced) {
@@ -336,25 +353,23 @@ impl Tx<'_> {
 
     /// Prepare, pass the gate, then commit stage by stage, then confirm.
     /// `Some(cause)` if anything failed (the caller rolls back).
-    async fn run_phases(
-        &mut self,
-        stages: &[u32],
-        gate: impl Future<Output = Result<(), String>>,
-        fence: &dyn Fence,
-    ) -> Option<String> {
+    async fn run_phases(&mut self, stages: &[u32], guard: &dyn Guard) -> Option<String> {
         let all: Vec<usize> = (0..self.slots.len()).collect();
         let ready = self.select(|s| s.driver.is_some());
         let prepared = self.run(Phase::Prepare, None, &ready, prepare).await;
         if !prepared || ready.len() < all.len() {
             return self.cause(&all);
         }
-        if let Err(why) = gate.await {
-            tracing::warn!(error = %why, "not committing: the gate before commit failed");
+        let running: BTreeMap<&str, &str> = (self.slots.iter().flatten())
+            .filter_map(|s| Some((s.change.device.as_str(), s.snapshot.as_deref()?)))
+            .collect();
+        if let Err(why) = guard.before_commit(&running).await {
+            tracing::warn!(error = %why, "not committing: the check before commit failed");
             return Some(why);
         }
         for (k, &stage) in stages.iter().enumerate() {
             if k > 0 {
-                if let Err(why) = fence.check().await {
+                if let Err(why) = guard.check().await {
                     return Some(why);
                 }
             }

@@ -61,9 +61,10 @@ pub enum JobsError {
         holder: JobId,
     },
     /// Ports the change must configure carry steering vclos did not write
-    /// (each conflict names device, port and foreign policy). Nothing was
-    /// sent to any device.
-    #[error("refused before sending anything: {}", describe_foreign(.0))]
+    /// (each conflict names device, port and foreign policy). No device
+    /// committed anything (a transaction's prepared candidates are
+    /// discarded).
+    #[error("refused before any device committed: {}", describe_foreign(.0))]
     ForeignSteering(Vec<ForeignConflict>),
     /// A change the controller will not send (unknown device or port, a
     /// command it cannot check). Nothing was sent.

@@ -6,9 +6,12 @@
 //! an OpenConfig forwarding policy; parsed as
 //! [`Item::ForeignSteering`], see [`crate::dialect::foreign`]) is someone
 //! else's traffic. vclos never deletes or overwrites it, so before a change
-//! is sent the devices it configures are read, and the change is refused
-//! (nothing sent to any device) if any port it must configure carries foreign
-//! steering, or is the port foreign steering redirects onto. The ports a
+//! commits anywhere the running configurations of the devices it configures
+//! (as the transaction's prepare read them: no second read) are checked, and
+//! the change is refused (nothing committed on any device, the candidates
+//! discarded) if any port it must configure carries foreign steering, or is
+//! the port foreign steering redirects onto. Recovery's rollback and
+//! `reconcile --fix` check what they read themselves. The ports a
 //! change configures, per switch:
 //! * the port of every item it adds (a server-facing port that gets a
 //!   vclos source route, a spine port bound to a job VRF, ...) and the

@@ -116,14 +116,99 @@ pub use error::JobsError;
 pub use foreign::ForeignConflict;
 pub use journal::{Journal, Operation};
 
-/// The writer lock as the controller's [`controller::Fence`]: checked
-/// before the first commit and before every later stage and rollback.
-struct LockFence<'a>(Option<&'a dyn WriterLock>);
+/// What a transaction checks between prepare and the first commit, in
+/// order (the controller's [`controller::Guard`]): the journal is durable;
+/// no port the change configures carries foreign steering, judged on the
+/// running configurations prepare read (so the devices are not read twice);
+/// the writer lock is still held with time to spare. The lock is checked
+/// again before every later commit stage and before a rollback.
+struct TxGuard<'a> {
+    journal: std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<Result<(), String>>>>,
+    topo: &'a Topology,
+    touched: foreign::Touched,
+    /// Touched devices outside the change set (the switch end of a rewired
+    /// OCS port, say), read before the transaction: prepare reads only the
+    /// devices it changes.
+    outside: plan::Running,
+    /// What the foreign-steering check found (the typed refusal).
+    found: std::sync::Mutex<Vec<ForeignConflict>>,
+    lock: Option<&'a dyn WriterLock>,
+}
+
+impl<'a> TxGuard<'a> {
+    fn new(
+        topo: &'a Topology,
+        touched: foreign::Touched,
+        lock: Option<&'a dyn WriterLock>,
+        journal: tokio::sync::oneshot::Receiver<Result<(), String>>,
+    ) -> Self {
+        TxGuard {
+            journal: std::sync::Mutex::new(Some(journal)),
+            topo,
+            touched,
+            outside: plan::Running::new(),
+            found: std::sync::Mutex::new(Vec::new()),
+            lock,
+        }
+    }
+
+    /// For recovery's rollback: its journal is the one being settled, and
+    /// foreign steering was checked on recovery's own read; the lock alone.
+    fn lock_only(topo: &'a Topology, lock: Option<&'a dyn WriterLock>) -> Self {
+        let (done, journal) = tokio::sync::oneshot::channel();
+        let _ = done.send(Ok(()));
+        Self::new(topo, foreign::Touched::new(), lock, journal)
+    }
+
+    /// Foreign steering on the touched ports, from prepare's reads.
+    fn foreign(&self, read: &BTreeMap<&str, &str>) -> Result<(), String> {
+        let mut running = self.outside.clone();
+        for device in self.touched.keys() {
+            if running.contains_key(device) {
+                continue;
+            }
+            let text = read.get(device.as_str()).ok_or_else(|| {
+                format!("{device}: not read in prepare, so not checked for foreign steering")
+            })?;
+            let id = (self.topo.device_id(device)).ok_or_else(|| format!("{device}: unknown"))?;
+            let dialect = crate::dialect::dialect(self.topo.device(id).mgmt.dialect);
+            let items = dialect.parse(device, text).map_err(|e| {
+                format!("{device}: cannot be parsed to check it for foreign steering: {e}")
+            })?;
+            running.insert(device.clone(), items);
+        }
+        let conflicts = foreign::conflicts(&self.touched, &running);
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        let why = JobsError::ForeignSteering(conflicts.clone()).to_string();
+        if let Ok(mut f) = self.found.lock() {
+            *f = conflicts;
+        }
+        Err(why)
+    }
+
+    fn refused(&self) -> Vec<ForeignConflict> {
+        self.found.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+}
 
 #[async_trait::async_trait]
-impl controller::Fence for LockFence<'_> {
+impl controller::Guard for TxGuard<'_> {
+    async fn before_commit(&self, read: &BTreeMap<&str, &str>) -> Result<(), String> {
+        let journal = self.journal.lock().ok().and_then(|mut j| j.take());
+        match journal {
+            Some(j) => j
+                .await
+                .unwrap_or_else(|_| Err("the journal was not written".into()))?,
+            None => return Err("the journal was not written".into()),
+        }
+        self.foreign(read)?;
+        self.check().await
+    }
+
     async fn check(&self) -> Result<(), String> {
-        match self.0 {
+        match self.lock {
             Some(l) => l.check().await.map_err(|e| e.to_string()),
             None => Ok(()),
         }
@@ -712,8 +797,15 @@ impl Fabric {
                 "its device changes are not those the current state gives".into(),
             ));
         }
-        self.guard_foreign(&plan.devices).await?;
         let devices: Vec<String> = set.changes.iter().map(|c| c.device.clone()).collect();
+        // Foreign steering: the devices the change set does not prepare are
+        // read now; the others are checked on prepare's read (TxGuard).
+        let touched = foreign::touched(&self.topo, &plan.devices);
+        let outside: Vec<String> = (touched.keys())
+            .filter(|d| !devices.contains(d))
+            .cloned()
+            .collect();
+        let outside = self.read_for_foreign(&touched, &outside).await?;
         let mut j = Journal::new(
             &self.topo.name,
             op,
@@ -733,20 +825,17 @@ impl Fabric {
             let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
             r
         });
-        // No device commits before the journal is durable and, on a store
-        // whose lock can be lost (etcd), before the lock is checked still
-        // held with time to spare (issue 18's fencing: the journal carries
-        // the term, the save compares the lock again).
-        let fence = LockFence(self.lock.as_deref());
-        let gate = async {
-            synced
-                .await
-                .unwrap_or_else(|_| Err("the journal was not written".to_string()))?;
-            controller::Fence::check(&fence).await
-        };
+        // No device commits before the journal is durable, the devices are
+        // checked for foreign steering and, on a store whose lock can be
+        // lost (etcd), the lock is checked still held with time to spare
+        // (issue 18's fencing: the journal carries the term, the save
+        // compares the lock again).
+        let mut guard = TxGuard::new(&self.topo, touched, self.lock.as_deref(), synced);
+        guard.outside = outside;
         let factory = self.factory.as_ref();
         let applied =
-            controller::apply_fenced(set, factory, &self.options, progress, gate, &fence).await;
+            controller::apply_guarded(set, factory, &self.options, progress, &guard).await;
+        let refused = guard.refused();
         let synced = sync.await.unwrap_or_else(|e| {
             Err(JobsError::Journal {
                 file: self.store.journal_name(),
@@ -787,6 +876,9 @@ impl Fabric {
             info!(job = %plan.job, action = plan.action, "committed; state saved");
         } else if report.is_unchanged() {
             self.store.remove_journal().await?;
+            if !refused.is_empty() {
+                return Err(JobsError::ForeignSteering(refused));
+            }
             // Nothing changed; if the lock's check is what stopped it, say
             // that (a leader steps down on it) rather than a device refusal.
             if let Some(l) = &self.lock {
@@ -878,20 +970,31 @@ impl Fabric {
     /// carrying foreign steering; the devices they configure are read first.
     async fn guard_foreign(&self, plans: &[DevicePlan]) -> Result<(), JobsError> {
         let touched = foreign::touched(&self.topo, plans);
-        if touched.is_empty() {
-            return Ok(());
-        }
         let names: Vec<String> = touched.keys().cloned().collect();
-        let (running, bad) = self.read(&names).await;
+        self.read_for_foreign(&touched, &names).await.map(drop)
+    }
+
+    /// Read `names` (of the `touched` devices) and refuse, before anything
+    /// is sent, if a port touched on them carries foreign steering; what
+    /// was read otherwise.
+    async fn read_for_foreign(
+        &self,
+        touched: &foreign::Touched,
+        names: &[String],
+    ) -> Result<Running, JobsError> {
+        if names.is_empty() {
+            return Ok(Running::new());
+        }
+        let (running, bad) = self.read(names).await;
         if let Some((device, e)) = bad.into_iter().next() {
             return Err(JobsError::Refused {
                 device,
                 message: format!("cannot be read to check it for foreign steering: {e}"),
             });
         }
-        let conflicts = foreign::conflicts(&touched, &running);
+        let conflicts = foreign::conflicts(touched, &running);
         if conflicts.is_empty() {
-            Ok(())
+            Ok(running)
         } else {
             Err(JobsError::ForeignSteering(conflicts))
         }
@@ -975,7 +1078,12 @@ impl Fabric {
         // stays (this error) until it is removed by hand.
         self.guard_foreign(&plans).await?;
         let set = changes::change_set(&plans, &old_intent, &self.base)?;
-        let report = controller::apply(set, self.factory.as_ref(), &self.options, progress).await?;
+        // A new leader settling its predecessor's journal is fenced like
+        // any transaction of its own.
+        let guard = TxGuard::lock_only(&self.topo, self.lock.as_deref());
+        let factory = self.factory.as_ref();
+        let report =
+            controller::apply_guarded(set, factory, &self.options, progress, &guard).await?;
         let outcome = if report.is_committed() {
             // state.json normally still holds the old state; rewrite it only
             // if the crash came after (or while) it was replaced.
