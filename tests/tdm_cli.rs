@@ -111,3 +111,34 @@ fn generate_spines_0_makes_the_shipped_pod_fabric() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("pass --pod-uplinks"), "{}", stderr(&o));
 }
+
+#[test]
+fn sweep_tdm_writes_the_csv_and_both_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = vclos(&[
+        "sweep",
+        "--tdm",
+        "--topology",
+        TOPO,
+        "--out",
+        out,
+        "--tdm-jobs",
+        "2,4",
+        "--contexts",
+        "128,1024",
+        "--seeds",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(dir.path().join("tdm.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("jobs_per_group,tokens,seed,"), "{csv}");
+    for svg in ["round_vs_jobs.svg", "round_vs_context.svg"] {
+        let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
+        assert!(
+            text.starts_with("<svg") && text.contains("non-TDM baseline"),
+            "{svg}"
+        );
+    }
+}

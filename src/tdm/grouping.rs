@@ -88,6 +88,19 @@ pub struct Outcome {
     pub baseline: Evaluation,
 }
 
+impl StagePlan {
+    /// Eq. 4 for job `n` communicating in this stage, on its ring if RAR:
+    /// `emit(i, j, gbit)` per pod-to-pod demand.
+    pub fn pair_edges(&self, ctx: &Ctx, n: usize, emit: impl FnMut(usize, usize, f64)) {
+        let ring = self
+            .rings
+            .iter()
+            .find(|r| r.0 == n)
+            .map_or(&[][..], |r| &r.1[..]);
+        traffic::pair_edges(&ctx.jobs[n], self.phase, ctx.variant, ring, emit);
+    }
+}
+
 impl Ctx<'_> {
     fn duplex(&self) -> Duplex {
         match self.variant {

@@ -12,8 +12,10 @@ pub mod circuits;
 pub mod grouping;
 pub mod job;
 pub mod plan;
+pub mod replay;
 pub mod ring;
 pub mod schedule;
+pub mod sweep;
 pub mod synth;
 pub mod traffic;
 

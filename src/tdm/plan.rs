@@ -25,7 +25,7 @@ use super::circuits::{self, GroupPorts};
 use super::grouping::{self, Ctx, Evaluation, Outcome};
 use super::job::{JobKind, Jobs};
 use super::schedule::{Circuit, Schedule, Stage, Variant};
-use super::traffic::{self, GroupJob};
+use super::traffic::GroupJob;
 use crate::topology::{LeafId, OcsId, PortRef, Topology};
 
 /// Planner settings (the CLI flags).
@@ -253,6 +253,35 @@ fn resolve(
     Ok(per_group.into_iter().collect())
 }
 
+/// One pod group planned: its jobs, ToR bandwidths and the hill climbing's
+/// outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Index into the pod groups.
+    pub group: usize,
+    pub jobs: Vec<GroupJob>,
+    pub b_tor: Vec<f64>,
+    pub outcome: Outcome,
+}
+
+impl Planned {
+    /// The planner's view of the group, as it was planned.
+    pub fn ctx<'a>(&'a self, groups: &'a [PodGroup], s: Settings) -> Ctx<'a> {
+        ctx(&self.jobs, &groups[self.group].ports, &self.b_tor, s)
+    }
+}
+
+fn ctx<'a>(jobs: &'a [GroupJob], ports: &'a GroupPorts, b_tor: &'a [f64], s: Settings) -> Ctx<'a> {
+    Ctx {
+        jobs,
+        variant: s.variant,
+        ports,
+        gbps: s.port_gbps,
+        b_tor,
+        switch_s: s.switch_ms / 1000.0,
+    }
+}
+
 /// Plan every pod group that has jobs; `file` names the jobs file in errors.
 pub fn plan(
     t: &Topology,
@@ -260,6 +289,20 @@ pub fn plan(
     file: &str,
     s: Settings,
 ) -> Result<Vec<Schedule>, PlanError> {
+    let (groups, planned) = plan_groups(t, jobs, file, s)?;
+    Ok(planned
+        .iter()
+        .map(|p| schedule(t, &groups[p.group], &p.ctx(&groups, s), &p.outcome))
+        .collect())
+}
+
+/// [`plan`] before the documents: the pod groups and each planned one.
+pub fn plan_groups(
+    t: &Topology,
+    jobs: &Jobs,
+    file: &str,
+    s: Settings,
+) -> Result<(Vec<PodGroup>, Vec<Planned>), PlanError> {
     if !(s.switch_ms.is_finite() && s.switch_ms >= 0.0) {
         return Err(PlanError::SwitchMs(s.switch_ms));
     }
@@ -268,31 +311,28 @@ pub fn plan(
     }
     let groups = pod_groups(t);
     let work = resolve(t, &groups, jobs, file)?;
-    work.par_iter()
-        .map(|(g, gjobs)| plan_group(t, &groups[*g], gjobs, s))
-        .collect()
+    let planned = work
+        .into_par_iter()
+        .map(|(g, gjobs)| plan_group(t, &groups, g, gjobs, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((groups, planned))
 }
 
 fn plan_group(
     t: &Topology,
-    group: &PodGroup,
-    jobs: &[GroupJob],
+    groups: &[PodGroup],
+    g: usize,
+    jobs: Vec<GroupJob>,
     s: Settings,
-) -> Result<Schedule, PlanError> {
+) -> Result<Planned, PlanError> {
+    let group = &groups[g];
     let b_tor: Vec<f64> = group
         .pods
         .iter()
         .map(|&p| t.leaf(p).server_ports.len() as f64 * s.port_gbps)
         .collect();
-    let ctx = Ctx {
-        jobs,
-        variant: s.variant,
-        ports: &group.ports,
-        gbps: s.port_gbps,
-        b_tor: &b_tor,
-        switch_s: s.switch_ms / 1000.0,
-    };
-    let out = grouping::hill_climb(&ctx).map_err(|e| PlanError::Ports {
+    let ctx = ctx(&jobs, &group.ports, &b_tor, s);
+    let outcome = grouping::hill_climb(&ctx).map_err(|e| PlanError::Ports {
         ocs: group
             .ocs
             .iter()
@@ -302,7 +342,12 @@ fn plan_group(
         a: t.leaf(group.pods[e.a]).name.to_string(),
         b: t.leaf(group.pods[e.b]).name.to_string(),
     })?;
-    Ok(schedule(t, group, &ctx, &out))
+    Ok(Planned {
+        group: g,
+        jobs,
+        b_tor,
+        outcome,
+    })
 }
 
 /// The [`Schedule`] document of an outcome.
@@ -371,13 +416,8 @@ fn link_users(ctx: &Ctx, st: &grouping::StagePlan, alloc: &circuits::Alloc) -> V
     let full = ctx.variant == Variant::BiStage;
     for &n in &st.comm {
         let job = &ctx.jobs[n];
-        let ring = st
-            .rings
-            .iter()
-            .find(|r| r.0 == n)
-            .map_or(&[][..], |r| &r.1[..]);
         let mut used = vec![false; alloc.links.len()];
-        traffic::pair_edges(job, st.phase, ctx.variant, ring, |i, j, g| {
+        st.pair_edges(ctx, n, |i, j, g| {
             if g <= 0.0 {
                 return;
             }

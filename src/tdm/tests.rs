@@ -296,17 +296,7 @@ fn the_shipped_example_plans_and_short_contexts_gain() {
 
 #[test]
 fn pod_groups_are_planned_apart_and_bad_jobs_are_named() {
-    let text = crate::topology::generate::generate_pods(&crate::topology::generate::PodParams {
-        name: "p16".into(),
-        pods: 16,
-        pod_uplinks: 16,
-        ocs_ports: 128,
-        gpus_per_server: 8,
-        servers_per_pod: None,
-        allow_oversubscription: false,
-    })
-    .unwrap();
-    let t = topology::from_str("p16.yaml", &text).unwrap();
+    let t = crate::topology::generate::pod_topology(16);
     let two = "jobs:\n  - {name: a, type: rar, model: 1B, pods: {pod1: 8, pod2: 8}}\n  - {name: b, type: a2a, model: 1B, pods: {pod9: 8, pod16: 8}}\n";
     let jobs = Jobs::from_text("j.yaml", two).unwrap();
     let s = plan(&t, &jobs, "j.yaml", Settings::default()).unwrap();

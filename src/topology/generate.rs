@@ -66,6 +66,25 @@ pub(crate) fn narrow_topology() -> std::sync::Arc<super::Topology> {
     })
 }
 
+/// A loaded pod fabric of `pods` pods (16 uplinks and 16 GPUs each, 8 per
+/// 128-port OCS), for the library's unit tests.
+#[cfg(test)]
+pub(crate) fn pod_topology(pods: u32) -> super::Topology {
+    #[allow(clippy::unwrap_used)]
+    let text = generate_pods(&PodParams {
+        name: "pods".into(),
+        pods,
+        pod_uplinks: 16,
+        ocs_ports: 128,
+        gpus_per_server: 8,
+        servers_per_pod: None,
+        allow_oversubscription: false,
+    })
+    .unwrap();
+    #[allow(clippy::unwrap_used)]
+    super::from_str("pods.yaml", &text).unwrap()
+}
+
 /// A loaded fabric from `params`, for the library's unit tests.
 #[cfg(test)]
 pub(crate) fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
