@@ -28,6 +28,11 @@ use super::schedule::{Circuit, Schedule, Stage, Variant};
 use super::traffic::GroupJob;
 use crate::topology::{LeafId, OcsId, PortRef, Topology};
 
+/// Most jobs in one pod group: the hill climbing evaluates every job's move
+/// per step, so its cost grows with the square of this (003's groups hold
+/// at most 128 GPUs).
+pub const MAX_GROUP_JOBS: usize = 128;
+
 /// Planner settings (the CLI flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -61,6 +66,8 @@ pub enum PlanError {
         job: String,
         message: String,
     },
+    #[error("pod group of {ocs}: {jobs} jobs; at most {MAX_GROUP_JOBS} per pod group")]
+    TooManyJobs { ocs: String, jobs: usize },
     #[error("pod `{pod}`: its jobs hold {gpus} GPUs but it has {capacity} ({jobs})")]
     Overfull {
         pod: String,
@@ -193,6 +200,9 @@ fn resolve(
             job: job.name.clone(),
             message,
         };
+        if job.pods.is_empty() {
+            return Err(err("no pods".into()));
+        }
         let mut gpus = Vec::new();
         let mut group = None;
         for (pod, g) in &job.pods {
@@ -237,6 +247,12 @@ fn resolve(
                 ps: if ps { ps_local } else { 0 },
             });
     }
+    if let Some((&g, jobs)) = per_group.iter().find(|(_, j)| j.len() > MAX_GROUP_JOBS) {
+        return Err(PlanError::TooManyJobs {
+            ocs: ocs_names(t, &groups[g]),
+            jobs: jobs.len(),
+        });
+    }
     let mut over: Vec<_> = load.into_iter().collect();
     over.sort_by_key(|e| e.0);
     for (leaf, (gpus, names)) in over {
@@ -251,6 +267,16 @@ fn resolve(
         }
     }
     Ok(per_group.into_iter().collect())
+}
+
+/// The OCS of a pod group, for messages.
+fn ocs_names(t: &Topology, group: &PodGroup) -> String {
+    let names: Vec<String> = group
+        .ocs
+        .iter()
+        .map(|&o| t.ocs_dev(o).name.to_string())
+        .collect();
+    names.join(", ")
 }
 
 /// One pod group planned: its jobs, ToR bandwidths and the hill climbing's
@@ -333,12 +359,7 @@ fn plan_group(
         .collect();
     let ctx = ctx(&jobs, &group.ports, &b_tor, s);
     let outcome = grouping::hill_climb(&ctx).map_err(|e| PlanError::Ports {
-        ocs: group
-            .ocs
-            .iter()
-            .map(|&o| t.ocs_dev(o).name.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        ocs: ocs_names(t, group),
         a: t.leaf(group.pods[e.a]).name.to_string(),
         b: t.leaf(group.pods[e.b]).name.to_string(),
     })?;

@@ -303,6 +303,13 @@ fn pod_groups_are_planned_apart_and_bad_jobs_are_named() {
     assert_eq!(s.len(), 2);
     assert_eq!(s[0].stages[0].ocs.keys().collect::<Vec<_>>(), ["ocs1"]);
     assert_eq!(s[1].stages[0].ocs.keys().collect::<Vec<_>>(), ["ocs2"]);
+    let mut many = String::from("jobs:\n");
+    for k in 0..=super::plan::MAX_GROUP_JOBS {
+        many += &format!(
+            "  - {{name: m{k}, type: rar, model: 1B, pods: {{pod{}: 1}}}}\n",
+            k % 8 + 1
+        );
+    }
     let three = format!("{two}  - {{name: c, type: ps, model: 1B, pods: {{pod1: 16}}}}\n");
     for (bad, want) in [
         (
@@ -316,6 +323,10 @@ fn pod_groups_are_planned_apart_and_bad_jobs_are_named() {
         (
             three,
             "pod `pod1`: its jobs hold 24 GPUs but it has 16 (a, c)",
+        ),
+        (
+            many,
+            "pod group of ocs1: 129 jobs; at most 128 per pod group",
         ),
     ] {
         let jobs = Jobs::from_text("j.yaml", &bad).unwrap();
