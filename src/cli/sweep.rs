@@ -62,6 +62,24 @@ pub struct SweepArgs {
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// TDM mode (issue 19, docs/tdm.md): on a pod fabric, plan and replay
+    /// 003's default job mix per pod group over --tdm-jobs x --contexts x
+    /// --seeds; writes tdm.csv, round_vs_jobs.svg and round_vs_context.svg
+    /// (TDM against the non-TDM baseline). The replay flags above are unused.
+    #[arg(long)]
+    tdm: bool,
+    /// With --tdm: jobs drawn per pod group, comma-separated.
+    #[arg(long = "tdm-jobs", value_delimiter = ',', default_value = "2,4,8,12,16", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    tdm_jobs: Vec<u32>,
+    /// With --tdm: context lengths (tokens), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "128,512,2048,8192", value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
+    contexts: Vec<u64>,
+    /// With --tdm: the drafts' scheme (`tdm`: 003, `bi-stage`: 004).
+    #[arg(long = "tdm-variant", default_value = "tdm", value_parser = ["tdm", "bi-stage"])]
+    tdm_variant: String,
+    /// With --tdm: one OCS reconfiguration, milliseconds.
+    #[arg(long = "switch-ms", default_value_t = 50.0)]
+    switch_ms: f64,
 }
 
 fn parse_queue(s: &str) -> Result<QueuePolicy, String> {
@@ -74,6 +92,9 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
 
 pub fn run(a: SweepArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&a.topology)?);
+    if a.tdm {
+        return tdm_sweep(&a, &topo);
+    }
     let policies = if a.policies.is_empty() {
         Policy::ALL
             .into_iter()
@@ -144,4 +165,93 @@ fn summary(rows: &[sweep::Row], grid: &Grid) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `vclos sweep --tdm` (issue 19 item 5).
+fn tdm_sweep(a: &SweepArgs, topo: &topology::Topology) -> Result<ExitCode> {
+    use vclos::tdm::sweep::{self as tdm_sweep, Axis, TdmGrid};
+    use vclos::tdm::{Settings, Variant as TdmVariant};
+    let grid = TdmGrid {
+        jobs_per_group: a.tdm_jobs.iter().map(|&j| j as usize).collect(),
+        contexts: a.contexts.clone(),
+        seeds: a.seeds.clone(),
+        settings: Settings {
+            variant: if a.tdm_variant == "bi-stage" {
+                TdmVariant::BiStage
+            } else {
+                TdmVariant::Tdm
+            },
+            switch_ms: a.switch_ms,
+            ..Settings::default()
+        },
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(a.threads)
+        .build()
+        .context("cannot start the worker threads")?;
+    let rows = pool.install(|| tdm_sweep::run(topo, &grid))?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let write = |name: &str, text: &str| {
+        let path = a.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("tdm.csv", &tdm_sweep::csv(&rows))?;
+    let range = |v: &[f64]| {
+        v.iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)))
+    };
+    let jobs_x: Vec<f64> = grid.jobs_per_group.iter().map(|&j| j as f64).collect();
+    let ctx_x: Vec<f64> = grid.contexts.iter().map(|&c| c as f64).collect();
+    let first_ctx = grid.contexts.first().copied().unwrap_or(0);
+    let last_jobs = grid.jobs_per_group.last().copied().unwrap_or(0);
+    let charts = [
+        (
+            "round_vs_jobs.svg",
+            format!("round time vs jobs per pod group (context {first_ctx} tokens)"),
+            "jobs per pod group",
+            range(&jobs_x),
+            Axis::Jobs,
+        ),
+        (
+            "round_vs_context.svg",
+            format!("round time vs context length ({last_jobs} jobs per pod group)"),
+            "context length (tokens)",
+            range(&ctx_x),
+            Axis::Context,
+        ),
+    ];
+    for (file, caption, x, range, axis) in charts {
+        let lines = tdm_sweep::lines(&rows, &grid, axis);
+        let svg = chart::line_chart(
+            "tdm round",
+            &caption,
+            (x, "round time, replayed (s)"),
+            range,
+            &lines,
+        )?;
+        write(file, &svg)?;
+    }
+    println!(
+        "{:>6} {:>8} {:>6} {:>12} {:>12} {:>12} {:>12}",
+        "jobs/g", "tokens", "seed", "round_s", "baseline_s", "replay_s", "replay_base"
+    );
+    for r in &rows {
+        println!(
+            "{:>6} {:>8} {:>6} {:>12.3} {:>12.3} {:>12.3} {:>12.3}",
+            r.jobs_per_group,
+            r.tokens,
+            r.seed,
+            r.round_s,
+            r.baseline_round_s,
+            r.replay_round_s,
+            r.replay_baseline_s
+        );
+    }
+    println!(
+        "{} points; wrote {}/tdm.csv, round_vs_jobs.svg and round_vs_context.svg",
+        rows.len(),
+        a.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

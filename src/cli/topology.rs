@@ -17,7 +17,8 @@ pub enum TopologyCmd {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// Print a uniform Leaf-Spine topology (optionally through OCS devices) as YAML.
+    /// Print a uniform Leaf-Spine topology (optionally through OCS devices),
+    /// or with `--spines 0` a spine-less pod fabric, as YAML.
     Generate(GenerateArgs),
     /// Print the fabric for a cluster scheduler: Slurm topology.yaml, Volcano
     /// HyperNodes or a Kueue Topology with its node labels (docs/topology.md).
@@ -37,10 +38,19 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    #[arg(long)]
+    /// Leaves (with `--spines 0`: pods; `--pods` is an alias).
+    #[arg(long, alias = "pods")]
     leaves: u32,
+    /// Spines; 0 makes a spine-less pod fabric whose leaf uplinks all go to
+    /// OCS devices (TDM, docs/tdm.md): then pass `--pod-uplinks`.
     #[arg(long)]
     spines: u32,
+    /// With `--spines 0`: uplinks per pod, all cabled to one OCS.
+    #[arg(long = "pod-uplinks")]
+    pod_uplinks: Option<u32>,
+    /// With `--spines 0`: ports per OCS device (003's OXC: 128).
+    #[arg(long = "ocs-ports", default_value_t = 128)]
+    ocs_ports: u32,
     #[arg(long = "gpus-per-server")]
     gpus_per_server: u32,
     /// Servers per leaf (default: spines / gpus-per-server, the paper's full-bisection shape).
@@ -79,16 +89,7 @@ pub fn run(cmd: TopologyCmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         TopologyCmd::Generate(a) => {
-            let yaml = generate::generate(&generate::Params {
-                name: a.name,
-                leaves: a.leaves,
-                spines: a.spines,
-                gpus_per_server: a.gpus_per_server,
-                servers_per_leaf: a.servers_per_leaf,
-                ocs: a.ocs,
-                allow_oversubscription: a.allow_oversubscription,
-            })?;
-            print!("{yaml}");
+            print!("{}", generated(a)?);
             Ok(ExitCode::SUCCESS)
         }
         TopologyCmd::Export { file, format } => {
@@ -96,5 +97,35 @@ pub fn run(cmd: TopologyCmd) -> Result<ExitCode> {
             print!("{}", topology::export(&t, format)?);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+fn generated(a: GenerateArgs) -> Result<String> {
+    match (a.spines, a.pod_uplinks) {
+        (0, None) => anyhow::bail!("--spines 0 makes a spine-less pod fabric: pass --pod-uplinks"),
+        (0, Some(u)) => {
+            if a.ocs != 0 {
+                anyhow::bail!("--spines 0: the OCS count follows from --leaves, --pod-uplinks and --ocs-ports; drop --ocs");
+            }
+            Ok(generate::generate_pods(&generate::PodParams {
+                name: a.name,
+                pods: a.leaves,
+                pod_uplinks: u,
+                ocs_ports: a.ocs_ports,
+                gpus_per_server: a.gpus_per_server,
+                servers_per_pod: a.servers_per_leaf,
+                allow_oversubscription: a.allow_oversubscription,
+            })?)
+        }
+        (_, Some(_)) => anyhow::bail!("--pod-uplinks needs --spines 0 (a spine-less pod fabric)"),
+        (_, None) => Ok(generate::generate(&generate::Params {
+            name: a.name,
+            leaves: a.leaves,
+            spines: a.spines,
+            gpus_per_server: a.gpus_per_server,
+            servers_per_leaf: a.servers_per_leaf,
+            ocs: a.ocs,
+            allow_oversubscription: a.allow_oversubscription,
+        })?),
     }
 }

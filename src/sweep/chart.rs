@@ -93,13 +93,29 @@ pub const LOAD_CHARTS: [LoadChart; 4] = [
 
 /// `chart`'s figure against load, one line per policy.
 pub fn vs_load(rows: &[Row], grid: &Grid, chart: &LoadChart) -> Result<String, ChartError> {
-    let fail = err(chart.title);
     let queue = grid.queues.first().copied().unwrap_or_default();
-    let lines = means(rows, grid, queue, chart.metric);
-    let (x0, x1) = grid
+    let lines: Vec<(String, Vec<(f64, f64)>)> = means(rows, grid, queue, chart.metric)
+        .into_iter()
+        .map(|(p, points)| (p.to_string(), points))
+        .collect();
+    let x = grid
         .loads
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), &l| (a.min(l), b.max(l)));
+    let caption = format!("{} ({queue})", chart.title);
+    line_chart(chart.title, &caption, ("offered load", chart.y), x, &lines)
+}
+
+/// Lines of (x, y) points over `x` = (min, max), y from 0, with a legend;
+/// `name` names the chart in errors.
+pub fn line_chart(
+    name: &'static str,
+    caption: &str,
+    (x_desc, y_desc): (&str, &str),
+    (x0, x1): (f64, f64),
+    lines: &[(String, Vec<(f64, f64)>)],
+) -> Result<String, ChartError> {
+    let fail = err(name);
     let (x0, x1) = if x0 < x1 {
         (x0, x1)
     } else {
@@ -115,10 +131,8 @@ pub fn vs_load(rows: &[Row], grid: &Grid, chart: &LoadChart) -> Result<String, C
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
-        let title = chart.title;
-        let y = chart.y;
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{title} ({queue})"), ("sans-serif", 20))
+            .caption(caption, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(80)
@@ -126,16 +140,16 @@ pub fn vs_load(rows: &[Row], grid: &Grid, chart: &LoadChart) -> Result<String, C
             .map_err(|e| fail(e.to_string()))?;
         chart
             .configure_mesh()
-            .x_desc("offered load")
-            .y_desc(y)
+            .x_desc(x_desc)
+            .y_desc(y_desc)
             .draw()
             .map_err(|e| fail(e.to_string()))?;
-        for (i, (policy, points)) in lines.iter().enumerate() {
+        for (i, (label, points)) in lines.iter().enumerate() {
             let c = colour(i);
             chart
                 .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))
                 .map_err(|e| fail(e.to_string()))?
-                .label(policy.to_string())
+                .label(label.clone())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });

@@ -1,9 +1,27 @@
 //! TDM multi-stage optical schedules for pod groups interconnected only
-//! through OCS devices (issue 19; seeds 003 and 004).
+//! through OCS devices (issue 19; seeds 003 and 004). docs/tdm.md tells the
+//! whole model with its section and equation references.
 //!
 //! [`schedule`] is the document the planner emits and the OCS controller
-//! installs.
+//! installs. The planner is pure: [`job`] (the jobs file, Eq. 8),
+//! [`traffic`] (Eq. 4-5), [`ring`] (Algorithm 3), [`circuits`] (Algorithm 2,
+//! Eq. 2 and 6), [`grouping`] (Eq. 1-3, Algorithm 1) and [`plan`] (pod
+//! groups, cross-connect ports, the [`Schedule`] documents).
 
+pub mod circuits;
+pub mod grouping;
+pub mod job;
+pub mod plan;
+pub mod replay;
+pub mod ring;
 pub mod schedule;
+pub mod sweep;
+pub mod synth;
+pub mod traffic;
 
+pub use job::{JobKind, Jobs};
+pub use plan::{plan, PlanError, Settings};
 pub use schedule::{Circuit, Schedule, Stage, Variant};
+
+#[cfg(test)]
+mod tests;

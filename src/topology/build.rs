@@ -678,6 +678,10 @@ impl<'a> Builder<'a> {
             links.push(Link { a: ea, b: eb });
         }
 
+        if spines.is_empty() && !ocs.is_empty() {
+            self.pod_fabric(&leaves);
+        }
+
         // Leaf-to-leaf or spine-to-spine patches are allowed (the two-leaf
         // OCS-vClos case); a patch must still not join two ports of one switch.
         for o in &ocs {
@@ -718,6 +722,28 @@ impl<'a> Builder<'a> {
             graph: graph_and_index.0,
             node_index: graph_and_index.1,
             device_by_name,
+        }
+    }
+
+    /// A spine-less fabric (leaves as "pods" interconnected only through
+    /// OCS devices, issue 19 item 1; seed 003 Section IV-A): every leaf
+    /// uplink must be cabled to an OCS port, or the pod has a port that can
+    /// carry no circuit.
+    fn pod_fabric(&mut self, leaves: &[Leaf]) {
+        for l in leaves {
+            for (port, peer) in l.uplinks.iter().zip(&l.uplink_peer) {
+                if !matches!(peer, Some(PortRef::Ocs(..))) {
+                    self.problem_at(
+                        Problem::new(
+                            "uplink not cabled to an OCS port: in a fabric without spines \
+                             every leaf uplink goes to an OCS",
+                        )
+                        .device(&l.name)
+                        .port(port),
+                        |loc| loc.entry("leaves", &l.name),
+                    );
+                }
+            }
         }
     }
 
