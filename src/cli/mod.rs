@@ -35,6 +35,8 @@ mod serve;
 mod slurm;
 mod status;
 mod sweep;
+mod tdm;
+mod tdm_apply;
 mod topology;
 mod trace;
 mod verify;
@@ -96,6 +98,9 @@ enum Command {
     /// through `vclos serve`.
     #[command(subcommand)]
     Slurm(slurm::SlurmCmd),
+    /// TDM schedules of OCS circuits for pod groups (docs/tdm.md).
+    #[command(subcommand)]
+    Tdm(tdm::TdmCmd),
 }
 
 pub fn main() -> ExitCode {
@@ -119,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Slurm(cmd) => slurm::run(cmd),
+        Command::Tdm(cmd) => tdm::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -53,6 +53,43 @@ pub const MAX_SWITCH_MS: f64 = 60_000.0;
 /// Longest stage accepted, in seconds (one day).
 pub const MAX_STAGE_S: f64 = 86_400.0;
 
+/// Largest schedule file read, in bytes.
+pub const MAX_SCHEDULE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why a schedule file cannot be read.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: larger than the {MAX_SCHEDULE_BYTES}-byte limit for a schedule")]
+    TooLarge { path: String },
+    /// serde_json's message, which names the line and column.
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+}
+
+/// Read a schedule (JSON, as the planner writes it) under a size bound;
+/// unknown keys are refused.
+pub fn load(path: &std::path::Path) -> Result<Schedule, LoadError> {
+    let shown = path.display().to_string();
+    let bytes =
+        crate::yaml::read_capped(path, MAX_SCHEDULE_BYTES).map_err(|source| LoadError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+    if bytes.len() > MAX_SCHEDULE_BYTES {
+        return Err(LoadError::TooLarge { path: shown });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| LoadError::Parse {
+        path: shown,
+        message: e.to_string(),
+    })
+}
+
 /// A cross-connect by port names, the smaller port first (numbers in
 /// numeric order, then names).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
