@@ -15,7 +15,7 @@ use vclos::controller::{DriverFactory, TopologyDrivers};
 use vclos::emulator::fabric::{EmulatedFabric, FabricOptions};
 use vclos::emulator::ocs::{LinkState, OcsModel};
 use vclos::tdm::run::{self, BarrierSignal, Mode, RunError, RunOptions, TdmEvent};
-use vclos::tdm::transition::{self, busy_at_barrier, busy_during, port_ids, OcsMap, Pair};
+use vclos::tdm::transition::{self, busy_at_barrier, busy_during, partner, port_ids, OcsMap, Pair};
 use vclos::tdm::{Circuit, Schedule, Stage, Variant};
 use vclos::topology::{self, OcsId, Topology};
 use vclos_drivers::{ErrorKind, LoadMode};
@@ -101,14 +101,6 @@ fn names(model: &OcsModel, table: &[(u16, u16)]) -> OcsMap {
         .iter()
         .map(|&(a, b)| Pair::new(&model.port_name(a), &model.port_name(b)))
         .collect()
-}
-
-fn partner(map: &OcsMap, port: &str) -> Option<String> {
-    map.iter().find_map(|p| {
-        (p.0 == port)
-            .then(|| p.1.clone())
-            .or_else(|| (p.1 == port).then(|| p.0.clone()))
-    })
 }
 
 /// Port numbers named by TL1 change commands (`DLT-PATCH::1&17:1;`,

@@ -8,9 +8,9 @@ mod serve_common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
-use serve_common::{start, stderr, stdout, vclos, Kill};
+use serve_common::{emulated_fabric_switching, stderr, stdout, vclos, Kill};
 
 /// Two stages: job a on 1~17, 2~18; job b on 3~19, 4~20; 9~41 (cabled)
 /// stays in both.
@@ -22,18 +22,15 @@ const SCHEDULE: &str = r#"{"topology":"testbed-ocs","variant":"tdm","switch_ms":
    {"a":"4","b":"20","jobs":["b"]},{"a":"9","b":"41"}]}}]}"#;
 
 fn emulator(dir: &Path) -> (Kill, String) {
-    let topo = dir.join("emu.yaml");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
-    let (emu, line) = start(&[
-        "emu",
-        "serve",
-        "--topology",
-        source,
-        "--write-topology",
-        topo.to_str().unwrap(),
-    ]);
-    assert!(line.contains("ocs1"), "{line}");
+    let (emu, topo) = emulated_fabric_switching(dir, 50);
     (emu, topo.to_str().unwrap().to_string())
+}
+
+/// `vclos tdm apply --topology TOPO --schedule SCHEDULE ARGS...`.
+fn apply(topo: &str, schedule: &str, args: &[&str]) -> Output {
+    let mut all = vec!["tdm", "apply", "--topology", topo, "--schedule", schedule];
+    all.extend_from_slice(args);
+    vclos(&all)
 }
 
 /// The OCS table as its driver reads it, sorted lines.
@@ -62,15 +59,7 @@ fn dry_run_timed_and_barrier_runs_over_the_emulated_ocs() {
     let cabled = table(&topo);
     assert_eq!(cabled.len(), 32);
 
-    let o = vclos(&[
-        "tdm",
-        "apply",
-        "--topology",
-        &topo,
-        "--schedule",
-        s,
-        "--dry-run",
-    ]);
+    let o = apply(&topo, s, &["--dry-run"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
@@ -84,18 +73,11 @@ fn dry_run_timed_and_barrier_runs_over_the_emulated_ocs() {
     assert_eq!(table(&topo), cabled, "a dry run changes nothing");
 
     let events = dir.path().join("events.jsonl");
-    let o = vclos(&[
-        "tdm",
-        "apply",
-        "--topology",
+    let o = apply(
         &topo,
-        "--schedule",
         s,
-        "--rounds",
-        "2",
-        "--events",
-        events.to_str().unwrap(),
-    ]);
+        &["--rounds", "2", "--events", events.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let kinds: Vec<String> = std::fs::read_to_string(&events)
         .unwrap()
@@ -178,14 +160,7 @@ fn a_bad_schedule_fails_before_any_device_moves() {
     let bad = dir.path().join("bad.json");
     for (text, want) in cases {
         std::fs::write(&bad, text).unwrap();
-        let o = vclos(&[
-            "tdm",
-            "apply",
-            "--topology",
-            &topo,
-            "--schedule",
-            bad.to_str().unwrap(),
-        ]);
+        let o = apply(&topo, bad.to_str().unwrap(), &[]);
         assert_eq!(o.status.code(), Some(1));
         let err = stderr(&o);
         assert!(err.contains(want), "{err}");

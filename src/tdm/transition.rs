@@ -211,6 +211,19 @@ impl OcsChange {
     }
 }
 
+/// The port `port` is connected to in `map`.
+pub fn partner<'a>(map: &'a OcsMap, port: &str) -> Option<&'a str> {
+    map.iter().find_map(|p| {
+        if p.0 == port {
+            Some(p.1.as_str())
+        } else if p.1 == port {
+            Some(p.0.as_str())
+        } else {
+            None
+        }
+    })
+}
+
 /// The minimal change turning map `from` into map `to`.
 pub fn diff(from: &OcsMap, to: &OcsMap) -> OcsChange {
     OcsChange {

@@ -5,15 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::tdm::schedule::Variant;
-use crate::topology;
-
-fn testbed() -> Topology {
-    topology::from_str(
-        "testbed-ocs.yaml",
-        include_str!("../../topologies/testbed-ocs.yaml"),
-    )
-    .unwrap()
-}
+use crate::topology::testbed_ocs as testbed;
 
 fn circuit(a: u32, b: u32, jobs: &[&str]) -> Circuit {
     Circuit {
@@ -75,6 +67,11 @@ fn pair(a: u32, b: u32) -> Pair {
 fn barriers_touch_only_the_ports_that_change() {
     let v = validate(&two_groups(), &testbed()).unwrap();
     assert_eq!(v.ocs.keys().collect::<Vec<_>>(), vec!["ocs1"]);
+    let m = &v.maps[0]["ocs1"];
+    assert_eq!(
+        (partner(m, "17"), partner(m, "1"), partner(m, "3")),
+        (Some("1"), Some("17"), None)
+    );
     assert_eq!(v.barriers.len(), 2);
     let b = &v.barriers[0];
     assert_eq!((b.from, b.to), (0, 1));
@@ -231,14 +228,6 @@ fn map_of(s: &Stage) -> OcsMap {
         .iter()
         .map(|c| Pair::new(&c.a, &c.b))
         .collect()
-}
-
-fn partner(map: &OcsMap, port: &str) -> Option<String> {
-    map.iter().find_map(|p| {
-        (p.0 == port)
-            .then(|| p.1.clone())
-            .or_else(|| (p.1 == port).then(|| p.0.clone()))
-    })
 }
 
 proptest! {
