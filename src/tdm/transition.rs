@@ -260,15 +260,19 @@ pub fn port_ids<'a>(
     topo: &Topology,
     circuits: impl IntoIterator<Item = (&'a str, &'a Pair)>,
 ) -> Vec<(OcsId, u16)> {
+    let mut index: BTreeMap<OcsId, BTreeMap<&str, u16>> = BTreeMap::new();
     let mut out = Vec::new();
     for (ocs, pair) in circuits {
         let Some(id) = topo.ocs_id(ocs) else { continue };
-        let ports = &topo.ocs_dev(id).ports;
+        let ports = index.entry(id).or_insert_with(|| {
+            (0..=u16::MAX)
+                .zip(topo.ocs_dev(id).ports.iter())
+                .map(|(i, p)| (&**p, i))
+                .collect()
+        });
         for name in [&pair.0, &pair.1] {
-            if let Some(i) = ports.iter().position(|p| &**p == name.as_str()) {
-                if let Ok(i) = u16::try_from(i) {
-                    out.push((id, i));
-                }
+            if let Some(&i) = ports.get(name.as_str()) {
+                out.push((id, i));
             }
         }
     }
@@ -296,13 +300,14 @@ fn stage_map(
         stage: stage_index,
         ocs: ocs.to_string(),
     })?;
-    let ports = &topo.ocs_dev(id).ports;
+    let ports: BTreeSet<&str> = topo.ocs_dev(id).ports.iter().map(|p| &**p).collect();
+    let talking: BTreeSet<&String> = stage.jobs.iter().collect();
     let mut seen = BTreeSet::new();
     let mut map = OcsMap::new();
     for c in circuits {
         for p in [&c.a, &c.b] {
             let port = || p.chars().take(64).collect::<String>();
-            if !ports.iter().any(|q| &**q == p.as_str()) {
+            if !ports.contains(p.as_str()) {
                 return Err(ScheduleError::UnknownPort {
                     stage: stage_index,
                     ocs: ocs.to_string(),
@@ -325,7 +330,7 @@ fn stage_map(
             }
         }
         let pair = Pair::new(&c.a, &c.b);
-        if let Some(job) = c.jobs.iter().find(|j| !stage.jobs.contains(j)) {
+        if let Some(job) = c.jobs.iter().find(|j| !talking.contains(j)) {
             return Err(ScheduleError::ComputingJob {
                 stage: stage_index,
                 ocs: ocs.to_string(),
@@ -415,10 +420,11 @@ pub fn busy_at_barrier(
     let (Some(leaving), Some(next)) = (schedule.stages.get(from), schedule.stages.get(to)) else {
         return BTreeMap::new();
     };
+    let next_jobs: BTreeSet<&String> = next.jobs.iter().collect();
     let across: BTreeSet<&String> = leaving
         .jobs
         .iter()
-        .filter(|j| next.jobs.contains(j))
+        .filter(|j| next_jobs.contains(j))
         .collect();
     let mut out: BTreeMap<String, BTreeMap<Pair, String>> = BTreeMap::new();
     for (ocs, circuits) in &leaving.ocs {

@@ -267,3 +267,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn schedule_files_are_read_under_a_bound_and_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.json");
+    std::fs::write(&p, serde_json::to_string(&two_groups()).unwrap()).unwrap();
+    assert_eq!(load(&p).unwrap(), two_groups());
+    std::fs::write(&p, "{\"topology\": \"t\",\n \"stagez\": []}").unwrap();
+    let e = load(&p).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}: unknown field `stagez`", p.display())),
+        "{e}"
+    );
+    assert!(e.contains("line 2"), "{e}");
+    std::fs::write(&p, vec![b' '; MAX_SCHEDULE_BYTES + 1]).unwrap();
+    assert!(matches!(load(&p), Err(LoadError::TooLarge { .. })));
+    let e = load(&dir.path().join("none.json")).unwrap_err().to_string();
+    assert!(e.contains("none.json: "), "{e}");
+}
