@@ -260,8 +260,11 @@ async fn switch_one(
         )
         .await?;
         bounded(ocs, stage, "commit", t, drv.commit(None)).await?;
-        if !change.connect.is_empty() {
-            tokio::time::sleep_until(sent + opts.switch_delay).await;
+        // A deadline already past gets no timer (tokio would still round
+        // the wait up to its next millisecond tick).
+        let settled = sent + opts.switch_delay;
+        if !change.connect.is_empty() && settled > Instant::now() {
+            tokio::time::sleep_until(settled).await;
         }
     }
     let text = bounded(ocs, stage, "read back", t, drv.get_config()).await?;
