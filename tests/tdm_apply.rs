@@ -21,17 +21,22 @@ use vclos::topology::{self, OcsId, Topology};
 use vclos_drivers::{ErrorKind, LoadMode};
 
 const TESTBED: &str = include_str!("../topologies/testbed-ocs.yaml");
+const CLUSTER512: &str = include_str!("../topologies/cluster512-ocs.yaml");
 const PW_VAR: &str = "VCLOS_TEST_TDM_PW";
 
-/// The fabric (50 ms MEMS switching) and the topology aimed at it.
+/// The testbed fabric (50 ms MEMS switching) and the topology aimed at it.
 async fn fabric(dir: &tempfile::TempDir) -> (EmulatedFabric, Arc<Topology>) {
+    fabric_of(dir, TESTBED).await
+}
+
+async fn fabric_of(dir: &tempfile::TempDir, yaml: &str) -> (EmulatedFabric, Arc<Topology>) {
     std::env::set_var(PW_VAR, "admin");
-    let topo = Arc::new(topology::from_str("testbed-ocs.yaml", TESTBED).unwrap());
+    let topo = Arc::new(topology::from_str("topology.yaml", yaml).unwrap());
     let fab = EmulatedFabric::start(topo, FabricOptions::default())
         .await
         .unwrap();
     let text = fab
-        .aim("t", TESTBED, &dir.path().join("known_hosts"), PW_VAR)
+        .aim("t", yaml, &dir.path().join("known_hosts"), PW_VAR)
         .unwrap();
     (
         fab,
@@ -382,4 +387,67 @@ async fn the_emulated_ocs_itself_refuses_a_transition_cutting_a_busy_link() {
     drv.commit(None).await.unwrap();
     assert_eq!(names(&model, &model.patches()), map(1));
     drv.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn several_ocs_switch_at_one_barrier_and_only_those_that_change_get_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fab, topo) = fabric_of(&dir, CLUSTER512).await;
+    // ocs1 and ocs2 rewire at the barrier, ocs3 keeps its map, ocs4 is not
+    // in the schedule.
+    let map = |pairs: &[(u32, u32)], job: &str| -> Vec<Circuit> {
+        pairs.iter().map(|&(a, b)| circuit(a, b, &[job])).collect()
+    };
+    let stage_of = |job: &str, rewired: &[(u32, u32)]| Stage {
+        jobs: vec![job.to_string()],
+        time_s: 0.01,
+        ocs: BTreeMap::from([
+            ("ocs1".to_string(), map(rewired, job)),
+            ("ocs2".to_string(), map(rewired, job)),
+            ("ocs3".to_string(), map(&[(1, 2), (3, 4)], job)),
+        ]),
+    };
+    let s = Schedule {
+        topology: "cluster512-ocs".into(),
+        stages: vec![
+            stage_of("a", &[(1, 5), (2, 6)]),
+            stage_of("b", &[(1, 6), (2, 5)]),
+        ],
+        ..three_stages()
+    };
+    // ocs3's circuits carry a in stage 0 and b in stage 1: neither job
+    // crosses the barrier, and the circuits stay anyway.
+    let v = transition::validate(&s, &topo).unwrap();
+    let ocs4 = topo.ocs_id("ocs4").unwrap();
+    let ocs4_before = fab.ocs(ocs4).patches();
+    let mut events = Vec::new();
+    let factory = TopologyDrivers::new(topo.clone());
+    let mut on_event = |e: &TdmEvent| events.push(e.clone());
+    run::run(&s, &v, &factory, &RunOptions::new(&s), None, &mut on_event)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let switched: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            TdmEvent::Switched { ocs, .. } => Some(ocs.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(switched.len(), 1);
+    let by_name: BTreeMap<&str, _> = switched[0].iter().map(|r| (r.ocs.as_str(), r)).collect();
+    assert_eq!(
+        by_name.keys().copied().collect::<Vec<_>>(),
+        ["ocs1", "ocs2", "ocs3"]
+    );
+    for o in ["ocs1", "ocs2"] {
+        assert_eq!(ports_in(&by_name[o].commands).len(), 4, "{o}");
+        let m = fab.ocs(topo.ocs_id(o).unwrap());
+        assert_eq!(names(m, &m.patches()), v.maps[1][o]);
+    }
+    assert!(by_name["ocs3"].commands.is_empty());
+    let m3 = fab.ocs(topo.ocs_id("ocs3").unwrap());
+    assert_eq!(names(m3, &m3.patches()), v.maps[1]["ocs3"]);
+    // The OCS outside the schedule was never logged in to, nor changed.
+    assert_eq!(fab.faults("ocs4").unwrap().logins(), 0);
+    assert_eq!(fab.ocs(ocs4).patches(), ocs4_before);
 }
