@@ -36,6 +36,7 @@ mod slurm;
 mod status;
 mod sweep;
 mod tdm;
+mod tdm_apply;
 mod topology;
 mod trace;
 mod verify;

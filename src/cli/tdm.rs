@@ -1,4 +1,5 @@
-//! `vclos tdm plan`: TDM schedules for pod groups (issue 19; docs/tdm.md).
+//! `vclos tdm plan` and `vclos tdm apply`: TDM schedules for pod groups
+//! (issue 19; docs/tdm.md).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,11 +9,17 @@ use clap::{Args, Subcommand, ValueEnum};
 use vclos::tdm::{self, Jobs, Schedule, Settings, Variant};
 use vclos::topology;
 
+use super::tdm_apply::{self, ApplyArgs};
+
 #[derive(Debug, Subcommand)]
 pub enum TdmCmd {
     /// Group the jobs of each pod group, plan the OCS circuits of every
     /// stage and print the schedules (one per pod group with jobs).
     Plan(PlanArgs),
+    /// Install a schedule on the OCS and switch at every stage barrier,
+    /// touching only the ports that change (`--dry-run`: print the TL1
+    /// commands instead).
+    Apply(ApplyArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -50,6 +57,7 @@ pub struct PlanArgs {
 pub fn run(cmd: TdmCmd) -> Result<ExitCode> {
     match cmd {
         TdmCmd::Plan(a) => plan(a),
+        TdmCmd::Apply(a) => tdm_apply::run(a),
     }
 }
 

@@ -118,6 +118,45 @@ impl BusyOracle for StaticBusy {
     }
 }
 
+/// The links of a TDM stage's communicating jobs (issue 19): a busy set
+/// replaced as a whole whenever the hosts' phase changes. During stage `k`
+/// the hosts mark every circuit carrying a job; at the barrier ending it,
+/// only the circuits of jobs that keep communicating into stage `k + 1`
+/// ([`crate::tdm::transition::busy_at_barrier`]). The OCS then refuses, by
+/// itself, a transition that would cut a link in use.
+#[derive(Debug, Default)]
+pub struct StageBusy {
+    ports: Mutex<HashSet<(OcsId, u16)>>,
+}
+
+impl StageBusy {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replace the busy set.
+    pub fn set(&self, ports: impl IntoIterator<Item = (OcsId, u16)>) {
+        if let Ok(mut p) = self.ports.lock() {
+            *p = ports.into_iter().collect();
+        }
+    }
+
+    /// Nothing busy (no stage running).
+    pub fn clear(&self) {
+        self.set([]);
+    }
+}
+
+impl BusyOracle for StageBusy {
+    fn busy(&self, ocs: OcsId, port: u16) -> bool {
+        // A poisoned lock answers "busy", as StaticBusy's does.
+        self.ports
+            .lock()
+            .map(|p| p.contains(&(ocs, port)))
+            .unwrap_or(true)
+    }
+}
+
 /// Test traffic over one port for as long as the guard lives.
 #[derive(Debug)]
 pub struct TrafficGuard {
@@ -178,5 +217,16 @@ mod tests {
         assert!(!any.busy(OcsId(0), 1));
         a.start_traffic(OcsId(0), 1);
         assert!(any.busy(OcsId(0), 1));
+    }
+
+    #[test]
+    fn a_stage_busy_set_is_replaced_whole() {
+        let s = StageBusy::new();
+        s.set([(OcsId(0), 1), (OcsId(0), 17)]);
+        assert!(s.busy(OcsId(0), 17) && !s.busy(OcsId(0), 2));
+        s.set([(OcsId(0), 2)]);
+        assert!(!s.busy(OcsId(0), 1) && s.busy(OcsId(0), 2));
+        s.clear();
+        assert!(!s.busy(OcsId(0), 2));
     }
 }

@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use vclos_drivers::netconf::xml::Element;
 
-use super::busy::{AnyBusy, BusyOracle, StaticBusy};
+use super::busy::{AnyBusy, BusyOracle, StageBusy, StaticBusy};
 use super::cli::SwitchDevice;
 use super::faults::Faults;
 use super::netconf::NetconfDevice;
@@ -154,6 +154,7 @@ pub struct EmulatedFabric {
     ocs: Vec<Arc<OcsModel>>,
     faults: BTreeMap<String, Arc<Faults>>,
     traffic: Arc<StaticBusy>,
+    stage: Arc<StageBusy>,
     endpoints: BTreeMap<String, Endpoint>,
     switches: BTreeMap<String, Switch>,
     known_hosts: String,
@@ -245,7 +246,9 @@ impl EmulatedFabric {
         let steered = Arc::new(SteeredBusy::new(topology.clone(), |name| {
             switches.get(name).cloned()
         }));
-        let busy: Arc<dyn BusyOracle> = Arc::new(AnyBusy(vec![traffic.clone(), steered]));
+        let stage = Arc::new(StageBusy::new());
+        let busy: Arc<dyn BusyOracle> =
+            Arc::new(AnyBusy(vec![traffic.clone(), stage.clone(), steered]));
         let mut ocs = Vec::new();
         let mut servers = Vec::new();
         let mut endpoints = BTreeMap::new();
@@ -316,6 +319,7 @@ impl EmulatedFabric {
             ocs,
             faults,
             traffic,
+            stage,
             endpoints,
             switches,
             known_hosts,
@@ -429,5 +433,12 @@ impl EmulatedFabric {
     /// Test traffic: ports marked here count as busy for the idle-only rule.
     pub fn traffic(&self) -> &Arc<StaticBusy> {
         &self.traffic
+    }
+
+    /// The links a running TDM stage uses (issue 19): set by the hosts (or
+    /// a test standing in for them); they count as busy for the idle-only
+    /// rule, so the OCS itself refuses a transition cutting one.
+    pub fn stage_busy(&self) -> &Arc<StageBusy> {
+        &self.stage
     }
 }

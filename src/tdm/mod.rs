@@ -6,7 +6,11 @@
 //! installs. The planner is pure: [`job`] (the jobs file, Eq. 8),
 //! [`traffic`] (Eq. 4-5), [`ring`] (Algorithm 3), [`circuits`] (Algorithm 2,
 //! Eq. 2 and 6), [`grouping`] (Eq. 1-3, Algorithm 1) and [`plan`] (pod
-//! groups, cross-connect ports, the [`Schedule`] documents).
+//! groups, cross-connect ports, the [`Schedule`] documents). Applying one:
+//! [`transition`] checks a schedule against a topology and computes each
+//! stage barrier's minimal OCS change under the idle-link rule; [`run`]
+//! installs the schedule on the OCS through their TL1 drivers and switches
+//! at every barrier.
 
 pub mod circuits;
 pub mod grouping;
@@ -14,10 +18,12 @@ pub mod job;
 pub mod plan;
 pub mod replay;
 pub mod ring;
+pub mod run;
 pub mod schedule;
 pub mod sweep;
 pub mod synth;
 pub mod traffic;
+pub mod transition;
 
 pub use job::{JobKind, Jobs};
 pub use plan::{plan, PlanError, Settings};

@@ -11,6 +11,7 @@ use serde_yaml_ng::Value;
 
 use super::*;
 use crate::topology::generate::{self, Params};
+use crate::topology::testbed_ocs as testbed;
 
 /// RFC 1123 subdomain: HyperNode `exactMatch.name` in the Volcano CRD,
 /// Kubernetes object and node names.
@@ -26,14 +27,6 @@ fn k8s_name(s: &str) -> bool {
 
 fn label_value(s: &str) -> bool {
     s.len() <= 63 && Regex::new(LABEL_VALUE).unwrap().is_match(s)
-}
-
-fn testbed() -> Topology {
-    crate::topology::from_str(
-        "testbed-ocs.yaml",
-        include_str!("../../topologies/testbed-ocs.yaml"),
-    )
-    .unwrap()
 }
 
 fn generated(leaves: u32, servers_per_leaf: u32, ocs: u32) -> Topology {

@@ -254,6 +254,17 @@ pub fn from_bytes(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError> {
     build::build(file, bytes)
 }
 
+/// The bundled `topologies/testbed-ocs.yaml`, for unit tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn testbed_ocs() -> Topology {
+    from_str(
+        "testbed-ocs.yaml",
+        include_str!("../../topologies/testbed-ocs.yaml"),
+    )
+    .unwrap()
+}
+
 /// Parse and validate topology YAML text.
 pub fn from_str(file: &str, text: &str) -> Result<Topology, TopologyError> {
     build::build(file, text.as_bytes())

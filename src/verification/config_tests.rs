@@ -9,15 +9,8 @@ use super::*;
 use crate::decision::Decision;
 use crate::dialect::dialect;
 use crate::intent::{self, Item, PortName};
+use crate::topology::testbed_ocs as testbed;
 use crate::topology::{self, Topology};
-
-fn testbed() -> Topology {
-    topology::from_str(
-        "testbed-ocs.yaml",
-        include_str!("../../topologies/testbed-ocs.yaml"),
-    )
-    .unwrap()
-}
 
 fn jobs(t: &Topology) -> Vec<Decision> {
     let a = ["spine1-1", "spine1-2", "spine1-3", "spine1-4"];

@@ -102,6 +102,11 @@ pub struct Service {
 /// The emulated testbed-ocs fabric (OCS switching at 0 ms) and the
 /// topology file it wrote (`dir/emu.yaml`), which names its endpoints.
 pub fn emulated_fabric(dir: &Path) -> (Kill, PathBuf) {
+    emulated_fabric_switching(dir, 0)
+}
+
+/// The same with the OCS switching in `switch_ms` milliseconds.
+pub fn emulated_fabric_switching(dir: &Path, switch_ms: u32) -> (Kill, PathBuf) {
     let topo = dir.join("emu.yaml");
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");
     let (emu, line) = start(&[
@@ -110,7 +115,7 @@ pub fn emulated_fabric(dir: &Path) -> (Kill, PathBuf) {
         "--topology",
         source,
         "--switch-delay-ms",
-        "0",
+        &switch_ms.to_string(),
         "--write-topology",
         topo.to_str().unwrap(),
     ]);
