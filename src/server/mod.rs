@@ -802,12 +802,9 @@ impl App {
 }
 
 fn busy(detail: &str) -> Response {
-    let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail).into_response();
-    r.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from_static("1"),
-    );
-    r
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+        .retry_soon()
+        .into_response()
 }
 
 /// The failure cause a status stands for (`vclos_failures_total`).
@@ -943,14 +940,10 @@ async fn not_leader(f: &Fabric) -> Response {
         None => "this instance is a follower and no leader is elected right now; retry shortly"
             .to_string(),
     };
-    let mut r = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
         .with("leader", json!(leader))
-        .into_response();
-    r.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from_static("1"),
-    );
-    r
+        .retry_soon()
+        .into_response()
 }
 
 /// The leader's advertised URL, as its lock record says.
@@ -1008,6 +1001,9 @@ fn jobs_problem(e: &JobsError) -> Problem {
         JobsError::Placement(PlacementError::Given { field, .. }) => {
             p.field(field.as_deref().unwrap_or("servers"))
         }
+        // The store (etcd) briefly unavailable, or this leader deposed:
+        // nothing changed, and a retry soon (at the new leader) may work.
+        JobsError::Remote(_) => p.retry_soon(),
         _ => p,
     }
 }

@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 pub struct Problem {
     status: StatusCode,
     body: Map<String, Value>,
+    /// Send `Retry-After: 1`: trying again soon may succeed.
+    retry: bool,
 }
 
 impl Problem {
@@ -27,7 +29,17 @@ impl Problem {
         );
         body.insert("status".into(), status.as_u16().into());
         body.insert("detail".into(), detail.into().into());
-        Problem { status, body }
+        Problem {
+            status,
+            body,
+            retry: false,
+        }
+    }
+
+    /// Tell the client to try again in a second (`Retry-After: 1`).
+    pub fn retry_soon(mut self) -> Problem {
+        self.retry = true;
+        self
     }
 
     /// Name the request field at fault.
@@ -53,6 +65,10 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.retry {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         r
     }
 }

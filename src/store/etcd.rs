@@ -251,12 +251,27 @@ impl EtcdStore {
     /// repeated (a compare-and-swap repeated after it applied would read as
     /// a conflict).
     async fn txn(&self, txn: Txn) -> Result<TxnResponse, JobsError> {
+        self.send(txn, false).await
+    }
+
+    /// A transaction that only reads: repeated on any error until the
+    /// timeout, since reading twice changes nothing (an etcd leader
+    /// election, "etcdserver: leader changed", lasts about a second).
+    async fn read(&self, txn: Txn) -> Result<TxnResponse, JobsError> {
+        self.send(txn, true).await
+    }
+
+    async fn send(&self, txn: Txn, read: bool) -> Result<TxnResponse, JobsError> {
         let deadline = tokio::time::Instant::now() + self.options.timeout;
         let mut left = self.options.endpoints.len().max(1);
         loop {
             let mut kv = self.kv.clone();
             match tokio::time::timeout_at(deadline, kv.txn(txn.clone())).await {
                 Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) if read => {
+                    debug!(store = %self.location(), error = %e, "read failed; again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Ok(Err(e)) if left > 1 && never_sent(&e) => {
                     debug!(store = %self.location(), error = %e, "a member is down; another one");
                     left -= 1;
@@ -694,7 +709,7 @@ impl Store for EtcdStore {
 
     async fn load(&self) -> Result<Committed, JobsError> {
         let r = self
-            .txn(Txn::new().and_then(vec![
+            .read(Txn::new().and_then(vec![
                 TxnOp::get(self.key("state"), None),
                 TxnOp::get(self.key("txn"), None),
             ]))
@@ -717,7 +732,7 @@ impl Store for EtcdStore {
 
     async fn journal(&self) -> Result<Option<Journal>, JobsError> {
         let r = self
-            .txn(Txn::new().and_then(vec![TxnOp::get(self.key("journal"), None)]))
+            .read(Txn::new().and_then(vec![TxnOp::get(self.key("journal"), None)]))
             .await?;
         got(&r, 0).map(|kv| self.parse_journal(&kv)).transpose()
     }
@@ -932,7 +947,7 @@ impl Store for EtcdStore {
 
     async fn writer(&self) -> Result<Option<Option<Holder>>, JobsError> {
         let r = self
-            .txn(Txn::new().and_then(vec![TxnOp::get(self.key("lock"), None)]))
+            .read(Txn::new().and_then(vec![TxnOp::get(self.key("lock"), None)]))
             .await?;
         Ok(got(&r, 0).map(|kv| serde_json::from_slice::<Holder>(kv.value()).ok()))
     }
