@@ -118,6 +118,9 @@ async fn lead(app: &App, lock: Box<dyn crate::store::WriterLock>) -> bool {
 async fn step_down(app: &App) {
     let mut f = app.fabric.lock().await;
     f.unlock();
+    // A follower changes no device: its kept sessions go back to the
+    // devices (a read opens one again when needed).
+    f.shutdown().await;
     drop(f);
     app.set_leader(false, None);
     warn!("lost the lease: stepped down to follower; campaigning again");
