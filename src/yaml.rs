@@ -86,6 +86,57 @@ pub struct Shape {
     pub depth: usize,
 }
 
+/// Why a small YAML input file (a jobs or profiles file) could not be
+/// read or passed the bounds; its name (and line) in every message.
+#[derive(Debug, Error)]
+pub enum FileError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not UTF-8 text")]
+    NotUtf8 { file: String },
+    #[error("{}: {reason}", at(file, *line))]
+    Limit {
+        file: String,
+        line: Option<usize>,
+        reason: LimitError,
+    },
+}
+
+/// `file:line`, or `file` without a line.
+pub fn at(file: &str, line: Option<usize>) -> String {
+    match line {
+        Some(l) => format!("{file}:{l}"),
+        None => file.to_string(),
+    }
+}
+
+/// The text of `path`, read up to `limit` bytes, and its name for
+/// messages.
+pub fn read_text(path: &std::path::Path, limit: usize) -> Result<(String, String), FileError> {
+    let file = path.display().to_string();
+    let bytes = read_capped(path, limit).map_err(|source| FileError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((file, text)),
+        Err(_) => Err(FileError::NotUtf8 { file }),
+    }
+}
+
+/// [`check`], the refusal naming `file` and the line.
+pub fn check_file(file: &str, text: &str, limits: &Limits) -> Result<Shape, FileError> {
+    check(text, limits).map_err(|reason| FileError::Limit {
+        file: file.into(),
+        line: reason.line(),
+        reason,
+    })
+}
+
 /// Read at most `limit + 1` bytes of `path`: enough to tell a file over
 /// the limit without reading all of it (a file may also grow while read).
 pub fn read_capped(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {

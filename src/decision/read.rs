@@ -13,7 +13,7 @@ use std::path::Path;
 use thiserror::Error;
 
 use super::Decision;
-use crate::yaml::{self, LimitError, Limits};
+use crate::yaml::{self, at, LimitError, Limits};
 
 /// Largest decision file read. A decision for every GPU of a 2048-GPU
 /// fabric is about 0.5 MB; 8 MiB leaves room for far larger fabrics.
@@ -50,14 +50,6 @@ pub enum DecisionError {
         line: Option<usize>,
         message: String,
     },
-}
-
-/// `file:line`, or `file` alone when the line is not known.
-fn at(file: &str, line: Option<usize>) -> String {
-    match line {
-        Some(l) => format!("{file}:{l}"),
-        None => file.to_string(),
-    }
 }
 
 /// Read and parse the decision in `path`.

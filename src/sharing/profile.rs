@@ -42,7 +42,7 @@ use std::path::Path;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::yaml::{self, LimitError, Limits};
+use crate::yaml::{self, at, LimitError, Limits};
 
 use crate::trace::workload::MAX_ITERATION_MS;
 use crate::trace::Workload;
@@ -197,20 +197,9 @@ pub struct Profiles {
 /// Why a profiles file could not be used.
 #[derive(Debug, Error)]
 pub enum ProfilesError {
-    #[error("{file}: cannot read: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{file}: not UTF-8 text")]
-    NotUtf8 { file: String },
-    #[error("{}: {reason}", at(file, *line))]
-    Limit {
-        file: String,
-        line: Option<usize>,
-        reason: LimitError,
-    },
+    /// Unreadable, not UTF-8, or over the input bounds.
+    #[error(transparent)]
+    File(#[from] yaml::FileError),
     #[error("{}: not a profiles file (model: list of {{ms, demand}} phases): {message}", at(file, *line))]
     Parse {
         file: String,
@@ -227,41 +216,27 @@ pub enum ProfilesError {
     },
 }
 
-fn at(file: &str, line: Option<usize>) -> String {
-    match line {
-        Some(l) => format!("{file}:{l}"),
-        None => file.to_string(),
-    }
-}
-
 impl Profiles {
     /// Read a profiles file (module doc).
     pub fn read_file(path: &Path) -> Result<Self, ProfilesError> {
-        let file = path.display().to_string();
-        let bytes =
-            yaml::read_capped(path, MAX_PROFILES_BYTES).map_err(|source| ProfilesError::Io {
-                file: file.clone(),
-                source,
-            })?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|_| ProfilesError::NotUtf8 { file: file.clone() })?;
-        Self::from_text(&file, text)
+        let (file, text) = yaml::read_text(path, MAX_PROFILES_BYTES)?;
+        Self::from_text(&file, &text)
     }
 
     /// Parse a profiles file's text; `file` names it in errors.
     pub fn from_text(file: &str, text: &str) -> Result<Self, ProfilesError> {
-        let limit = |reason: LimitError| ProfilesError::Limit {
-            file: file.into(),
-            line: reason.line(),
-            reason,
-        };
         if text.len() > MAX_PROFILES_BYTES {
-            return Err(limit(LimitError::TooLarge {
-                size: text.len(),
-                limit: MAX_PROFILES_BYTES,
-            }));
+            return Err(yaml::FileError::Limit {
+                file: file.into(),
+                line: None,
+                reason: LimitError::TooLarge {
+                    size: text.len(),
+                    limit: MAX_PROFILES_BYTES,
+                },
+            }
+            .into());
         }
-        yaml::check(text, &PROFILES_LIMITS).map_err(limit)?;
+        yaml::check_file(file, text, &PROFILES_LIMITS)?;
         let raw: BTreeMap<String, Vec<PhaseSpec>> =
             serde_yaml_ng::from_str(text).map_err(|e| ProfilesError::Parse {
                 file: file.into(),

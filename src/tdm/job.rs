@@ -56,7 +56,7 @@ use std::path::Path;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::yaml::{self, LimitError, Limits};
+use crate::yaml::{self, at, Limits};
 
 /// Largest jobs file accepted.
 pub const MAX_JOBS_BYTES: usize = 4 * 1024 * 1024;
@@ -135,20 +135,9 @@ pub struct Jobs {
 
 #[derive(Debug, Error)]
 pub enum JobsError {
-    #[error("{file}: cannot read: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{file}: not UTF-8 text")]
-    NotUtf8 { file: String },
-    #[error("{}: {reason}", at(file, *line))]
-    Limit {
-        file: String,
-        line: Option<usize>,
-        reason: LimitError,
-    },
+    /// Unreadable, not UTF-8, or over the input bounds.
+    #[error(transparent)]
+    File(#[from] yaml::FileError),
     #[error("{}: not a jobs file: {message}", at(file, *line))]
     Parse {
         file: String,
@@ -163,13 +152,6 @@ pub enum JobsError {
         what: String,
         message: String,
     },
-}
-
-fn at(file: &str, line: Option<usize>) -> String {
-    match line {
-        Some(l) => format!("{file}:{l}"),
-        None => file.to_string(),
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,23 +202,13 @@ fn hidden_for(gb: f64) -> u32 {
 impl Jobs {
     /// Read and parse a jobs file.
     pub fn load(path: &Path) -> Result<Jobs, JobsError> {
-        let file = path.display().to_string();
-        let bytes = yaml::read_capped(path, MAX_JOBS_BYTES).map_err(|source| JobsError::Io {
-            file: file.clone(),
-            source,
-        })?;
-        let text =
-            std::str::from_utf8(&bytes).map_err(|_| JobsError::NotUtf8 { file: file.clone() })?;
-        Self::from_text(&file, text)
+        let (file, text) = yaml::read_text(path, MAX_JOBS_BYTES)?;
+        Self::from_text(&file, &text)
     }
 
     /// Parse a jobs file's text; `file` names it in errors.
     pub fn from_text(file: &str, text: &str) -> Result<Jobs, JobsError> {
-        yaml::check(text, &JOBS_LIMITS).map_err(|reason| JobsError::Limit {
-            file: file.into(),
-            line: reason.line(),
-            reason,
-        })?;
+        yaml::check_file(file, text, &JOBS_LIMITS)?;
         let raw: FileJobs = serde_yaml_ng::from_str(text).map_err(|e| JobsError::Parse {
             file: file.into(),
             line: e.location().map(|l| l.line()),
