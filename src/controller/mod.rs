@@ -24,7 +24,12 @@
 //!    Between prepare and the first commit the caller may hold the
 //!    transaction on a gate ([`apply_gated`]): prepare changes no running
 //!    configuration, so the job lifecycle lets its write-ahead journal reach
-//!    the disk meanwhile and only has the commits wait for it.
+//!    the disk meanwhile and only has the commits wait for it. A [`Guard`]
+//!    ([`apply_guarded`]) also sees the running configurations prepare read
+//!    (the lifecycle checks them for foreign steering there, instead of
+//!    reading the devices twice) and is asked again before every later
+//!    commit stage and any rollback: a writer that lost its lock (a deposed
+//!    leader, issue 18) stops touching devices ([`Outcome::Abandoned`]).
 //! 2. **Commit stage by stage**, in the order the caller gave (admission:
 //!    OCS rewiring, then spines, then leaves; release: the reverse). Devices
 //!    of one stage commit concurrently; stage N+1 starts only after every
