@@ -132,7 +132,7 @@ pub enum Outcome {
     /// fabric is in a mixed state. `devices` need an operator.
     RollbackFailed { cause: String, devices: Vec<String> },
     /// This writer lost its right to write (its lock, checked by the
-    /// [`crate::controller::Fence`] before every commit stage after the
+    /// [`crate::controller::Guard`] before every commit stage after the
     /// first and before a rollback) after commits began: it touched no
     /// device since. `devices` may hold the new configuration; the next
     /// writer settles them from its journal.
