@@ -260,3 +260,23 @@ impl Decision {
         !self.vclos.links.is_empty() || !self.vclos.cross_connects.is_empty()
     }
 }
+
+#[cfg(test)]
+impl Decision {
+    /// A stored decision for unit tests: `job` on GPU 0 of `srv1-1`.
+    #[allow(clippy::unwrap_used)]
+    pub(crate) fn one_gpu(job: &str) -> Decision {
+        Decision {
+            requested_gpus: None,
+            sharing: None,
+            job: JobId::new(job).unwrap(),
+            stage: Stage::Server,
+            gpus: vec![GpuRef {
+                server: "srv1-1".into(),
+                gpu: 0,
+            }],
+            vclos: Default::default(),
+            source_routes: vec![],
+        }
+    }
+}

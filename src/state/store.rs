@@ -298,22 +298,9 @@ pub fn write_atomic(dir: &Path, file: &Path, bytes: &[u8]) -> Result<(), StoreEr
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::decision::{GpuRef, Stage};
-    use crate::names::JobId;
 
     fn d(job: &str) -> Decision {
-        Decision {
-            requested_gpus: None,
-            sharing: None,
-            job: JobId::new(job).unwrap(),
-            stage: Stage::Server,
-            gpus: vec![GpuRef {
-                server: "srv1-1".into(),
-                gpu: 0,
-            }],
-            vclos: Default::default(),
-            source_routes: vec![],
-        }
+        Decision::one_gpu(job)
     }
 
     #[test]

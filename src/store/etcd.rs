@@ -424,6 +424,12 @@ impl EtcdStore {
     }
 }
 
+/// The comparison "`key` does not exist" (its `create_revision` is 0): an
+/// exclusive create.
+fn absent(key: &str) -> Compare {
+    Compare::create_revision(key, CompareOp::Equal, 0)
+}
+
 /// Whether a failed request never left this process: its connection
 /// could not be made (tonic's transport `ConnectError`, e.g. refused by a
 /// member that is down).
@@ -477,7 +483,7 @@ struct LeaseLock {
     /// Until when the lease is known alive (see [`Renewal`]).
     valid: Arc<Mutex<Instant>>,
     lost: tokio::sync::watch::Receiver<bool>,
-    /// Released already ([`WriterLock::release`]): nothing left for drop.
+    /// Disarmed already ([`WriterLock::release`], or drop).
     released: bool,
 }
 
@@ -533,16 +539,13 @@ impl WriterLock for LeaseLock {
     }
 
     async fn release(mut self: Box<Self>) {
-        self.keeper.abort();
-        if let Ok(mut f) = self.store.fence.lock() {
-            *f = None;
-        }
-        let mut client = self.store.client.clone();
-        let revoke = client.lease_revoke(self.fence.lease);
+        let Some((mut client, lease)) = self.disarm() else {
+            return;
+        };
+        let revoke = client.lease_revoke(lease);
         if let Ok(Err(e)) = tokio::time::timeout(self.store.options.timeout, revoke).await {
             debug!(error = %e, "revoking the writer lock's lease; it expires after its TTL");
         }
-        self.released = true;
     }
 
     async fn check(&self) -> Result<(), JobsError> {
@@ -607,20 +610,29 @@ impl WriterLock for LeaseLock {
     }
 }
 
-impl Drop for LeaseLock {
-    fn drop(&mut self) {
-        if self.released {
-            return;
+impl LeaseLock {
+    /// Stop keeping the lease alive and stop fencing this store's writes
+    /// with it; the client and lease to revoke, the first time only.
+    fn disarm(&mut self) -> Option<(Client, i64)> {
+        if std::mem::replace(&mut self.released, true) {
+            return None;
         }
         self.keeper.abort();
         if let Ok(mut f) = self.store.fence.lock() {
             *f = None;
         }
-        // Revoke the lease (the lock key goes with it); if the runtime is
-        // gone the lease expires after its TTL instead.
+        Some((self.store.client.clone(), self.fence.lease))
+    }
+}
+
+impl Drop for LeaseLock {
+    fn drop(&mut self) {
+        // Revoke the lease (the lock key goes with it) in the background;
+        // if the runtime is gone the lease expires after its TTL instead.
+        let Some((mut client, lease)) = self.disarm() else {
+            return;
+        };
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let mut client = self.store.client.clone();
-            let lease = self.fence.lease;
             rt.spawn(async move {
                 let _ = client.lease_revoke(lease).await;
             });
@@ -685,11 +697,7 @@ impl Store for EtcdStore {
         let r = self
             .txn(
                 Txn::new()
-                    .when(vec![Compare::create_revision(
-                        key.clone(),
-                        CompareOp::Equal,
-                        0,
-                    )])
+                    .when(vec![absent(&key)])
                     .and_then(vec![
                         TxnOp::put(key.clone(), value, None),
                         TxnOp::put(self.key("txn"), "0", None),
@@ -744,7 +752,7 @@ impl Store for EtcdStore {
             message: e.to_string(),
         })?;
         self.checked_len(&key, &value)?;
-        let mut when = vec![Compare::create_revision(key.clone(), CompareOp::Equal, 0)];
+        let mut when = vec![absent(&key)];
         when.extend(self.fence());
         let r = self
             .txn(
@@ -873,11 +881,7 @@ impl Store for EtcdStore {
             let r = self
                 .txn(
                     Txn::new()
-                        .when(vec![Compare::create_revision(
-                            key.clone(),
-                            CompareOp::Equal,
-                            0,
-                        )])
+                        .when(vec![absent(&key)])
                         .and_then(vec![TxnOp::put(
                             key.clone(),
                             value.clone(),
