@@ -60,22 +60,8 @@ fn curl(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, serde_json::Value, i32) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method])
-        .arg("--cacert")
-        .arg(cacert)
-        .arg(url);
-    if let Some(t) = token {
-        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
-    }
-    if let Some(b) = body {
-        cmd.args(["-H", "Content-Type: application/json", "--data-binary", b]);
-    }
-    let o = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    let v = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
-    (code.parse().unwrap(), v, o.status.code().unwrap_or(-1))
+    let cacert = cacert.to_str().unwrap();
+    serve_common::curl_with(&["--cacert", cacert], url, method, body, token)
 }
 
 #[test]

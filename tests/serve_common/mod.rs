@@ -72,10 +72,24 @@ pub fn curl(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, serde_json::Value) {
+    let (code, v, _) = curl_with(&[], &format!("{url}{path}"), method, body, token);
+    (code, v)
+}
+
+/// `curl` with `extra` arguments (e.g. `--cacert FILE`) on a whole URL;
+/// (status, body as JSON or text, curl's exit code). Status 0: no answer.
+pub fn curl_with(
+    extra: &[&str],
+    url: &str,
+    method: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, serde_json::Value, i32) {
     let mut cmd = Command::new("curl");
     cmd.args(["-sS", "--max-time", "30", "-o", "-", "-w", "\n%{http_code}"])
         .args(["-X", method])
-        .arg(format!("{url}{path}"));
+        .args(extra)
+        .arg(url);
     if let Some(t) = token {
         cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
     }
@@ -86,7 +100,7 @@ pub fn curl(
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     let (body, code) = text.rsplit_once('\n').unwrap();
     let v = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.to_string()));
-    (code.parse().unwrap(), v)
+    (code.parse().unwrap(), v, o.status.code().unwrap_or(-1))
 }
 
 pub struct Service {
