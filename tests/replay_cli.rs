@@ -697,3 +697,36 @@ fn profiles_file_is_read_and_checked() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("bad.yaml"), "{}", stderr(&o));
 }
+
+#[test]
+fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let strict = replay_512_json(&trace, "vclos", &["--network", "ideal"]);
+    let easy = replay_512_json(
+        &trace,
+        "vclos",
+        &["--network", "ideal", "--backfill", "easy"],
+    );
+    assert_eq!(strict["backfill"], "none");
+    assert_eq!(strict["backfilled_jobs"], 0);
+    assert_eq!(easy["backfill"], "easy");
+    assert!(easy["backfilled_jobs"].as_u64().unwrap() > 0, "{easy}");
+    assert_eq!(easy["completed"], strict["completed"]);
+    assert_eq!(easy["isolation_violations"], 0);
+    assert!(
+        easy["avg_jwt_s"].as_f64().unwrap() < strict["avg_jwt_s"].as_f64().unwrap(),
+        "{easy} vs {strict}"
+    );
+    // A depth of one tries fewer jobs behind the head.
+    let shallow = replay_512_json(
+        &trace,
+        "vclos",
+        &["--network", "ideal", "--backfill", "easy", "--backfill-depth", "1"],
+    );
+    assert!(shallow["backfilled_jobs"].as_u64() < easy["backfilled_jobs"].as_u64());
+    let err = replay_512_refused(&trace, "vclos", &["--backfill", "conservative"]);
+    assert!(err.contains("conservative"), "{err}");
+    let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "0"]);
+    assert!(err.contains("--backfill-depth"), "{err}");
+}

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vclos::network::model::Congestion;
 use vclos::network::routes::{Router, Routing};
 use vclos::placement::{self, Policy};
-use vclos::replay::{self, Ledger, QueuePolicy, ReplayOptions, Report};
+use vclos::replay::{self, Backfill, Ledger, QueuePolicy, ReplayOptions, Report};
 use vclos::sharing::profile::Profiles;
 use vclos::{topology, trace};
 
@@ -26,9 +26,11 @@ pub struct ReplayArgs {
     trace: PathBuf,
     #[arg(long, value_enum)]
     policy: Policy,
-    /// Queue order (all with head-of-line blocking).
+    /// Queue order (all with head-of-line blocking unless --backfill).
     #[arg(long, value_parser = parse_queue, default_value = "fifo")]
     queue: QueuePolicy,
+    #[command(flatten)]
+    backfill: BackfillArgs,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
@@ -59,6 +61,37 @@ pub struct ReplayArgs {
     seed: u64,
 }
 
+/// `--backfill`, `--backfill-depth` (replay and sweep).
+#[derive(Debug, Args)]
+pub(super) struct BackfillArgs {
+    /// `easy`: while the queue head is blocked, start jobs behind it that
+    /// end before its reservation or fit in the GPUs it leaves (EASY
+    /// backfilling, as Slurm's sched/backfill; docs/performance.md);
+    /// `none`: strict head-of-line blocking (the paper's scheduler).
+    #[arg(long, value_parser = parse_backfill, default_value = "none")]
+    backfill: Backfill,
+    /// With `--backfill easy`: jobs behind the head tried per change of
+    /// the fabric (like Slurm's bf_max_job_test).
+    #[arg(long, value_name = "JOBS", default_value_t = replay::DEFAULT_BACKFILL_DEPTH as u32,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    backfill_depth: u32,
+}
+
+impl BackfillArgs {
+    pub(super) fn mode(&self) -> Backfill {
+        match self.backfill {
+            Backfill::None => Backfill::None,
+            Backfill::Easy { .. } => Backfill::Easy {
+                depth: self.backfill_depth as usize,
+            },
+        }
+    }
+}
+
+fn parse_backfill(s: &str) -> Result<Backfill, String> {
+    s.parse()
+}
+
 /// `--network`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(super) enum NetworkModel {
@@ -85,6 +118,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot replay on {}", a.topology.display()))?;
     let opts = ReplayOptions {
         queue: a.queue,
+        backfill: a.backfill.mode(),
         topology: topo.name.clone(),
         total_gpus: u32::try_from(topo.gpu_count()).ok(),
         ledger: Ledger::from_topology(&topo),
@@ -125,6 +159,10 @@ fn table(r: &Report) -> String {
     let mut rows: Vec<(&str, String)> = vec![
         ("policy", r.policy.clone()),
         ("queue", r.queue.to_string()),
+        (
+            "backfill",
+            format!("{} ({} jobs)", r.backfill, r.backfilled_jobs),
+        ),
         ("topology", r.topology.clone()),
         (
             "jobs",

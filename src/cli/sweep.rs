@@ -41,6 +41,8 @@ pub struct SweepArgs {
     /// Queues, comma-separated (fifo, sf, edf).
     #[arg(long, value_delimiter = ',', default_value = "fifo", value_parser = parse_queue)]
     queues: Vec<QueuePolicy>,
+    #[command(flatten)]
+    backfill: super::replay::BackfillArgs,
     /// Trace seeds, comma-separated (each also seeds ECMP).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
@@ -121,6 +123,7 @@ pub fn run(a: SweepArgs) -> Result<ExitCode> {
             _ => Sizes::Helios,
         },
         fair_share: a.network == NetworkModel::FairShare,
+        backfill: a.backfill.mode(),
     };
     let bar = progress_bar(grid.runs(), "replays");
     let rows = sweep::run(&topo, &grid, a.threads, &|| bar.inc(1))?;

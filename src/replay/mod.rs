@@ -12,7 +12,9 @@
 //! 2. enqueues every job arriving at that time,
 //! 3. repeatedly tries the queue head ([`QueuePolicy`]) until the head is
 //!    blocked — head-of-line blocking, as in the paper — or the queue is
-//!    empty.
+//!    empty;
+//! 4. with `--backfill easy`, while the head is blocked, starts jobs behind
+//!    it that do not delay its reservation ([`backfill`]).
 //!
 //! A blocked head is retried only after something changed (a release, or a
 //! different job reached the head), since a placer decides on its state
@@ -29,6 +31,7 @@
 //! Each decision also goes through an independent [`Ledger`] that audits
 //! isolation from the decisions themselves; see its module doc.
 
+mod backfill;
 mod ledger;
 mod occupancy;
 mod queue;
@@ -40,6 +43,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
+pub use backfill::{Backfill, DEFAULT_DEPTH as DEFAULT_BACKFILL_DEPTH};
 pub use ledger::{initial_patches, Audit, Ledger};
 pub use queue::QueuePolicy;
 pub use report::{percentile, Report};
@@ -51,6 +55,7 @@ use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
 use crate::trace::Job;
+use backfill::{Allowed, Running};
 use occupancy::Occupancy;
 use queue::{Key, Queue};
 
@@ -58,6 +63,8 @@ use queue::{Key, Queue};
 #[derive(Debug, Default)]
 pub struct ReplayOptions {
     pub queue: QueuePolicy,
+    /// May jobs start behind a blocked head ([`Backfill`]; default: no).
+    pub backfill: Backfill,
     /// Topology name, copied into the report.
     pub topology: String,
     /// GPUs in the fabric, for the utilisation figure.
@@ -158,8 +165,17 @@ pub fn replay_with_progress(
         occupancy,
         report: Report::new(opts.queue, &opts.topology, trace.len()),
         done: 0,
+        backfill: Filler {
+            mode: opts.backfill,
+            running: Running::new(trace.len()),
+            refused_in: vec![u64::MAX; trace.len()],
+            epoch: 0,
+            total_gpus: opts.total_gpus.map_or(0, u64::from),
+            per_server: per_server.map_or(0, u32::from),
+        },
     };
     run.report.policy = run.placer.name().to_string();
+    run.report.backfill = opts.backfill.to_string();
     if fair_share {
         run.report.network = "fair-share".to_string();
         run.report.congestion = format!("{:?}", opts_congestion).to_lowercase();
@@ -196,6 +212,9 @@ pub fn replay_with_progress(
         if run.queue.head() != stuck_head {
             stuck_head = run.schedule(now)?;
         }
+        if let Some(head) = stuck_head {
+            run.fill_behind(head, now)?;
+        }
         progress(Progress {
             done: run.done,
             total: trace.len(),
@@ -223,66 +242,134 @@ struct Run<'a> {
     occupancy: Option<Occupancy>,
     report: Report,
     done: usize,
+    backfill: Filler,
+}
+
+/// What `--backfill` needs beyond the queue (module [`backfill`]).
+struct Filler {
+    mode: Backfill,
+    running: Running,
+    /// Per trace job, the epoch in which it was last refused behind the
+    /// head (`u64::MAX`: never).
+    refused_in: Vec<u64>,
+    /// Releases so far: a job refused in this epoch would be refused again.
+    epoch: u64,
+    total_gpus: u64,
+    per_server: u32,
+}
+
+/// What one `place` call did to a queued job.
+enum Tried {
+    Started,
+    Blocked,
+    Dropped,
 }
 
 impl Run<'_> {
     /// Start jobs from the head until it blocks; return the blocked head.
     fn schedule(&mut self, now: f64) -> Result<Option<usize>, ReplayError> {
         while let Some(idx) = self.queue.head() {
-            let job = &self.trace[idx];
-            let request = JobRequest {
-                id: job.id.clone(),
-                gpus: job.gpus,
-                collective: Some(job.workload.collective),
-                model: job.workload.model.clone(),
-                profile: Some(self.profiles.as_ref().map_or_else(
-                    || Profile::of_workload(&job.workload),
-                    |p| p.of_workload(&job.workload),
-                )),
-            };
-            let t0 = Instant::now();
-            let outcome = self.placer.place(&request);
-            self.decision_ns
-                .push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
-            self.report.place_calls += 1;
-            match outcome {
-                Ok(Outcome::Placed(d)) => {
-                    self.queue.pop();
-                    self.start(idx, now, &d)?;
+            if let Tried::Blocked = self.try_place(idx, now)? {
+                if self.running_jobs() > 0 {
+                    return Ok(Some(idx));
                 }
-                Ok(Outcome::Blocked(cause)) => {
-                    self.blocked(idx, cause);
-                    if self.running_jobs() > 0 {
-                        return Ok(Some(idx));
-                    }
-                    // Nothing runs and the fabric is still too small.
-                    tracing::warn!(job = %job.id, gpus = job.gpus, ?cause, "job can never be placed; dropped");
-                    self.queue.pop();
-                    self.drop_job(idx);
-                    self.report.unplaceable += 1;
-                }
-                Err(PlacementError::NoShape { .. }) => {
-                    tracing::warn!(job = %job.id, gpus = job.gpus, "no slice of this size or larger exists; dropped");
-                    self.queue.pop();
-                    self.drop_job(idx);
-                    self.report.unplaceable += 1;
-                }
-                Err(PlacementError::TooLarge { .. } | PlacementError::Empty(_)) => {
-                    tracing::warn!(job = %job.id, gpus = job.gpus, "job larger than the fabric; rejected");
-                    self.queue.pop();
-                    self.drop_job(idx);
-                    self.report.rejected += 1;
-                }
-                Err(source) => {
-                    return Err(ReplayError::Placement {
-                        policy: self.placer.name(),
-                        job: job.id.clone(),
-                        source,
-                    })
-                }
+                // Nothing runs and the fabric is still too small.
+                let job = &self.trace[idx];
+                tracing::warn!(job = %job.id, gpus = job.gpus, "job can never be placed; dropped");
+                self.queue.remove(idx, job);
+                self.drop_job(idx);
+                self.report.unplaceable += 1;
             }
         }
         Ok(None)
+    }
+
+    /// EASY backfilling behind the blocked `head` ([`backfill`] module doc).
+    fn fill_behind(&mut self, head: usize, now: f64) -> Result<(), ReplayError> {
+        let Backfill::Easy { depth } = self.backfill.mode else {
+            return Ok(());
+        };
+        let f = &self.backfill;
+        let need = backfill::head_need(self.trace[head].gpus, f.per_server);
+        let mut reservation = f.running.reservation(f.total_gpus, need, now);
+        for idx in self.queue.behind_head(depth) {
+            let job = &self.trace[idx];
+            let gpus = u64::from(job.gpus);
+            let free = (self.backfill.total_gpus).saturating_sub(self.backfill.running.held());
+            if self.backfill.refused_in[idx] == self.backfill.epoch || gpus > free {
+                continue;
+            }
+            let allowed = reservation.allows(now, job.duration_s, gpus);
+            if allowed == Allowed::No {
+                continue;
+            }
+            match self.try_place(idx, now)? {
+                Tried::Started => {
+                    self.report.backfilled_jobs += 1;
+                    if allowed == Allowed::Extra {
+                        reservation.take(gpus);
+                    }
+                }
+                Tried::Blocked => self.backfill.refused_in[idx] = self.backfill.epoch,
+                Tried::Dropped => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// One `place` call for queued job `idx`: started and dequeued,
+    /// blocked (still queued), or dropped and dequeued.
+    fn try_place(&mut self, idx: usize, now: f64) -> Result<Tried, ReplayError> {
+        let job = &self.trace[idx];
+        let request = JobRequest {
+            id: job.id.clone(),
+            gpus: job.gpus,
+            collective: Some(job.workload.collective),
+            model: job.workload.model.clone(),
+            profile: Some(self.profiles.as_ref().map_or_else(
+                || Profile::of_workload(&job.workload),
+                |p| p.of_workload(&job.workload),
+            )),
+        };
+        let t0 = Instant::now();
+        let outcome = self.placer.place(&request);
+        self.decision_ns
+            .push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        self.report.place_calls += 1;
+        let unplaceable = match outcome {
+            Ok(Outcome::Placed(d)) => {
+                self.queue.remove(idx, job);
+                self.start(idx, now, &d)?;
+                return Ok(Tried::Started);
+            }
+            Ok(Outcome::Blocked(cause)) => {
+                self.blocked(idx, cause);
+                return Ok(Tried::Blocked);
+            }
+            Err(PlacementError::NoShape { .. }) => {
+                tracing::warn!(job = %job.id, gpus = job.gpus, "no slice of this size or larger exists; dropped");
+                true
+            }
+            Err(PlacementError::TooLarge { .. } | PlacementError::Empty(_)) => {
+                tracing::warn!(job = %job.id, gpus = job.gpus, "job larger than the fabric; rejected");
+                false
+            }
+            Err(source) => {
+                return Err(ReplayError::Placement {
+                    policy: self.placer.name(),
+                    job: job.id.clone(),
+                    source,
+                })
+            }
+        };
+        self.queue.remove(idx, job);
+        self.drop_job(idx);
+        if unplaceable {
+            self.report.unplaceable += 1;
+        } else {
+            self.report.rejected += 1;
+        }
+        Ok(Tried::Dropped)
     }
 
     fn running_jobs(&self) -> usize {
@@ -331,6 +418,9 @@ impl Run<'_> {
             .entry(d.stage.name().to_string())
             .or_insert(0) += 1;
         self.state[idx].start = Some(now);
+        // What the decision holds (a rounded slice holds more than asked).
+        let held = (d.gpus.len() as u32).max(job.gpus);
+        self.backfill.running.start(idx, now + job.duration_s, held);
         match &mut self.network {
             Some(n) => n.start(idx, now, job.duration_s, &job.workload, d)?,
             None => self
@@ -358,6 +448,10 @@ impl Run<'_> {
             n.finish(idx, end);
         }
         self.state[idx].end = Some(end);
+        if let Some(start) = self.state[idx].start {
+            self.backfill.running.finish(idx, start + job.duration_s);
+        }
+        self.backfill.epoch += 1;
         self.done += 1;
         Ok(())
     }

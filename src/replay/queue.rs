@@ -3,7 +3,8 @@
 //! All three policies are strict priority orders with head-of-line blocking,
 //! as in the paper's scheduler (Fig. 7, Section 9.7): the replay only ever
 //! tries the job at the head; if it cannot be placed, nothing behind it
-//! starts. The policy only decides who is at the head:
+//! starts (unless `--backfill easy`, [`super::backfill`]). The policy only
+//! decides who is at the head:
 //!
 //! * `fifo` — arrival order (the paper's default);
 //! * `sf` — smallest first (the paper's "fewest GPU first", FF): fewest GPUs,
@@ -91,20 +92,30 @@ impl Queue {
 
     /// `idx` must be the job's index in the arrival-sorted trace.
     pub fn push(&mut self, idx: usize, job: &Job) {
+        self.set.insert(self.key(idx, job));
+    }
+
+    fn key(&self, idx: usize, job: &Job) -> Key {
         let primary = match self.policy {
             QueuePolicy::Fifo => 0.0,
             QueuePolicy::Sf => f64::from(job.gpus),
             QueuePolicy::Edf => job.deadline_s.unwrap_or(job.arrival_s + job.duration_s),
         };
-        self.set.insert(Key(primary, idx));
+        Key(primary, idx)
+    }
+
+    /// Up to `n` waiting jobs behind the head, in queue order.
+    pub fn behind_head(&self, n: usize) -> Vec<usize> {
+        self.set.iter().skip(1).take(n).map(|k| k.1).collect()
+    }
+
+    /// Take job `idx` (pushed as `job`) out of the queue, wherever it is.
+    pub fn remove(&mut self, idx: usize, job: &Job) -> bool {
+        self.set.remove(&self.key(idx, job))
     }
 
     pub fn head(&self) -> Option<usize> {
         self.set.first().map(|k| k.1)
-    }
-
-    pub fn pop(&mut self) -> Option<usize> {
-        self.set.pop_first().map(|k| k.1)
     }
 
     pub fn len(&self) -> usize {

@@ -13,6 +13,9 @@ use super::{QueuePolicy, StageCounts};
 pub struct Report {
     pub policy: String,
     pub queue: QueuePolicy,
+    /// `none`, or `easy` when jobs may start behind a blocked head
+    /// (`--backfill`, [`super::backfill`]).
+    pub backfill: String,
     pub topology: String,
     /// Jobs in the trace.
     pub jobs: usize,
@@ -102,6 +105,8 @@ pub struct Report {
     pub blocked_attempts_network: u64,
     pub place_calls: u64,
     pub max_queue: usize,
+    /// Jobs started behind a blocked head (`--backfill easy`).
+    pub backfilled_jobs: u64,
     pub deadline_misses: u64,
     pub decision_p50_us: f64,
     pub decision_p99_us: f64,
@@ -128,6 +133,7 @@ impl Report {
         Self {
             policy: String::new(),
             queue,
+            backfill: "none".to_string(),
             topology: topology.to_string(),
             jobs,
             completed: 0,
@@ -163,6 +169,7 @@ impl Report {
             blocked_attempts_network: 0,
             place_calls: 0,
             max_queue: 0,
+            backfilled_jobs: 0,
             deadline_misses: 0,
             decision_p50_us: 0.0,
             decision_p99_us: 0.0,

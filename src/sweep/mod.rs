@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::network::model::Congestion;
 use crate::network::routes::{Router, Routing};
 use crate::placement::{self, PlacementError, Policy, SharingMode, SliceOptions};
-use crate::replay::{self, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
+use crate::replay::{self, Backfill, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
 use crate::topology::Topology;
 use crate::trace::generate::{self, GenError, Params, Sizes};
 use crate::trace::Job;
@@ -120,6 +120,8 @@ pub struct Grid {
     pub sizes: Sizes,
     /// The `fair-share` network model (else `ideal`).
     pub fair_share: bool,
+    /// Backfilling behind a blocked head, in every replay of the grid.
+    pub backfill: Backfill,
 }
 
 /// One replay of the grid.
@@ -255,6 +257,7 @@ fn one(
         .map_err(|source| SweepError::Placer { policy, source })?;
     let opts = ReplayOptions {
         queue,
+        backfill: grid.backfill,
         topology: topo.name.clone(),
         total_gpus: u32::try_from(topo.gpu_count()).ok(),
         ledger: Ledger::from_topology(topo),

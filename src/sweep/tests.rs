@@ -11,6 +11,7 @@ fn cluster512() -> Arc<Topology> {
 
 fn grid() -> Grid {
     Grid {
+        backfill: Default::default(),
         policies: vec![
             Policy::Vclos.into(),
             Policy::Best.into(),

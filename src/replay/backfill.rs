@@ -1,0 +1,273 @@
+//! EASY backfilling: which waiting jobs may start behind a blocked head.
+//!
+//! Source: D. Lifka, "The ANL/IBM SP scheduling system" (JSSPP 1995), as
+//! analysed by A. Mu'alem and D. Feitelson, "Utilization, Predictability,
+//! Workloads, and User Runtime Estimates in Scheduling the IBM SP2 with
+//! Backfilling" (IEEE TPDS 12(6), 2001), Section 2; it is what Slurm's
+//! `sched/backfill` does for the highest-priority pending job. With
+//! head-of-line blocking alone ([`super::QueuePolicy`]) one job that does
+//! not fit holds every job behind it, however small (issue 13).
+//!
+//! When the head is blocked at time `now`:
+//!
+//! 1. **Reservation (the "shadow time").** Running jobs are taken in the
+//!    order of their *estimated* ends (`start + duration_s`: the trace's
+//!    duration plays the user's runtime estimate, as a Slurm time limit
+//!    does; under `fair-share` a job may run longer, which only makes the
+//!    estimate optimistic). The shadow time is the first estimated end at
+//!    which the free GPUs would reach what the head needs; the *extra*
+//!    GPUs are what would be free beyond that at that time.
+//! 2. **Candidates.** The next `depth` waiting jobs in queue order (like
+//!    Slurm's `bf_max_job_test`), each tried once per change of the
+//!    fabric: a job refused since the last release is not tried again
+//!    until a job ends, because admissions only take resources away.
+//! 3. **The rule.** A candidate may start if it fits now (the placer
+//!    decides, with every constraint of its policy) and either it is
+//!    estimated to end by the shadow time, or it takes no more than the
+//!    extra GPUs (which it then uses up). Either way the head's
+//!    reservation is not delayed by GPU count.
+//!
+//! **What this does not guarantee** (EASY's own limit, and one more on a
+//! network-aware fabric): the reservation counts GPUs, not slices. Under
+//! vClos a backfilled job that holds the extra GPUs past the shadow time
+//! can hold links or spine ports the head's slice would have used, so the
+//! head may still wait longer; and a head whose size needs whole servers
+//! is counted at `ceil(N / T)` servers' GPUs. The replay measures the net
+//! effect (`backfilled_jobs`, the head's JWT in `p99_jwt_s` / `max_jwt_s`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::queue::Key;
+
+/// `--backfill`: may jobs start behind a blocked head?
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backfill {
+    /// Strict head-of-line blocking (the paper's scheduler).
+    #[default]
+    None,
+    /// EASY backfilling (module doc), trying up to `depth` jobs behind the
+    /// head per change of the fabric.
+    Easy { depth: usize },
+}
+
+/// Jobs tried behind the head when `--backfill-depth` is not given.
+pub const DEFAULT_DEPTH: usize = 100;
+
+impl fmt::Display for Backfill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backfill::None => f.write_str("none"),
+            Backfill::Easy { .. } => f.write_str("easy"),
+        }
+    }
+}
+
+impl FromStr for Backfill {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Backfill::None),
+            "easy" => Ok(Backfill::Easy {
+                depth: DEFAULT_DEPTH,
+            }),
+            _ => Err(format!("unknown backfill `{s}` (expected none or easy)")),
+        }
+    }
+}
+
+/// Running jobs by estimated end, with the GPUs each holds.
+#[derive(Debug, Default)]
+pub(crate) struct Running {
+    by_end: BTreeSet<Key>,
+    /// GPUs held per trace job (0 when not running).
+    gpus: Vec<u32>,
+    /// GPUs held in all.
+    held: u64,
+}
+
+impl Running {
+    pub fn new(jobs: usize) -> Self {
+        Running {
+            by_end: BTreeSet::new(),
+            gpus: vec![0; jobs],
+            held: 0,
+        }
+    }
+
+    pub fn start(&mut self, idx: usize, estimated_end: f64, gpus: u32) {
+        if self.by_end.insert(Key(estimated_end, idx)) {
+            self.gpus[idx] = gpus;
+            self.held += u64::from(gpus);
+        }
+    }
+
+    pub fn finish(&mut self, idx: usize, estimated_end: f64) {
+        if self.by_end.remove(&Key(estimated_end, idx)) {
+            self.held -= u64::from(std::mem::take(&mut self.gpus[idx]));
+        }
+    }
+
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// The head's reservation on a fabric of `total` GPUs: (shadow time,
+    /// extra GPUs then) for a head needing `need` GPUs, at `now`. A head
+    /// that more than the whole fabric would not satisfy gets an infinite
+    /// shadow time and no extra GPUs.
+    pub fn reservation(&self, total: u64, need: u64, now: f64) -> Reservation {
+        let mut free = total.saturating_sub(self.held);
+        if free >= need {
+            return Reservation {
+                shadow: now,
+                extra: free - need,
+            };
+        }
+        for k in &self.by_end {
+            free += u64::from(self.gpus[k.1]);
+            if free >= need {
+                return Reservation {
+                    shadow: k.0.max(now),
+                    extra: free - need,
+                };
+            }
+        }
+        Reservation {
+            shadow: f64::INFINITY,
+            extra: 0,
+        }
+    }
+}
+
+/// The head's reservation (module doc, step 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Reservation {
+    pub shadow: f64,
+    pub extra: u64,
+}
+
+impl Reservation {
+    /// May a job of `gpus` GPUs estimated to run `duration` start at `now`
+    /// (step 3, before asking the placer)? If it may only by using extra
+    /// GPUs, they are taken when [`Reservation::take`] is called.
+    pub fn allows(&self, now: f64, duration: f64, gpus: u64) -> Allowed {
+        if now + duration <= self.shadow {
+            Allowed::EndsBefore
+        } else if gpus <= self.extra {
+            Allowed::Extra
+        } else {
+            Allowed::No
+        }
+    }
+
+    /// A job started under [`Allowed::Extra`] with `gpus` GPUs.
+    pub fn take(&mut self, gpus: u64) {
+        self.extra = self.extra.saturating_sub(gpus);
+    }
+}
+
+/// [`Reservation::allows`]'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Allowed {
+    EndsBefore,
+    Extra,
+    No,
+}
+
+/// GPUs a head of `gpus` GPUs is counted at: whole servers beyond one
+/// server (the policies that take whole servers; for those that do not,
+/// this only reserves a little more than needed).
+pub(crate) fn head_need(gpus: u32, per_server: u32) -> u64 {
+    if per_server == 0 || gpus <= per_server {
+        u64::from(gpus)
+    } else {
+        u64::from(gpus.div_ceil(per_server) * per_server)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shadow_time_is_the_first_estimated_end_that_frees_enough() {
+        let mut r = Running::new(4);
+        r.start(0, 100.0, 32);
+        r.start(1, 50.0, 16);
+        r.start(2, 200.0, 8);
+        // 64 GPUs, 56 held, 8 free.
+        assert_eq!(r.held(), 56);
+        assert_eq!(
+            r.reservation(64, 8, 10.0),
+            Reservation {
+                shadow: 10.0,
+                extra: 0
+            }
+        );
+        // 24 needed: job 1 (ends 50) frees 16 -> 24 free.
+        assert_eq!(
+            r.reservation(64, 24, 10.0),
+            Reservation {
+                shadow: 50.0,
+                extra: 0
+            }
+        );
+        // 40 needed: jobs 1 and 0 (ends 50, 100) -> 56 free, 16 extra.
+        assert_eq!(
+            r.reservation(64, 40, 10.0),
+            Reservation {
+                shadow: 100.0,
+                extra: 16
+            }
+        );
+        // More than the fabric: never.
+        assert_eq!(r.reservation(64, 65, 10.0).shadow, f64::INFINITY);
+        // An estimate already past is taken as now.
+        assert_eq!(r.reservation(64, 24, 70.0).shadow, 70.0);
+        r.finish(1, 50.0);
+        assert_eq!(r.held(), 40);
+        // Finishing twice changes nothing.
+        r.finish(1, 50.0);
+        assert_eq!(r.held(), 40);
+    }
+
+    #[test]
+    fn a_candidate_ends_before_the_shadow_or_fits_in_the_extra_gpus() {
+        let mut res = Reservation {
+            shadow: 100.0,
+            extra: 16,
+        };
+        assert_eq!(res.allows(10.0, 90.0, 64), Allowed::EndsBefore);
+        assert_eq!(res.allows(10.0, 91.0, 16), Allowed::Extra);
+        assert_eq!(res.allows(10.0, 91.0, 17), Allowed::No);
+        res.take(16);
+        assert_eq!(res.allows(10.0, 91.0, 1), Allowed::No);
+        assert_eq!(res.allows(10.0, 90.0, 1), Allowed::EndsBefore);
+    }
+
+    #[test]
+    fn heads_beyond_a_server_count_whole_servers() {
+        assert_eq!(head_need(6, 8), 6);
+        assert_eq!(head_need(8, 8), 8);
+        assert_eq!(head_need(12, 8), 16);
+        assert_eq!(head_need(12, 0), 12);
+    }
+
+    #[test]
+    fn names_parse_and_print() {
+        assert_eq!("none".parse::<Backfill>(), Ok(Backfill::None));
+        assert_eq!(
+            "easy".parse::<Backfill>(),
+            Ok(Backfill::Easy {
+                depth: DEFAULT_DEPTH
+            })
+        );
+        assert!("conservative".parse::<Backfill>().is_err());
+        assert_eq!(Backfill::Easy { depth: 3 }.to_string(), "easy");
+    }
+}
