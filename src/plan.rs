@@ -145,7 +145,24 @@ pub fn plan(
     running: &Running,
     action: Action,
 ) -> Result<Plan, PlanError> {
-    let current = intent::build(topo, held)?;
+    let base = intent::Base::new(topo)?;
+    let intents = |d: &[Decision]| intent::build_on(&base, topo, d).map(Arc::new);
+    plan_on(topo, held, &intents, running, action)
+}
+
+/// Builds (or finds) the intent of a list of decisions.
+pub type Intents<'a> = dyn Fn(&[Decision]) -> Result<Arc<FabricIntent>, IntentError> + 'a;
+
+/// [`plan`] with the intents of `held` and of the fabric after `action`
+/// from `intents` (a fabric under management keeps them between calls).
+pub fn plan_on(
+    topo: &Arc<Topology>,
+    held: &[Decision],
+    intents: &Intents<'_>,
+    running: &Running,
+    action: Action,
+) -> Result<Plan, PlanError> {
+    let current = intents(held)?;
     let (job, decision, admit, candidate) = match action {
         Action::Admit(d) => {
             if held.iter().any(|h| h.job == d.job) {
@@ -157,7 +174,7 @@ pub fn plan(
             state.admit(&d)?;
             let mut all = held.to_vec();
             all.push(d.clone());
-            (d.job.clone(), d, true, intent::build(topo, &all)?)
+            (d.job.clone(), d, true, intents(&all)?)
         }
         Action::Release(job) => {
             let d = held
@@ -166,7 +183,7 @@ pub fn plan(
                 .cloned()
                 .ok_or_else(|| PlanError::NotHeld(job.clone()))?;
             let rest: Vec<Decision> = held.iter().filter(|h| h.job != job).cloned().collect();
-            (job, d, false, intent::build(topo, &rest)?)
+            (job, d, false, intents(&rest)?)
         }
     };
     let devices = device_plans(topo, &current, &candidate, running, admit);
@@ -190,6 +207,8 @@ pub fn device_commands(
         .devices
         .iter()
         .zip(&candidate.devices)
+        // Equal sets first: comparing them is cheaper than their difference.
+        .filter(|(cur, cand)| cur.items != cand.items)
         .filter_map(|(cur, cand)| {
             let commands = crate::diff::device_commands(cur, cand)?;
             Some((stage(cand.role, admit), cand.device.clone(), commands))
@@ -207,9 +226,17 @@ pub fn device_plans(
     running: &Running,
     admit: bool,
 ) -> Vec<DevicePlan> {
-    let base = intent::baseline(topo).ok();
+    // Only needed to filter running configurations read from files.
+    let base = if running.is_empty() {
+        None
+    } else {
+        intent::baseline(topo).ok()
+    };
     let mut out = Vec::new();
     for (cur, cand) in current.devices.iter().zip(&candidate.devices) {
+        if cur == cand && !running.contains_key(&cand.device) {
+            continue; // what it runs is what it should run
+        }
         let _span = info_span!("plan", device = %cand.device).entered();
         let (run, from_file) = match running.get(&cand.device) {
             Some(items) => {

@@ -44,10 +44,38 @@ pub fn job_items(
 
 /// Intent of every device with `decisions` held.
 pub fn build(topo: &Topology, decisions: &[Decision]) -> Result<FabricIntent, IntentError> {
-    addr::check(topo)?;
-    let mut devices: Vec<BTreeSet<Item>> = vec![BTreeSet::new(); topo.devices.len()];
-    let mut base_addr: HashMap<(DeviceId, PortName), Item> = HashMap::new();
-    baseline_items(topo, &mut devices, &mut base_addr)?;
+    build_on(&Base::new(topo)?, topo, decisions)
+}
+
+/// The items every device has whatever jobs are held (ports, addresses,
+/// descriptions, hostnames), derived once per topology: deriving them is
+/// most of [`build`] (a name, a label and an ordered insert per port), and
+/// a fabric under management builds its intent on every change.
+#[derive(Debug, Clone)]
+pub struct Base {
+    devices: Vec<BTreeSet<Item>>,
+    /// The baseline address of each port that has one (a job's address on
+    /// the port displaces it).
+    addr: HashMap<(DeviceId, PortName), Item>,
+}
+
+impl Base {
+    pub fn new(topo: &Topology) -> Result<Self, IntentError> {
+        addr::check(topo)?;
+        let mut devices: Vec<BTreeSet<Item>> = vec![BTreeSet::new(); topo.devices.len()];
+        let mut addr = HashMap::new();
+        baseline_items(topo, &mut devices, &mut addr)?;
+        Ok(Base { devices, addr })
+    }
+}
+
+/// [`build`] from `base`, which must be [`Base::new`] of the same `topo`.
+pub fn build_on(
+    base: &Base,
+    topo: &Topology,
+    decisions: &[Decision],
+) -> Result<FabricIntent, IntentError> {
+    let mut devices = base.devices.clone();
 
     // Job items, with per-port ownership to catch overlapping decisions.
     let mut owner: HashMap<(DeviceId, String), JobId> = HashMap::new();
@@ -84,8 +112,8 @@ pub fn build(topo: &Topology, decisions: &[Decision]) -> Result<FabricIntent, In
                     }
                     // A job's address on a port displaces the baseline one.
                     if let Item::Address { port, .. } = &item {
-                        if let Some(b) = base_addr.remove(&(dev, port.clone())) {
-                            devices[dev.index()].remove(&b);
+                        if let Some(b) = base.addr.get(&(dev, port.clone())) {
+                            devices[dev.index()].remove(b);
                         }
                     }
                 }

@@ -36,7 +36,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use build::{baseline, build, job_items, spine_downlink, FabricIntent};
+pub use build::{baseline, build, build_on, job_items, spine_downlink, Base, FabricIntent};
 pub use name::{Description, Hostname, PortName, VrfName};
 
 use crate::names::{JobId, NameError};
