@@ -36,6 +36,12 @@
 //!   together): weight `1 / (n - k)` for `n` GPUs and `k` the fewest GPUs
 //!   the job has on one server (the GPU with the most peers elsewhere sets
 //!   the pace; on whole servers every NIC is exactly full).
+//!
+//! The flows come as [`Block`]s, one per pair of servers and step (an
+//! all-to-all job of 256 GPUs on 32 servers has 63 488 flows in 992
+//! blocks): routers that need only the leaves a flow joins route a block,
+//! or a run of them, at once, and nobody materialises the flows
+//! ([`flows`] flattens them, for tests and readers).
 
 use crate::topology::ServerId;
 
@@ -53,88 +59,168 @@ pub struct Flow {
     pub rate: f64,
 }
 
+impl Flow {
+    /// What this flow has in common with the others of its [`Block`].
+    pub fn share(&self) -> Share {
+        Share {
+            weight: self.weight,
+            phase: self.phase,
+            rate: self.rate,
+        }
+    }
+}
+
+/// A flow's weight, phase and rate: all the routers and the admission
+/// check of `titan` need besides the flow's two ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Share {
+    pub weight: f64,
+    pub phase: u16,
+    pub rate: f64,
+}
+
+/// Flows from one server to another with one [`Share`]: every GPU of `src`
+/// to every GPU of `dst` (`all`, source by source), or rail by rail (the
+/// `r`-th of `src` to the `r`-th of `dst`, where both have one). All the
+/// flows of a block leave one leaf and enter one leaf, so a router that
+/// needs no more than the leaves (balanced routing) can route a block, or
+/// a run of blocks, at once ([`crate::network::routes`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Block<'a> {
+    pub src: &'a [u32],
+    pub dst: &'a [u32],
+    pub all: bool,
+    pub share: Share,
+}
+
+impl<'a> Block<'a> {
+    /// How many flows the block holds.
+    pub fn count(&self) -> u32 {
+        let n = if self.all {
+            self.src.len() * self.dst.len()
+        } else {
+            self.src.len().min(self.dst.len())
+        };
+        n as u32
+    }
+
+    /// The block's flows, in the collective's order.
+    pub fn flows(&self) -> impl Iterator<Item = Flow> + 'a {
+        let (src, dst, all, s) = (self.src, self.dst, self.all, self.share);
+        (0..self.count() as usize).map(move |k| {
+            let (a, b) = if all {
+                (src[k / dst.len()], dst[k % dst.len()])
+            } else {
+                (src[k], dst[k])
+            };
+            Flow {
+                src: a,
+                dst: b,
+                weight: s.weight,
+                phase: s.phase,
+                rate: s.rate,
+            }
+        })
+    }
+}
+
 /// The hd fold's phases: the extra servers' send, and the result's return.
 const FOLD_SEND: u16 = u16::MAX - 1;
 const FOLD_RETURN: u16 = u16::MAX;
 
-/// The job's servers in first-appearance order, each with the indices of
-/// its GPUs (in the job's GPU list) in order: the rails.
-fn servers(gpus: &[ServerId]) -> Vec<Vec<u32>> {
-    let mut order: Vec<ServerId> = Vec::new();
-    let mut members: Vec<Vec<u32>> = Vec::new();
-    for (i, s) in gpus.iter().enumerate() {
-        let k = match order.iter().position(|o| o == s) {
-            Some(k) => k,
-            None => {
-                order.push(*s);
-                members.push(Vec::new());
-                order.len() - 1
-            }
-        };
-        members[k].push(i as u32);
+/// A job's GPUs grouped by server: the source of its [`Block`]s.
+#[derive(Debug, Clone)]
+pub struct Traffic {
+    /// The job's servers in first-appearance order, each with the indices
+    /// of its GPUs (in the job's GPU list) in order: the rails.
+    servers: Vec<Vec<u32>>,
+}
+
+impl Traffic {
+    /// The traffic of GPUs on `gpus` (the server of each GPU, in the job's
+    /// order).
+    pub fn new(gpus: &[ServerId]) -> Self {
+        let mut order: Vec<ServerId> = Vec::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        for (i, s) in gpus.iter().enumerate() {
+            let k = match order.iter().position(|o| o == s) {
+                Some(k) => k,
+                None => {
+                    order.push(*s);
+                    members.push(Vec::new());
+                    order.len() - 1
+                }
+            };
+            members[k].push(i as u32);
+        }
+        Traffic { servers: members }
     }
-    members
+
+    /// The inter-server flows of `collective`, block by block in the
+    /// collective's order (flattened: [`flows`]).
+    pub fn blocks(&self, collective: Collective) -> Vec<Block<'_>> {
+        if self.servers.len() < 2 {
+            return Vec::new();
+        }
+        match collective {
+            Collective::Ring => ring(&self.servers),
+            Collective::Hd => hd(&self.servers),
+            Collective::Alltoall => alltoall(&self.servers),
+        }
+    }
 }
 
 /// The inter-server flows of `collective` over GPUs on `gpus` (the server
-/// of each GPU, in the job's order).
+/// of each GPU, in the job's order), one by one.
 pub fn flows(collective: Collective, gpus: &[ServerId]) -> Vec<Flow> {
-    let servers = servers(gpus);
-    if servers.len() < 2 {
-        return Vec::new();
-    }
-    match collective {
-        Collective::Ring => ring(&servers),
-        Collective::Hd => hd(&servers),
-        Collective::Alltoall => alltoall(&servers),
-    }
+    let t = Traffic::new(gpus);
+    let blocks = t.blocks(collective);
+    blocks.iter().flat_map(Block::flows).collect()
 }
 
 /// Per rail, `a`'s GPU to `b`'s GPU with `weight`, in `phase` at rate 1
 /// (where both have the rail).
-fn rails(
-    servers: &[Vec<u32>],
-    (a, b): (usize, usize),
-    weight: f64,
-    phase: u16,
-    out: &mut Vec<Flow>,
-) {
-    for (&src, &dst) in servers[a].iter().zip(&servers[b]) {
-        out.push(Flow {
-            src,
-            dst,
+fn rails(servers: &[Vec<u32>], (a, b): (usize, usize), weight: f64, phase: u16) -> Block<'_> {
+    Block {
+        src: &servers[a],
+        dst: &servers[b],
+        all: false,
+        share: Share {
             weight,
             phase,
             rate: 1.0,
-        });
+        },
     }
 }
 
-fn ring(servers: &[Vec<u32>]) -> Vec<Flow> {
+fn ring(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
     let m = servers.len();
     let mut out = Vec::new();
     // Per rail, a ring over the servers that have that rail.
     let rails_n = servers.iter().map(Vec::len).max().unwrap_or(0);
     for r in 0..rails_n {
-        let members: Vec<u32> = (0..m).filter_map(|s| servers[s].get(r).copied()).collect();
+        let members: Vec<usize> = (0..m).filter(|&s| servers[s].len() > r).collect();
         if members.len() < 2 {
             continue;
         }
-        for (i, &src) in members.iter().enumerate() {
-            let dst = members[(i + 1) % members.len()];
-            out.push(Flow {
-                src,
-                dst,
-                weight: 1.0,
-                phase: 0,
-                rate: 1.0,
+        for (i, &a) in members.iter().enumerate() {
+            let b = members[(i + 1) % members.len()];
+            out.push(Block {
+                src: &servers[a][r..=r],
+                dst: &servers[b][r..=r],
+                all: false,
+                share: Share {
+                    weight: 1.0,
+                    phase: 0,
+                    rate: 1.0,
+                },
             });
         }
     }
     out
 }
 
-fn hd(servers: &[Vec<u32>]) -> Vec<Flow> {
+fn hd(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
     let m = servers.len();
     let p = 1usize << (usize::BITS - 1 - m.leading_zeros());
     let extra = m > p;
@@ -145,19 +231,19 @@ fn hd(servers: &[Vec<u32>]) -> Vec<Flow> {
         let w = (2.0 * d as f64 / p as f64) / total;
         let phase = d.trailing_zeros() as u16;
         for i in 0..p {
-            rails(servers, (i, i ^ d), w, phase, &mut out);
+            out.push(rails(servers, (i, i ^ d), w, phase));
         }
         d /= 2;
     }
     for e in p..m {
         let partner = e - p;
-        rails(servers, (e, partner), 1.0 / total, FOLD_SEND, &mut out);
-        rails(servers, (partner, e), 1.0 / total, FOLD_RETURN, &mut out);
+        out.push(rails(servers, (e, partner), 1.0 / total, FOLD_SEND));
+        out.push(rails(servers, (partner, e), 1.0 / total, FOLD_RETURN));
     }
     out
 }
 
-fn alltoall(servers: &[Vec<u32>]) -> Vec<Flow> {
+fn alltoall(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
     let n: usize = servers.iter().map(Vec::len).sum();
     // A GPU on a server of `k` GPUs sends to and receives from `n - k`
     // others; the busiest NIC (the smallest server) sets the common share.
@@ -166,19 +252,17 @@ fn alltoall(servers: &[Vec<u32>]) -> Vec<Flow> {
     let mut out = Vec::new();
     for (a, from) in servers.iter().enumerate() {
         for (b, to) in servers.iter().enumerate() {
-            if a == b {
-                continue;
-            }
-            for &src in from {
-                for &dst in to {
-                    out.push(Flow {
-                        src,
-                        dst,
+            if a != b {
+                out.push(Block {
+                    src: from,
+                    dst: to,
+                    all: true,
+                    share: Share {
                         weight,
                         phase: 0,
                         rate: weight,
-                    });
-                }
+                    },
+                });
             }
         }
     }
@@ -254,6 +338,28 @@ mod tests {
         assert_eq!(of4, [(8, 0), (9, 1), (0, 8), (1, 9)]);
         let (out, _) = nic_load(&f);
         assert!(out.values().all(|&w| w <= 1.0 + 1e-12), "{out:?}");
+    }
+
+    #[test]
+    fn blocks_hold_the_flows_server_pair_by_server_pair() {
+        let g = job(3, 2); // servers 0,1,2 with GPUs (0,1), (2,3), (4,5)
+        let t = Traffic::new(&g);
+        let pairs: Vec<(u32, u32)> = flows(Collective::Alltoall, &g)
+            .iter()
+            .map(|f| (f.src, f.dst))
+            .take(6)
+            .collect();
+        assert_eq!(pairs, [(0, 2), (0, 3), (1, 2), (1, 3), (0, 4), (0, 5)]);
+        let mut uneven = job(5, 4);
+        uneven.extend([ServerId(9), ServerId(9), ServerId(10)]);
+        for c in Collective::ALL {
+            let t2 = Traffic::new(&uneven);
+            for b in t2.blocks(c) {
+                assert_eq!(b.count() as usize, b.flows().count(), "{c}");
+                assert!(b.flows().all(|f| f.share() == b.share), "{c}");
+            }
+        }
+        assert_eq!(t.blocks(Collective::Alltoall).len(), 3 * 2);
     }
 
     #[test]

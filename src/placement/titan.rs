@@ -68,7 +68,7 @@ use crate::decision::{Decision, Stage};
 use crate::names::JobId;
 use crate::network::fairshare::Class;
 use crate::network::routes::{Path, Router, Routing};
-use crate::network::traffic::Flow;
+use crate::network::traffic::Share;
 use crate::state::FabricState;
 use crate::topology::{LeafId, ServerId, Topology};
 use crate::trace::Collective;
@@ -156,15 +156,22 @@ impl TitanPlacer {
             })
             .collect();
         // Rate per (link, phase) of this job, in `phase_sum[l * PHASES + p]`.
+        // The router hands `n` flows on one path at once; a sum only grows
+        // (rates are positive, and float adds are monotone), so checking it
+        // after the `n` adds refuses exactly when one of the `n` flows would
+        // have, and the sums of an admitted job are the same adds in the
+        // same order per (link, phase).
         let (peak, sums, touched) = (&self.peak, &mut self.phase_sum, &mut self.touched);
-        let mut admit = |f: &Flow, path: &Path| {
-            let p = dense_phase(f.phase);
+        let mut admit = |s: &Share, path: &Path, n: u32| {
+            let p = dense_phase(s.phase);
             path.links().iter().all(|&l| {
                 let i = l as usize * PHASES + p;
                 if sums[i] == 0.0 {
                     touched.push(i);
                 }
-                sums[i] += f.rate;
+                for _ in 0..n {
+                    sums[i] += s.rate;
+                }
                 !check || peak[l as usize] + sums[i] <= 1.0 + SLACK
             })
         };
@@ -667,6 +674,47 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 100, "{checked}");
+    }
+
+    /// The twin routes balanced flows in runs (`Router::fill`); a twin
+    /// routing them one at a time takes the same decisions, refusals
+    /// included, and holds the same peaks to the bit.
+    #[test]
+    fn routing_in_runs_decides_as_one_flow_at_a_time() {
+        let mut rng = Rng(0x7174_a000_0000_0002);
+        let (mut multi_leaf, mut refused) = (0, 0);
+        for (leaves, servers, t, spines) in [(4, 4, 4, 8), (4, 3, 2, 2), (6, 4, 4, 16)] {
+            let topo = fabric(leaves, servers, t, spines);
+            let mut runs = TitanPlacer::new(Arc::clone(&topo));
+            let mut one = TitanPlacer::new(Arc::clone(&topo));
+            one.twin.one_flow_at_a_time();
+            let mut running: Vec<JobId> = Vec::new();
+            for i in 0..300 {
+                if !running.is_empty() && rng.below(3) == 0 {
+                    let id = running.swap_remove(rng.below(running.len() as u64) as usize);
+                    assert_eq!(runs.release(&id).unwrap(), one.release(&id).unwrap());
+                    continue;
+                }
+                let c = Collective::ALL[rng.below(3) as usize];
+                let gpus = 1 + rng.below(u64::from(leaves * servers * t) / 2) as u32;
+                let r = req(&format!("j{i}"), gpus, c);
+                let got = runs.place(&r).unwrap();
+                assert_eq!(got, one.place(&r).unwrap(), "job {i}: {gpus} GPUs, {c}");
+                match got {
+                    Outcome::Placed(d) => {
+                        multi_leaf += u32::from(d.stage == Stage::Manual);
+                        running.push(r.id);
+                    }
+                    Outcome::Blocked(Blocked::Network) => refused += 1,
+                    Outcome::Blocked(Blocked::Gpu) => {}
+                }
+                let bits = |x: &[f64]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&runs.peak), bits(&one.peak), "job {i}");
+                assert_eq!(bits(&runs.twin.loads()), bits(&one.twin.loads()), "job {i}");
+            }
+        }
+        assert!(multi_leaf > 100, "too few multi-leaf jobs: {multi_leaf}");
+        assert!(refused > 10, "the check never refused: {refused}");
     }
 
     /// The bandwidth invariant, checked by the network model itself: an
