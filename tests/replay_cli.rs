@@ -722,7 +722,14 @@ fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() 
     let shallow = replay_512_json(
         &trace,
         "vclos",
-        &["--network", "ideal", "--backfill", "easy", "--backfill-depth", "1"],
+        &[
+            "--network",
+            "ideal",
+            "--backfill",
+            "easy",
+            "--backfill-depth",
+            "1",
+        ],
     );
     assert!(shallow["backfilled_jobs"].as_u64() < easy["backfilled_jobs"].as_u64());
     let err = replay_512_refused(&trace, "vclos", &["--backfill", "conservative"]);
