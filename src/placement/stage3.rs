@@ -30,6 +30,12 @@
 //! tests check the answer against brute force on small fabrics.
 //! The objective (eq. 12) only orders the search: the first slice found is
 //! returned, not a proven optimum.
+//!
+//! **Cheap nodes.** On an all-OCS fabric, once a search has gone past a
+//! few nodes, its relaxations are checked as minimum cuts over OCS subsets
+//! ([`super::cuts`]) instead of max-flows: the same answers, so the same
+//! path, budget and slice, at about a third of the time per search at
+//! 8192 GPUs (issue 13; docs/performance.md, "Cheaper decisions").
 
 use super::assign::{assign_exact, Assignment, Budget, Cutoff};
 use super::cuts::Cuts;
@@ -100,11 +106,9 @@ fn solve_with(
             .map(|m| m > 0 && spine_col(p, m) == spine_col(p, m - 1))
             .collect(),
         leaf_left: suffix(&leaf_max),
-        cuts: if cuts {
-            Cuts::new(p, (l, s), &leaf_max, &spine_max)
-        } else {
-            None
-        },
+        cuts: None,
+        want_cuts: cuts,
+        nodes: 0,
         leaf_max,
         spine_max,
         a: vec![0; nl],
@@ -150,14 +154,37 @@ struct Search<'a> {
     budget: &'a mut Budget,
     /// Scratch graph for the relaxations (reused, not reallocated).
     flow: Flow,
-    /// The relaxations as cuts over OCS subsets, where they apply.
+    /// The relaxations as cuts over OCS subsets, where they apply: built
+    /// once the search has visited [`CUTS_AFTER`] leaf-level nodes
+    /// (`want_cuts` until then).
     cuts: Option<Cuts>,
+    want_cuts: bool,
+    /// Leaf-level nodes visited.
+    nodes: u32,
 }
+
+/// Leaf-level nodes a search visits with flows before it builds the cut
+/// tables: most searches end within a few nodes (the root relaxation
+/// fails, or the first leaves found fit), and for them the tables cost
+/// more than the flows they would save (at 2048 GPUs building them for
+/// every search raised the decision p50 from 58 to 73 us).
+const CUTS_AFTER: u32 = 8;
 
 impl Search<'_> {
     /// Level 1: virtual leaves on leaves `i..`, `left` still to place.
     fn leaves(&mut self, i: usize, left: u32) -> Result<Option<Solution>, Cutoff> {
         self.budget.tick()?;
+        self.nodes += 1;
+        if self.want_cuts && self.nodes > CUTS_AFTER {
+            self.want_cuts = false;
+            self.cuts = Cuts::new(self.p, (self.l, self.s), &self.leaf_max, &self.spine_max);
+            if let Some(c) = &mut self.cuts {
+                // The sums along the path so far: leaves `0..i` decided.
+                for n in 0..i {
+                    c.set_leaf(n, self.a[n]);
+                }
+            }
+        }
         if left == 0 {
             return self.spines_for_leaves(i);
         }

@@ -1231,9 +1231,9 @@ mod given_allocation {
 fn ocs_view_lists_every_usable_port_by_switch_and_ocs() {
     // The flat view against the rule it encodes, port by port, on a
     // fabric some OCS-vClos jobs hold parts of.
-    let t = topo(4, 4, 4, 2);
+    let t = topo(4, 8, 2, 2);
     let mut p = OcsVclosPlacer::new(t.clone());
-    for (i, gpus) in [12, 8, 20, 4].into_iter().enumerate() {
+    for (i, gpus) in [6, 4, 10, 2].into_iter().enumerate() {
         p.place(&req(&format!("j{i}"), gpus)).unwrap();
     }
     let st = p.state();
@@ -1281,7 +1281,7 @@ fn ocs_view_lists_every_usable_port_by_switch_and_ocs() {
 fn a_decision_lists_each_leaf_s_server_ports_in_gpu_order() {
     // GPUs of two leaves interleaved, leaves listed in the other order:
     // the one-pass grouping must give what the per-leaf scan gives.
-    let t = topo(2, 2, 2, 0);
+    let t = topo(2, 4, 2, 0);
     let (a, b) = (t.leaf(LeafId(0)).servers[1], t.leaf(LeafId(1)).servers[0]);
     let mut plan = plan::Plan::local(Stage::Vclos, vec![(b, 1), (a, 0), (b, 0), (a, 1)]);
     plan.leaves = vec![LeafId(1), LeafId(0)];
