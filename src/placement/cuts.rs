@@ -212,17 +212,18 @@ impl Cuts {
         for m in (0..ns).rev() {
             let cap = tmax[m] * self.l;
             let sci = &self.sci[m * r..(m + 1) * r];
-            for x in 0..r {
-                self.tlater[m * r + x] = self.tlater[(m + 1) * r + x] + cap.min(sci[x]);
-            }
+            add_row(
+                &mut self.tlater,
+                r,
+                (m + 1, m),
+                sci.iter().map(|&c| cap.min(c)),
+            );
+            let tot = self.stot[m];
             for (q, &av) in self.avals.iter().enumerate() {
                 let cap = av * tmax[m];
-                let base = q * rows;
-                for x in 0..r {
-                    let sco = self.stot[m] - sci[x];
-                    self.send_later[base + m * r + x] =
-                        self.send_later[base + (m + 1) * r + x] + cap.min(sco);
-                }
+                let row = q * (ns + 1) + m;
+                let terms = sci.iter().map(|&c| cap.min(tot - c));
+                add_row(&mut self.send_later, r, (row + 1, row), terms);
             }
         }
     }
@@ -260,22 +261,41 @@ impl Cuts {
     /// Spine `j` carries `v` slots: the sums of row `j + 1`.
     pub fn set_spine(&mut self, j: usize, v: u32) {
         let r = self.sets;
-        let rows = self.tlater.len();
+        let per_a = self.tlater.len() / r;
         let sci = &self.sci[j * r..(j + 1) * r];
         let cap = v * self.l;
-        for x in 0..r {
-            self.tfixed[(j + 1) * r + x] = self.tfixed[j * r + x] + cap.min(sci[x]);
-        }
+        add_row(
+            &mut self.tfixed,
+            r,
+            (j, j + 1),
+            sci.iter().map(|&c| cap.min(c)),
+        );
         let tot = self.stot[j];
         for (q, &av) in self.avals.iter().enumerate() {
             let cap = av * v;
-            let base = q * rows;
-            for x in 0..r {
-                let sco = tot - sci[x];
-                self.send_fixed[base + (j + 1) * r + x] =
-                    self.send_fixed[base + j * r + x] + cap.min(sco);
-            }
+            let row = q * per_a + j;
+            let terms = sci.iter().map(|&c| cap.min(tot - c));
+            add_row(&mut self.send_fixed, r, (row, row + 1), terms);
         }
+    }
+}
+
+/// Row `to` of `buf` (rows `r` long) becomes row `from` plus `terms`.
+fn add_row(
+    buf: &mut [u32],
+    r: usize,
+    (from, to): (usize, usize),
+    terms: impl Iterator<Item = u32>,
+) {
+    let (src, dst) = if from < to {
+        let (head, tail) = buf.split_at_mut(to * r);
+        (&head[from * r..(from + 1) * r], &mut tail[..r])
+    } else {
+        let (head, tail) = buf.split_at_mut(from * r);
+        (&tail[..r], &mut head[to * r..(to + 1) * r])
+    };
+    for ((d, &s), t) in dst.iter_mut().zip(src).zip(terms) {
+        *d = s + t;
     }
 }
 
