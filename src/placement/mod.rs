@@ -12,6 +12,7 @@ mod baseline;
 mod biclique;
 #[doc(hidden)]
 pub mod bound;
+mod cuts;
 mod flow;
 pub mod given;
 mod local;

@@ -64,9 +64,54 @@ impl Plan {
     /// Route each leaf's `j`-th server port onto its `j`-th uplink in
     /// `uplinks` (the leaf's reserved uplinks in slot order).
     pub fn route_in_order(&mut self, topo: &Topology, leaf: LeafId, uplinks: &[u16]) {
-        for (sp, up) in self.server_ports(topo, leaf).into_iter().zip(uplinks) {
-            self.routes.push((leaf, sp, *up));
+        self.route_in_order_since(topo, leaf, 0, uplinks);
+    }
+
+    /// [`Plan::route_in_order`] when the plan's GPUs on `leaf` all come
+    /// at or after `from` in `gpus` (just taken): only those are scanned,
+    /// so routing leaf after leaf stays linear in the job's GPUs (a 2 048-GPU
+    /// job over 90 leaves scanned its GPUs once per leaf).
+    pub fn route_in_order_since(
+        &mut self,
+        topo: &Topology,
+        leaf: LeafId,
+        from: usize,
+        uplinks: &[u16],
+    ) {
+        debug_assert!(self.gpus[..from]
+            .iter()
+            .all(|(s, _)| topo.server(*s).leaf != leaf));
+        let ports = self.gpus[from..]
+            .iter()
+            .filter(|(s, _)| topo.server(*s).leaf == leaf)
+            .map(|&(s, g)| topo.server(s).ports[g as usize]);
+        let routes: Vec<(LeafId, u16, u16)> =
+            ports.zip(uplinks).map(|(sp, up)| (leaf, sp, *up)).collect();
+        self.routes.extend(routes);
+    }
+
+    /// [`Plan::server_ports`] of every leaf of `leaves`, in that order,
+    /// from one pass over the GPUs (not one per leaf).
+    fn ports_by_leaf(&self, topo: &Topology) -> Vec<Vec<u16>> {
+        const NONE: u32 = u32::MAX;
+        let mut slot = vec![NONE; topo.leaves.len()];
+        let mut buckets: Vec<Vec<u16>> = Vec::new();
+        for &l in &self.leaves {
+            if slot[l.index()] == NONE {
+                slot[l.index()] = buckets.len() as u32;
+                buckets.push(Vec::new());
+            }
         }
+        for &(s, g) in &self.gpus {
+            let server = topo.server(s);
+            if let Some(b) = buckets.get_mut(slot[server.leaf.index()] as usize) {
+                b.push(server.ports[g as usize]);
+            }
+        }
+        self.leaves
+            .iter()
+            .map(|l| buckets[slot[l.index()] as usize].clone())
+            .collect()
     }
 
     /// Rank order for a halving-doubling job (the decision's GPU order is
@@ -131,9 +176,9 @@ impl Plan {
             gpus: self.gpus.clone(),
             ..Resources::default()
         };
-        for &l in &self.leaves {
-            let ports = self.server_ports(topo, l).into_iter();
-            r.server_ports.extend(ports.map(|p| lay.server_port(l, p)));
+        for (&l, ports) in self.leaves.iter().zip(self.ports_by_leaf(topo)) {
+            r.server_ports
+                .extend(ports.into_iter().map(|p| lay.server_port(l, p)));
         }
         for k in &self.links {
             r.uplinks.push(lay.uplink(k.leaf, k.uplink));
@@ -156,10 +201,10 @@ impl Plan {
         let leaves = self
             .leaves
             .iter()
-            .map(|&l| VirtualLeaf {
+            .zip(self.ports_by_leaf(topo))
+            .map(|(&l, ports)| VirtualLeaf {
                 leaf: topo.leaf(l).name.clone(),
-                server_ports: self
-                    .server_ports(topo, l)
+                server_ports: ports
                     .into_iter()
                     .map(|p| topo.leaf(l).server_ports[p as usize].clone())
                     .collect(),

@@ -30,8 +30,15 @@
 //! tests check the answer against brute force on small fabrics.
 //! The objective (eq. 12) only orders the search: the first slice found is
 //! returned, not a proven optimum.
+//!
+//! **Cheap nodes.** On an all-OCS fabric, once a search has gone past a
+//! few nodes, its relaxations are checked as minimum cuts over OCS subsets
+//! ([`super::cuts`]) instead of max-flows: the same answers, so the same
+//! path, budget and slice, at about a third of the time per search at
+//! 8192 GPUs (issue 13; docs/performance.md, "Cheaper decisions").
 
 use super::assign::{assign_exact, Assignment, Budget, Cutoff};
+use super::cuts::Cuts;
 use super::flow::Flow;
 
 /// One Stage 3 instance, leaves and spines in preference order.
@@ -59,6 +66,18 @@ pub struct Solution {
 
 /// Find a slice of `l` virtual leaves x `s` slots, or prove there is none.
 pub fn solve(p: &Problem, l: u32, s: u32, budget: &mut Budget) -> Result<Option<Solution>, Cutoff> {
+    solve_with(p, (l, s), budget, true)
+}
+
+/// [`solve`]; with `cuts`, the relaxations are checked as minimum cuts
+/// over OCS subsets ([`super::cuts`]) wherever they apply, otherwise
+/// always as max-flows (the tests compare the two).
+fn solve_with(
+    p: &Problem,
+    (l, s): (u32, u32),
+    budget: &mut Budget,
+    cuts: bool,
+) -> Result<Option<Solution>, Cutoff> {
     let nl = p.leaf_max.len();
     let ns = p.spine_cap.len();
     if l == 0 || s == 0 || nl == 0 || ns == 0 {
@@ -87,6 +106,9 @@ pub fn solve(p: &Problem, l: u32, s: u32, budget: &mut Budget) -> Result<Option<
             .map(|m| m > 0 && spine_col(p, m) == spine_col(p, m - 1))
             .collect(),
         leaf_left: suffix(&leaf_max),
+        cuts: None,
+        want_cuts: cuts,
+        nodes: 0,
         leaf_max,
         spine_max,
         a: vec![0; nl],
@@ -132,16 +154,41 @@ struct Search<'a> {
     budget: &'a mut Budget,
     /// Scratch graph for the relaxations (reused, not reallocated).
     flow: Flow,
+    /// The relaxations as cuts over OCS subsets, where they apply: built
+    /// once the search has visited [`CUTS_AFTER`] leaf-level nodes
+    /// (`want_cuts` until then).
+    cuts: Option<Cuts>,
+    want_cuts: bool,
+    /// Leaf-level nodes visited.
+    nodes: u32,
 }
+
+/// Leaf-level nodes a search visits with flows before it builds the cut
+/// tables: most searches end within a few nodes (the root relaxation
+/// fails, or the first leaves found fit), and for them the tables cost
+/// more than the flows they would save (at 2048 GPUs building them for
+/// every search raised the decision p50 from 58 to 73 us).
+const CUTS_AFTER: u32 = 8;
 
 impl Search<'_> {
     /// Level 1: virtual leaves on leaves `i..`, `left` still to place.
     fn leaves(&mut self, i: usize, left: u32) -> Result<Option<Solution>, Cutoff> {
         self.budget.tick()?;
-        if left == 0 {
-            return self.spines_for_leaves();
+        self.nodes += 1;
+        if self.want_cuts && self.nodes > CUTS_AFTER {
+            self.want_cuts = false;
+            self.cuts = Cuts::new(self.p, (self.l, self.s), &self.leaf_max, &self.spine_max);
+            if let Some(c) = &mut self.cuts {
+                // The sums along the path so far: leaves `0..i` decided.
+                for n in 0..i {
+                    c.set_leaf(n, self.a[n]);
+                }
+            }
         }
-        if self.leaf_left[i] < left || !self.links_fit((i, left), (0, self.s), None) {
+        if left == 0 {
+            return self.spines_for_leaves(i);
+        }
+        if self.leaf_left[i] < left || !self.leaves_fit(i, left) {
             return Ok(None);
         }
         let mut hi = self.leaf_max[i].min(left);
@@ -150,6 +197,9 @@ impl Search<'_> {
         }
         for v in (0..=hi).rev() {
             self.a[i] = v;
+            if let Some(c) = &mut self.cuts {
+                c.set_leaf(i, v);
+            }
             let found = self.leaves(i + 1, left - v);
             if !matches!(found, Ok(None)) {
                 return found;
@@ -157,6 +207,14 @@ impl Search<'_> {
         }
         self.a[i] = 0;
         Ok(None)
+    }
+
+    /// Level 1's relaxation at leaf `i`, `left` virtual leaves to go.
+    fn leaves_fit(&mut self, i: usize, left: u32) -> bool {
+        match &self.cuts {
+            Some(c) => c.leaves_fit(i, left),
+            None => self.links_fit((i, left), (0, self.s), None),
+        }
     }
 
     /// The pair-blind relaxation: can `l * s` links flow from the leaves
@@ -229,9 +287,14 @@ impl Search<'_> {
         fits
     }
 
-    /// Level 2 entry: `a` is complete.
-    fn spines_for_leaves(&mut self) -> Result<Option<Solution>, Cutoff> {
+    /// Level 2 entry: `a` is complete at depth `i` (no virtual leaf on
+    /// leaves `i..`).
+    fn spines_for_leaves(&mut self, i: usize) -> Result<Option<Solution>, Cutoff> {
         let p = self.p;
+        if let Some(c) = &mut self.cuts {
+            c.begin_spines(i, &self.a, &distinct_leaves(p, &self.a));
+        }
+        let vleaves: u32 = self.a.iter().sum();
         // Slots a spine can carry: the most `t` for which every chosen leaf
         // can send it `a_n * t` links at once through its OCS ports.
         let mut tmax = vec![0; p.spine_cap.len()];
@@ -239,11 +302,18 @@ impl Search<'_> {
             while *most < self.spine_max[m].min(self.s) {
                 // One max-flow per step: charged to the budget like a node.
                 self.budget.tick()?;
-                if !self.spine_takes(m, *most + 1) {
+                let takes = match &mut self.cuts {
+                    Some(c) => c.spine_takes(&self.a, m, *most + 1, vleaves * (*most + 1)),
+                    None => self.spine_takes(m, *most + 1),
+                };
+                if !takes {
                     break;
                 }
                 *most += 1;
             }
+        }
+        if let Some(c) = &mut self.cuts {
+            c.set_tmax(&tmax);
         }
         let left = suffix(&tmax);
         self.t.fill(0);
@@ -335,10 +405,15 @@ impl Search<'_> {
         let chosen = self.a.iter().filter(|&&an| an > 0).count() as u64;
         self.budget.take(2 + chosen)?;
         let nl = self.a.len();
-        if room[j] < left
-            || !self.links_fit((nl, 0), (j, left), Some(tmax))
-            || !self.leaves_send(j, left, tmax)
-        {
+        let fits = match &self.cuts {
+            Some(c) => room[j] >= left && c.spines_fit(j, left),
+            None => {
+                room[j] >= left
+                    && self.links_fit((nl, 0), (j, left), Some(tmax))
+                    && self.leaves_send(j, left, tmax)
+            }
+        };
+        if !fits {
             return Ok(None);
         }
         if left == 0 {
@@ -350,6 +425,9 @@ impl Search<'_> {
         }
         for v in (0..=hi).rev() {
             self.t[j] = v;
+            if let Some(c) = &mut self.cuts {
+                c.set_spine(j, v);
+            }
             let found = self.spines(j + 1, left - v, tmax, room);
             if !matches!(found, Ok(None)) {
                 return found;
@@ -389,6 +467,21 @@ impl Search<'_> {
         let sc: Vec<Vec<u32>> = slots.iter().map(|&(m, _)| p.spine_cap[m].clone()).collect();
         Ok(assign_exact(&need, &lc, &sc, self.budget)?.map(|x| Solution { set, slots, x, dx }))
     }
+}
+
+/// The chosen leaves (`a_n > 0`) that pose distinct per-leaf flow
+/// problems: the first of each group with the same `a_n` and ports.
+fn distinct_leaves(p: &Problem, a: &[u32]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for (n, &an) in a.iter().enumerate().filter(|(_, &an)| an > 0) {
+        if !out
+            .iter()
+            .any(|&m| a[m] == an && leaf_row(p, m) == leaf_row(p, n))
+        {
+            out.push(n);
+        }
+    }
+    out
 }
 
 /// The non-zero entries of `v`, with their indices.
@@ -574,6 +667,89 @@ pub(crate) mod tests {
             feasible * 10 < tried * 9,
             "too few infeasible instances: {feasible}/{tried}"
         );
+    }
+
+    /// An all-OCS instance (no direct cable, so the cut form applies)
+    /// with up to 4 OCSes, alike leaves and spines now and then.
+    fn random_ocs_problem(rng: &mut Rng) -> Problem {
+        let nl = 1 + rng.below(9) as usize;
+        let ns = 1 + rng.below(6) as usize;
+        let k = 1 + rng.below(4) as usize;
+        let caps = |rng: &mut Rng, n: usize| -> Vec<Vec<u32>> {
+            (0..n)
+                .map(|_| (0..k).map(|_| rng.below(5) as u32).collect())
+                .collect()
+        };
+        let mut p = Problem {
+            leaf_max: (0..nl).map(|_| rng.below(4) as u32).collect(),
+            leaf_cap: caps(rng, nl),
+            spine_cap: caps(rng, ns),
+            direct: vec![vec![0; ns]; nl],
+        };
+        for n in 1..nl {
+            if rng.below(3) == 0 {
+                p.leaf_cap[n] = p.leaf_cap[n - 1].clone();
+                p.leaf_max[n] = p.leaf_max[n - 1];
+            }
+        }
+        for m in 1..ns {
+            if rng.below(3) == 0 {
+                p.spine_cap[m] = p.spine_cap[m - 1].clone();
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn cuts_search_exactly_as_the_flows_do() {
+        // Same answer, same slice and the same budget spent, whether the
+        // relaxations run as max-flows or as cuts over OCS subsets; with
+        // small budgets too, so cutoffs must fall at the same node.
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut found, mut none, mut cut) = (0, 0, 0);
+        for _ in 0..3000 {
+            let p = random_ocs_problem(&mut rng);
+            let l = 1 + rng.below(6) as u32;
+            let s = 1 + rng.below(6) as u32;
+            let units = [5, 20, 100, 10_000][rng.below(4) as usize];
+            let (mut b1, mut b2) = (Budget(units), Budget(units));
+            let with_cuts = solve_with(&p, (l, s), &mut b1, true);
+            let with_flows = solve_with(&p, (l, s), &mut b2, false);
+            assert_eq!(with_cuts, with_flows, "l {l} s {s} budget {units} {p:?}");
+            assert_eq!(b1.0, b2.0, "budget left, l {l} s {s} {p:?}");
+            match with_cuts {
+                Ok(Some(sol)) => {
+                    check(&p, &sol, l, s);
+                    found += 1;
+                }
+                Ok(None) => none += 1,
+                Err(Cutoff) => cut += 1,
+            }
+        }
+        assert!(
+            found > 100 && none > 100 && cut > 100,
+            "{found} found, {none} none, {cut} cut off"
+        );
+    }
+
+    #[test]
+    fn cuts_agree_with_brute_force() {
+        let mut rng = Rng(0x3c17_55ed_0000_0013);
+        for _ in 0..1500 {
+            let mut p = random_ocs_problem(&mut rng);
+            // Brute force is exponential: keep it tiny.
+            p.leaf_max.truncate(4);
+            p.leaf_cap.truncate(4);
+            p.direct.truncate(4);
+            p.spine_cap.truncate(3);
+            for row in &mut p.direct {
+                row.truncate(3);
+            }
+            let l = 1 + rng.below(4) as u32;
+            let s = 1 + rng.below(3) as u32;
+            let got = solve(&p, l, s, &mut Budget(u64::MAX)).unwrap();
+            assert_eq!(got.is_some(), brute(&p, l, s), "l {l} s {s} {p:?}");
+        }
     }
 
     #[test]

@@ -1226,3 +1226,86 @@ mod given_allocation {
         assert!(e.contains("lives in one server"), "{e}");
     }
 }
+
+#[test]
+fn ocs_view_lists_every_usable_port_by_switch_and_ocs() {
+    // The flat view against the rule it encodes, port by port, on a
+    // fabric some OCS-vClos jobs hold parts of.
+    let t = topo(4, 8, 2, 2);
+    let mut p = OcsVclosPlacer::new(t.clone());
+    for (i, gpus) in [6, 4, 10, 2].into_iter().enumerate() {
+        p.place(&req(&format!("j{i}"), gpus)).unwrap();
+    }
+    let st = p.state();
+    let view = super::view::OcsView::new(st);
+    let mut held = 0;
+    for (li, leaf) in t.leaves.iter().enumerate() {
+        let n = LeafId(li as u32);
+        for o in 0..view.k {
+            let want: Vec<(u16, u16)> = (0..leaf.uplinks.len() as u16)
+                .filter_map(|u| match leaf.uplink_peer[u as usize] {
+                    Some(PortRef::Ocs(oc, a)) if oc.index() == o => Some((u, a)),
+                    _ => None,
+                })
+                .filter(|&(u, a)| {
+                    let free = st.uplink_free(n, u) && st.ocs_port_idle(super::view::ocs_id(o), a);
+                    held += usize::from(!free);
+                    free
+                })
+                .collect();
+            assert_eq!(view.leaf_on(n, o), &want[..], "leaf {li} ocs {o}");
+        }
+    }
+    assert!(
+        held > 0,
+        "no port held: the test would not see a wrong filter"
+    );
+    for (si, spine) in t.spines.iter().enumerate() {
+        let m = SpineId(si as u32);
+        for o in 0..view.k {
+            let want: Vec<(u16, u16)> = (0..spine.ports.len() as u16)
+                .filter_map(|q| match spine.port_peer[q as usize] {
+                    Some(PortRef::Ocs(oc, b)) if oc.index() == o => Some((q, b)),
+                    _ => None,
+                })
+                .filter(|&(q, b)| {
+                    st.spine_port_free(m, q) && st.ocs_port_idle(super::view::ocs_id(o), b)
+                })
+                .collect();
+            assert_eq!(view.spine_on(m, o), &want[..], "spine {si} ocs {o}");
+        }
+    }
+}
+
+#[test]
+fn a_decision_lists_each_leaf_s_server_ports_in_gpu_order() {
+    // GPUs of two leaves interleaved, leaves listed in the other order:
+    // the one-pass grouping must give what the per-leaf scan gives.
+    let t = topo(2, 4, 2, 0);
+    let (a, b) = (t.leaf(LeafId(0)).servers[1], t.leaf(LeafId(1)).servers[0]);
+    let mut plan = plan::Plan::local(Stage::Vclos, vec![(b, 1), (a, 0), (b, 0), (a, 1)]);
+    plan.leaves = vec![LeafId(1), LeafId(0)];
+    let d = plan.to_decision(&t, &"j".parse().unwrap());
+    for (v, &n) in d.vclos.leaves.iter().zip(&plan.leaves) {
+        let want: Vec<Name> = plan
+            .server_ports(&t, n)
+            .into_iter()
+            .map(|p| t.leaf(n).server_ports[p as usize].clone())
+            .collect();
+        assert_eq!(v.server_ports, want);
+        assert_eq!(v.server_ports.len(), 2);
+    }
+    let st = FabricState::new(t.clone());
+    let ports = plan.resources(&st).server_ports;
+    let lay = st.layout();
+    let want: Vec<usize> = plan
+        .leaves
+        .iter()
+        .flat_map(|&n| {
+            plan.server_ports(&t, n)
+                .into_iter()
+                .map(move |p| lay.server_port(n, p))
+        })
+        .collect();
+    assert_eq!(ports, want);
+}

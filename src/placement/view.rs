@@ -109,23 +109,42 @@ impl LinkView {
 /// OCS-vClos view: per (leaf, OCS) the free uplinks whose OCS port is idle,
 /// per (spine, OCS) the free spine ports whose OCS port is idle, and the
 /// free direct (non-OCS) leaf-spine cables.
+///
+/// The per-(switch, OCS) lists live in one flat array per side, each
+/// switch's lists one after the other (`start` gives where each begins):
+/// built once per `place` call, a list per pair was ~1 500 small vectors
+/// to allocate at 8192 GPUs (issue 13).
 #[derive(Debug, Clone)]
 pub struct OcsView {
     pub k: usize,
-    /// `leaf_ocs[leaf * k + ocs]`: (uplink, OCS port) pairs.
-    pub leaf_ocs: Vec<Vec<(u16, u16)>>,
-    /// `spine_ocs[spine * k + ocs]`: (spine port, OCS port) pairs.
-    pub spine_ocs: Vec<Vec<(u16, u16)>>,
+    /// (uplink, OCS port) pairs of `leaf_on(leaf, ocs)`, in uplink order.
+    leaf_ocs: Vec<(u16, u16)>,
+    /// `leaf_start[leaf * k + ocs]`: where that list begins (one extra
+    /// entry at the end).
+    leaf_start: Vec<u32>,
+    /// (spine port, OCS port) pairs of `spine_on(spine, ocs)`, in port order.
+    spine_ocs: Vec<(u16, u16)>,
+    spine_start: Vec<u32>,
     /// Direct free cables: (leaf, uplink, spine, spine port).
     pub direct: Vec<(LeafId, u16, SpineId, u16)>,
+}
+
+/// Append the `k` per-OCS lists of one switch (`buckets`, emptied) to
+/// `flat`, recording where each begins in `start`.
+fn flush(buckets: &mut [Vec<(u16, u16)>], flat: &mut Vec<(u16, u16)>, start: &mut Vec<u32>) {
+    for b in buckets {
+        start.push(flat.len() as u32);
+        flat.append(b);
+    }
 }
 
 impl OcsView {
     pub fn new(st: &FabricState) -> Self {
         let topo = st.topology();
         let k = topo.ocs.len();
-        let mut leaf_ocs = vec![Vec::new(); topo.leaves.len() * k];
-        let mut spine_ocs = vec![Vec::new(); topo.spines.len() * k];
+        let mut buckets: Vec<Vec<(u16, u16)>> = vec![Vec::new(); k];
+        let mut leaf_ocs = Vec::new();
+        let mut leaf_start = Vec::with_capacity(topo.leaves.len() * k + 1);
         let mut direct = Vec::new();
         for (li, leaf) in topo.leaves.iter().enumerate() {
             let lid = LeafId(li as u32);
@@ -136,7 +155,7 @@ impl OcsView {
                 }
                 match *peer {
                     Some(PortRef::Ocs(o, a)) if st.ocs_port_idle(o, a) => {
-                        leaf_ocs[li * k + o.index()].push((u, a));
+                        buckets[o.index()].push((u, a));
                     }
                     Some(PortRef::Spine(s, p)) if st.spine_port_free(s, p) => {
                         direct.push((lid, u, s, p));
@@ -144,31 +163,41 @@ impl OcsView {
                     _ => {}
                 }
             }
+            flush(&mut buckets, &mut leaf_ocs, &mut leaf_start);
         }
+        leaf_start.push(leaf_ocs.len() as u32);
+        let mut spine_ocs = Vec::new();
+        let mut spine_start = Vec::with_capacity(topo.spines.len() * k + 1);
         for (si, spine) in topo.spines.iter().enumerate() {
             let sid = SpineId(si as u32);
             for (p, peer) in spine.port_peer.iter().enumerate() {
                 let p = p as u16;
                 if let Some(PortRef::Ocs(o, b)) = *peer {
                     if st.spine_port_free(sid, p) && st.ocs_port_idle(o, b) {
-                        spine_ocs[si * k + o.index()].push((p, b));
+                        buckets[o.index()].push((p, b));
                     }
                 }
             }
+            flush(&mut buckets, &mut spine_ocs, &mut spine_start);
         }
+        spine_start.push(spine_ocs.len() as u32);
         OcsView {
             k,
             leaf_ocs,
+            leaf_start,
             spine_ocs,
+            spine_start,
             direct,
         }
     }
 
     pub fn leaf_on(&self, leaf: LeafId, o: usize) -> &[(u16, u16)] {
-        &self.leaf_ocs[leaf.index() * self.k + o]
+        let i = leaf.index() * self.k + o;
+        &self.leaf_ocs[self.leaf_start[i] as usize..self.leaf_start[i + 1] as usize]
     }
     pub fn spine_on(&self, spine: SpineId, o: usize) -> &[(u16, u16)] {
-        &self.spine_ocs[spine.index() * self.k + o]
+        let i = spine.index() * self.k + o;
+        &self.spine_ocs[self.spine_start[i] as usize..self.spine_start[i + 1] as usize]
     }
     /// Usable uplinks of `leaf` (through any OCS, or direct).
     pub fn leaf_usable(&self, leaf: LeafId) -> usize {

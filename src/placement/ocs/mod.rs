@@ -397,6 +397,7 @@ fn one_spine(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> Option<P
         let mut plan = Plan::local(Stage::OcsSpine, Vec::new());
         plan.spines = vec![m];
         for (n, r, edges, de) in &chosen {
+            let from = plan.gpus.len();
             plan.gpus.extend(grain.take(st, *n, *r));
             plan.leaves.push(*n);
             let mut links = Vec::new();
@@ -408,7 +409,7 @@ fn one_spine(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> Option<P
             }
             let ups: Vec<u16> = links.iter().map(|l| l.uplink).collect();
             plan.links.extend(links);
-            plan.route_in_order(topo, *n, &ups);
+            plan.route_in_order_since(topo, *n, from, &ups);
         }
         return Some(plan);
     }

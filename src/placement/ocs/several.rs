@@ -381,6 +381,7 @@ fn build(
     plan.leaves = set.iter().map(|&(n, _)| n).collect();
     plan.spines = slots.iter().map(|&(m, _)| m).collect();
     for (i, &(n, a)) in set.iter().enumerate() {
+        let from = plan.gpus.len();
         plan.gpus.extend(grain.take(st, n, a * per_vleaf));
         // Per spine, the leaf's `a * t_m` links; virtual leaf `q` takes
         // the `q`-th run of `t_m` of them, so that uplink `j` of every
@@ -409,7 +410,7 @@ fn build(
                 }
             }
         }
-        plan.route_in_order(topo, n, &ups);
+        plan.route_in_order_since(topo, n, from, &ups);
     }
     Some(plan)
 }
