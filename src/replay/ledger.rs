@@ -31,7 +31,6 @@
 //! names, not cloning and comparing strings (issue 13: a 5000-job replay
 //! spent most of its time here).
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
@@ -70,8 +69,9 @@ struct Hold {
     /// Its job id, interned, and whether it opted in to sharing.
     name: u32,
     sharing: bool,
-    ports: Vec<Key>,
-    gpus: Vec<Key>,
+    /// Its ports' and GPUs' slots in the ledger's tables.
+    ports: Vec<u32>,
+    gpus: Vec<u32>,
     cross_connects: Vec<Xc>,
 }
 
@@ -112,21 +112,65 @@ impl Holders {
     }
 }
 
-/// Add `job` to `key`'s holders; true when another job already held it.
-fn hold(map: &mut Map<Key, Holders>, key: Key, job: usize) -> bool {
-    match map.entry(key) {
-        Entry::Vacant(v) => {
-            v.insert(Holders::One(job));
-            false
+/// The holders of every key ever held, in a dense table: a key gets its
+/// slot the first time it is held and keeps it, so a job's release frees
+/// its slots by index, without hashing (at 8192 GPUs a replay holds and
+/// frees tens of millions of ports; the hash map's inserts and removals
+/// were a third of a replay).
+#[derive(Debug, Default)]
+struct Slots {
+    index: Map<Key, u32>,
+    holders: Vec<Option<Holders>>,
+}
+
+impl Slots {
+    fn slot(&mut self, key: Key) -> u32 {
+        let next = self.holders.len() as u32;
+        let i = *self.index.entry(key).or_insert(next);
+        if i == next {
+            self.holders.push(None);
         }
-        Entry::Occupied(mut o) => {
-            let h = o.get_mut();
-            let shared = h.any_other(job);
-            match h {
-                Holders::One(first) => *h = Holders::Many(vec![*first, job]),
-                Holders::Many(v) => v.push(job),
+        i
+    }
+
+    fn get(&self, key: &Key) -> Option<&Holders> {
+        let i = *self.index.get(key)?;
+        self.holders[i as usize].as_ref()
+    }
+
+    /// Add `job` to slot `i`'s holders; true when another job already
+    /// held it.
+    fn hold(&mut self, i: u32, job: usize) -> bool {
+        let h = &mut self.holders[i as usize];
+        match h {
+            None => {
+                *h = Some(Holders::One(job));
+                false
             }
-            shared
+            Some(h) => {
+                let shared = h.any_other(job);
+                match h {
+                    Holders::One(first) => *h = Holders::Many(vec![*first, job]),
+                    Holders::Many(v) => v.push(job),
+                }
+                shared
+            }
+        }
+    }
+
+    fn drop_holder(&mut self, i: u32, job: usize) {
+        let h = &mut self.holders[i as usize];
+        match h {
+            Some(Holders::One(o)) if *o == job => *h = None,
+            Some(Holders::Many(v)) => {
+                v.retain(|o| *o != job);
+                match v[..] {
+                    [] => *h = None,
+                    [last] => *h = Some(Holders::One(last)),
+                    _ => {}
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -135,8 +179,8 @@ fn hold(map: &mut Map<Key, Holders>, key: Key, job: usize) -> bool {
 #[derive(Debug, Default)]
 pub struct Ledger {
     names: Names,
-    holders: Map<Key, Holders>,
-    gpu_holders: Map<Key, Holders>,
+    holders: Slots,
+    gpu_holders: Slots,
     /// Live OCS circuits, both directions: (ocs, port) -> partner port.
     live: Map<Key, u32>,
     initial: Map<Key, u32>,
@@ -251,8 +295,11 @@ impl Ledger {
         }
         let agreed = self.shared_ports_of(d);
         let mut shared = false;
+        let mut slots = Vec::with_capacity(ports.len());
         for &p in &ports {
-            if hold(&mut self.holders, p, job) {
+            let i = self.holders.slot(p);
+            slots.push(i);
+            if self.holders.hold(i, job) {
                 if self.agreed(p, job, &agreed) {
                     self.audit.shared_ports += 1;
                     shared = true;
@@ -262,8 +309,9 @@ impl Ledger {
             }
         }
         self.audit.shared_jobs += u64::from(shared);
+        let gpus: Vec<u32> = gpus.iter().map(|&g| self.gpu_holders.slot(g)).collect();
         for &g in &gpus {
-            if hold(&mut self.gpu_holders, g, job) {
+            if self.gpu_holders.hold(g, job) {
                 self.audit.gpu_conflicts += 1;
             }
         }
@@ -272,7 +320,7 @@ impl Ledger {
             Hold {
                 name: self.names.id(d.job.as_str()),
                 sharing: d.sharing.is_some(),
-                ports,
+                ports: slots,
                 gpus,
                 cross_connects: xcs,
             },
@@ -331,11 +379,11 @@ impl Ledger {
         let Some(hold) = self.jobs.remove(&job) else {
             return;
         };
-        for p in &hold.ports {
-            drop_holder(&mut self.holders, p, job);
+        for &p in &hold.ports {
+            self.holders.drop_holder(p, job);
         }
-        for g in &hold.gpus {
-            drop_holder(&mut self.gpu_holders, g, job);
+        for &g in &hold.gpus {
+            self.gpu_holders.drop_holder(g, job);
         }
         for &x in &hold.cross_connects {
             if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
@@ -394,28 +442,6 @@ impl Ledger {
                 a: port,
                 b: partner,
             });
-        }
-    }
-}
-
-fn drop_holder(map: &mut Map<Key, Holders>, key: &Key, job: usize) {
-    let Entry::Occupied(mut o) = map.entry(*key) else {
-        return;
-    };
-    match o.get_mut() {
-        Holders::One(h) if *h == job => {
-            o.remove();
-        }
-        Holders::One(_) => {}
-        Holders::Many(v) => {
-            v.retain(|h| *h != job);
-            match v[..] {
-                [] => {
-                    o.remove();
-                }
-                [last] => *o.get_mut() = Holders::One(last),
-                _ => {}
-            }
         }
     }
 }
