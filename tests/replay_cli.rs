@@ -736,4 +736,7 @@ fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() 
     assert!(err.contains("conservative"), "{err}");
     let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "0"]);
     assert!(err.contains("--backfill-depth"), "{err}");
+    // A depth without backfilling would be ignored: refused instead.
+    let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "5"]);
+    assert!(err.contains("--backfill"), "{err}");
 }

@@ -73,7 +73,7 @@ pub(super) struct BackfillArgs {
     /// With `--backfill easy`: jobs behind the head tried per change of
     /// the fabric (like Slurm's bf_max_job_test).
     #[arg(long, value_name = "JOBS", default_value_t = replay::DEFAULT_BACKFILL_DEPTH as u32,
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+          value_parser = clap::value_parser!(u32).range(1..=100_000), requires = "backfill")]
     backfill_depth: u32,
 }
 
