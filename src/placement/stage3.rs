@@ -592,15 +592,18 @@ pub(crate) mod tests {
         go(&pairs, &mut lc, &mut sc, &mut direct)
     }
 
+    /// `n` switches' idle ports on each of `k` OCSes, each below `below`.
+    fn random_caps(rng: &mut Rng, n: usize, k: usize, below: u64) -> Vec<Vec<u32>> {
+        (0..n)
+            .map(|_| (0..k).map(|_| rng.below(below) as u32).collect())
+            .collect()
+    }
+
     fn random_problem(rng: &mut Rng) -> Problem {
         let nl = 1 + rng.below(4) as usize;
         let ns = 1 + rng.below(3) as usize;
         let k = 1 + rng.below(2) as usize;
-        let caps = |rng: &mut Rng, n: usize| -> Vec<Vec<u32>> {
-            (0..n)
-                .map(|_| (0..k).map(|_| rng.below(4) as u32).collect())
-                .collect()
-        };
+        let caps = |rng: &mut Rng, n: usize| random_caps(rng, n, k, 4);
         let leaf_cap = caps(rng, nl);
         let spine_cap = caps(rng, ns);
         let direct = (0..nl)
@@ -675,11 +678,7 @@ pub(crate) mod tests {
         let nl = 1 + rng.below(9) as usize;
         let ns = 1 + rng.below(6) as usize;
         let k = 1 + rng.below(4) as usize;
-        let caps = |rng: &mut Rng, n: usize| -> Vec<Vec<u32>> {
-            (0..n)
-                .map(|_| (0..k).map(|_| rng.below(5) as u32).collect())
-                .collect()
-        };
+        let caps = |rng: &mut Rng, n: usize| random_caps(rng, n, k, 5);
         let mut p = Problem {
             leaf_max: (0..nl).map(|_| rng.below(4) as u32).collect(),
             leaf_cap: caps(rng, nl),

@@ -258,15 +258,7 @@ pub fn generate(p: &Params) -> Result<String, GenerateError> {
         "# or let `vclos emu serve --write-topology` point them at the emulator."
     );
     preamble(w, &p.name, t, p.allow_oversubscription);
-    let _ = writeln!(w, "leaves:");
-    for i in 1..=l {
-        let _ = writeln!(
-            w,
-            "  - {{name: leaf{i}, mgmt: {SWITCH_MGMT}, server_ports: \"100GE1/0/[1-{server_ports}]\", uplink_ports: \"100GE1/0/[{}-{}]\"}}",
-            server_ports + 1,
-            server_ports + s
-        );
-    }
+    leaves(w, "leaf", l, server_ports, s);
     let _ = writeln!(w, "spines:");
     for j in 1..=s {
         let _ = writeln!(
@@ -386,6 +378,20 @@ impl PodParams {
     }
 }
 
+/// The `leaves:` section: `count` switches named `{prefix}1..`, each with
+/// `server_ports` server-facing ports then `uplinks` uplinks.
+fn leaves(w: &mut String, prefix: &str, count: u32, server_ports: u32, uplinks: u32) {
+    let _ = writeln!(w, "leaves:");
+    for i in 1..=count {
+        let _ = writeln!(
+            w,
+            "  - {{name: {prefix}{i}, mgmt: {SWITCH_MGMT}, server_ports: \"100GE1/0/[1-{server_ports}]\", uplink_ports: \"100GE1/0/[{}-{}]\"}}",
+            server_ports + 1,
+            server_ports + uplinks
+        );
+    }
+}
+
 /// Render the spine-less pod fabric described by `p` as YAML.
 pub fn generate_pods(p: &PodParams) -> Result<String, GenerateError> {
     let (n, per_ocs) = p.check()?;
@@ -398,15 +404,7 @@ pub fn generate_pods(p: &PodParams) -> Result<String, GenerateError> {
     let _ = writeln!(w, "# Spine-less pod fabric: every pod (leaf) uplink goes to an OCS; {k} OCS of {} ports, {per_ocs} pods each (one pod group per OCS).", p.ocs_ports);
     let _ = writeln!(w, "# Management endpoints are loopback placeholders.");
     preamble(w, &p.name, t, p.allow_oversubscription);
-    let _ = writeln!(w, "leaves:");
-    for i in 1..=l {
-        let _ = writeln!(
-            w,
-            "  - {{name: pod{i}, mgmt: {SWITCH_MGMT}, server_ports: \"100GE1/0/[1-{server_ports}]\", uplink_ports: \"100GE1/0/[{}-{}]\"}}",
-            server_ports + 1,
-            server_ports + u
-        );
-    }
+    leaves(w, "pod", l, server_ports, u);
     let _ = writeln!(w, "ocs:");
     for o in 1..=k {
         let _ = writeln!(w, "  - {{name: ocs{o}, mgmt: {{host: 127.0.0.1, protocol: telnet-tl1, dialect: tl1, credential: lab}}, ports: \"[1-{}]\"}}", p.ocs_ports);
