@@ -34,9 +34,22 @@ use std::collections::BinaryHeap;
 /// A class: the links it crosses (indices into the capacities, each at
 /// most once) with its weight on each. A class on no link is never limited
 /// (`lambda = 1`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Class {
     pub links: Vec<(usize, f64)>,
+    /// Under [`crate::network::routes::Routing::Peak`] only: the job's
+    /// peak over its phases on each of its links (the solve ignores it).
+    pub peaks: Vec<(usize, f64)>,
+}
+
+impl Class {
+    /// A class on `links`, with no peaks.
+    pub fn new(links: Vec<(usize, f64)>) -> Self {
+        Class {
+            links,
+            peaks: Vec::new(),
+        }
+    }
 }
 
 /// Relative tolerance: a link counts as full within it.
@@ -178,9 +191,7 @@ mod tests {
     use super::*;
 
     fn class(weight: f64, links: &[usize]) -> Class {
-        Class {
-            links: links.iter().map(|&l| (l, weight)).collect(),
-        }
+        Class::new(links.iter().map(|&l| (l, weight)).collect())
     }
 
     #[test]
@@ -231,9 +242,7 @@ mod tests {
     fn a_job_runs_as_fast_as_its_slowest_link() {
         // Job a crosses links 0 and 1, job b only link 1 (weight 2 there):
         // link 1 fills at 1/3 for both; link 0 keeps spare capacity.
-        let a = Class {
-            links: vec![(0, 1.0), (1, 1.0)],
-        };
+        let a = Class::new(vec![(0, 1.0), (1, 1.0)]);
         let b = class(2.0, &[1]);
         let l = solve(&[1.0, 1.0], &[a, b]);
         assert!((l[0] - 1.0 / 3.0).abs() < 1e-12 && (l[1] - 1.0 / 3.0).abs() < 1e-12);
@@ -289,7 +298,7 @@ mod tests {
                     links.retain(|&(k, _)| k < capacity.len());
                     links.sort_by_key(|&(k, _)| k);
                     links.dedup_by_key(|&mut (k, _)| k);
-                    Class { links }
+                    Class::new(links)
                 })
                 .collect();
             let lambda = solve(&capacity, &classes);

@@ -24,5 +24,6 @@
 
 pub mod fairshare;
 pub mod model;
+pub mod peak;
 pub mod routes;
 pub mod traffic;

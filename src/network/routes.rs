@@ -36,6 +36,11 @@
 //!   4096 GPUs) is routed at once where the pair's paths share no link
 //!   ([`Router::fill`], with the argument why its choices are the
 //!   one-at-a-time ones to the bit), flow by flow otherwise.
+//! * [`Routing::Peak`] (`titan`): each flow on the first equal-cost path
+//!   (in the order above) on whose links the routed jobs' per-phase peaks
+//!   leave room for it in its phase: Hedera's Global First Fit with
+//!   Titan's phases ([`super::peak`], whose module doc gives the rule, its
+//!   sources and why a run of flows is routed with a pointer).
 //! * [`Routing::None`] (`best`): the ideal non-blocking fabric; no link is
 //!   ever shared, so flows cross no modelled link.
 //!
@@ -47,6 +52,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::fairshare::Class;
+use super::peak::Peaks;
 use super::traffic::{Block, Share, Traffic};
 use crate::decision::Decision;
 use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId, Topology};
@@ -74,6 +80,8 @@ pub enum Routing {
     Ecmp { seed: u64 },
     /// Least-loaded equal-cost path at the flow's start.
     Balanced,
+    /// First fit by per-phase peaks ([`super::peak`]).
+    Peak,
     /// Non-blocking: no shared link.
     None,
 }
@@ -86,9 +94,8 @@ impl Routing {
             Policy::Vclos | Policy::OcsVclos | Policy::Sr => Routing::Decision,
             Policy::Best => Routing::None,
             Policy::Ecmp => Routing::Ecmp { seed },
-            Policy::BalancedEcmp | Policy::Titan | Policy::HivedLike | Policy::TiresiasLike => {
-                Routing::Balanced
-            }
+            Policy::BalancedEcmp | Policy::HivedLike | Policy::TiresiasLike => Routing::Balanced,
+            Policy::Titan => Routing::Peak,
         }
     }
 }
@@ -233,7 +240,7 @@ pub struct Router {
     fabric: Fabric,
     routing: Routing,
     load: Vec<f64>,
-    /// [`Routing::Balanced`] only: every equal-cost path from leaf `a` to
+    /// [`Routing::Balanced`] and [`Routing::Peak`]: every equal-cost path from leaf `a` to
     /// leaf `b` at `a * leaves + b`, in the order the least-loaded choice
     /// scans them (uplinks in order, then each spine's links down), built
     /// once: scanning the uplinks and their spines per flow was most of a
@@ -258,6 +265,12 @@ pub struct Router {
     waiting: Vec<Slot>,
     chosen: VecDeque<Slot>,
     picks: Vec<u32>,
+    /// [`Routing::Peak`] only: the routed jobs' peaks, and whether a flow
+    /// whose best path overfills a link stops the route ([`Router::strict`]).
+    peaks: Option<Peaks>,
+    strict: bool,
+    /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
+    peak_picks: Vec<(usize, u32)>,
 }
 
 /// What `admit` of [`Router::route_gpus`] sees: `n` flows of one share
@@ -301,6 +314,11 @@ fn load_key(busiest: f64) -> u64 {
     }
 }
 
+/// A strict [`Routing::Peak`] route met a flow with no path within line
+/// rate.
+#[derive(Debug, Clone, Copy)]
+struct Over;
+
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
 /// generators", OOPSLA 2014): a fixed, well-mixed hash of 64 bits.
 fn mix(mut z: u64) -> u64 {
@@ -324,12 +342,15 @@ impl Router {
             waiting: Vec::new(),
             chosen: VecDeque::new(),
             picks: Vec::new(),
+            peaks: (routing == Routing::Peak).then(|| Peaks::new(fabric.links)),
+            strict: false,
+            peak_picks: Vec::new(),
             fabric,
             routing,
             load,
             paths: Vec::new(),
         };
-        if routing == Routing::Balanced {
+        if matches!(routing, Routing::Balanced | Routing::Peak) {
             let n = topo.leaves.len() as u32;
             r.paths = (0..n)
                 .flat_map(|a| (0..n).map(move |b| (LeafId(a), LeafId(b))))
@@ -390,7 +411,7 @@ impl Router {
             _ => Own::default(),
         };
         let class = self.route_placed(key, &placed, &own, collective, &mut |_, _, _| true);
-        Ok(class.unwrap_or(Class { links: vec![] }))
+        Ok(class.unwrap_or_default())
     }
 
     /// [`Router::route`] for GPUs given as (server, leaf, server port) in
@@ -418,6 +439,19 @@ impl Router {
         self.runs = false;
     }
 
+    /// [`Routing::Peak`]: with `true`, a route stops (`None`) at the first
+    /// flow whose best path would take a link past its line rate in its
+    /// phase, given the routed jobs' peaks; nothing of it is counted then.
+    /// A replay's router is not strict (it routes what was placed).
+    pub fn strict(&mut self, on: bool) {
+        self.strict = on;
+    }
+
+    /// [`Routing::Peak`]: the routed jobs' peaks added up, per link.
+    pub fn held_peaks(&self) -> &[f64] {
+        self.peaks.as_ref().map_or(&[], Peaks::held)
+    }
+
     fn route_placed(
         &mut self,
         key: u64,
@@ -427,14 +461,14 @@ impl Router {
         admit: &mut Admit<'_>,
     ) -> Option<Class> {
         if self.routing == Routing::None {
-            return Some(Class { links: vec![] }); // no flow crosses a link
+            return Some(Class::default()); // no flow crosses a link
         }
         let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
         let traffic = Traffic::new(&servers);
         let blocks = traffic.blocks(collective);
         // Loads may have moved since the last call (unroute, restore).
         self.run = None;
-        let admitted = if self.routing == Routing::Balanced && self.runs {
+        let admitted = if matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs {
             self.route_runs(placed, &blocks, admit)
         } else {
             self.route_each(key, placed, own, &blocks, admit)
@@ -445,12 +479,16 @@ impl Router {
             .drain(..)
             .map(|l| (l as usize, std::mem::take(&mut self.sum[l as usize])))
             .collect();
+        let peaks = self.peaks.as_mut().map(Peaks::finish).unwrap_or_default();
         if !admitted {
             return None;
         }
-        let class = Class { links };
+        let class = Class { links, peaks };
         if self.routing != Routing::Balanced {
             self.add(&class, 1.0);
+        }
+        if let Some(p) = &mut self.peaks {
+            p.hold(&class.peaks, 1.0);
         }
         Some(class)
     }
@@ -470,8 +508,16 @@ impl Router {
                 continue; // switched inside the leaf
             }
             let h = mix(key ^ mix(u64::from(f.src) << 32 | u64::from(f.dst)));
-            if let Some(path) = self.path(own, (src.1, src.2), (dst.1, dst.2), h, f.weight) {
-                if !self.charge(&path, &f.share(), 1, admit) {
+            let share = f.share();
+            let path = match self.routing {
+                Routing::Peak => match self.peak_path(src.1, dst.1, &share) {
+                    Ok(p) => p,
+                    Err(Over) => return false,
+                },
+                _ => self.path(own, (src.1, src.2), (dst.1, dst.2), h, share.weight),
+            };
+            if let Some(path) = path {
+                if !self.charge(&path, &share, 1, admit) {
                     return false;
                 }
             }
@@ -524,6 +570,9 @@ impl Router {
     fn route_run(&mut self, r: &Run, admit: &mut Admit<'_>) -> bool {
         let pair = r.from.index() * self.fabric.leaves.len() + r.to.index();
         let n = self.paths[pair].len();
+        if self.routing == Routing::Peak {
+            return self.route_run_peak(pair, r, admit);
+        }
         if !self.disjoint[pair] || (r.flows as usize) < n.div_ceil(2) {
             for _ in 0..r.flows {
                 let Some(p) = self.balanced(r.from, r.to, r.share.weight) else {
@@ -555,6 +604,42 @@ impl Router {
         true
     }
 
+    /// [`Routing::Peak`]: the run `r` of leaf pair `pair`, as many flows
+    /// on each first fitting path as fit it ([`super::peak`], "Runs");
+    /// `false` when a strict route meets a flow that fits no path, or
+    /// `admit` refused.
+    fn route_run_peak(&mut self, pair: usize, r: &Run, admit: &mut Admit<'_>) -> bool {
+        let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
+        let peaks = peaks.expect("Routing::Peak keeps peaks");
+        if paths.is_empty() {
+            return true; // no path: the flows are not routed
+        }
+        let mut picks = std::mem::take(&mut self.peak_picks);
+        picks.clear();
+        let (mut left, mut from) = (r.flows, 0);
+        while left > 0 {
+            let Some(i) = peaks.first_fit(paths, from, &r.share) else {
+                if self.strict {
+                    self.peak_picks = picks;
+                    return false;
+                }
+                peaks.charge(&paths[0], &r.share, left); // fits nowhere: the first
+                picks.push((0, left));
+                break;
+            };
+            let k = peaks.take(&paths[i], &r.share, left);
+            picks.push((i, k));
+            (left, from) = (left - k, i + 1);
+        }
+        let mut ok = true;
+        for &(i, times) in &picks {
+            let p = self.paths[pair][i];
+            ok = ok && self.charge(&p, &r.share, times, admit);
+        }
+        self.peak_picks = picks;
+        ok
+    }
+
     /// Count `times` flows of `share` on `p` in the job's sums, then ask
     /// `admit`.
     fn charge(&mut self, p: &Path, share: &Share, times: u32, admit: &mut Admit<'_>) -> bool {
@@ -582,9 +667,12 @@ impl Router {
         self.load = loads;
     }
 
-    /// Forget a routed job's load.
+    /// Forget a routed job's load (and its peaks).
     pub fn unroute(&mut self, class: &Class) {
         self.add(class, -1.0);
+        if let Some(p) = &mut self.peaks {
+            p.hold(&class.peaks, -1.0);
+        }
     }
 
     fn add(&mut self, class: &Class, sign: f64) {
@@ -673,7 +761,7 @@ impl Router {
     ) -> Option<Path> {
         let f = &self.fabric;
         match self.routing {
-            Routing::None => None,
+            Routing::None | Routing::Peak => None,
             Routing::Decision => match own.route.get(&(from, port)) {
                 Some(&u) => {
                     let far = own
@@ -690,6 +778,24 @@ impl Router {
             Routing::Ecmp { seed } => self.ecmp(from, to.0, mix(seed ^ h)),
             Routing::Balanced => self.balanced(from, to.0, weight),
         }
+    }
+
+    /// [`Routing::Peak`]: the first fitting path from leaf `from` to leaf
+    /// `to` for one flow of `share`, counted in the job's peaks (the first
+    /// path when none fits and the router is not strict); `Err` when a
+    /// strict route finds none.
+    fn peak_path(&mut self, from: LeafId, to: LeafId, share: &Share) -> Result<Option<Path>, Over> {
+        let pair = from.index() * self.fabric.leaves.len() + to.index();
+        let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
+        let peaks = peaks.expect("Routing::Peak keeps peaks");
+        let i = match peaks.first_fit(paths, 0, share) {
+            Some(i) => i,
+            None if self.strict => return Err(Over),
+            None if paths.is_empty() => return Ok(None),
+            None => 0,
+        };
+        peaks.charge(&paths[i], share, 1);
+        Ok(Some(paths[i]))
     }
 
     /// Up `from`'s uplink `u` (leading to `far`), then down to the GPU on
@@ -1358,17 +1464,40 @@ mod ocs_tests {
         loads.iter().map(|x| x.to_bits()).collect()
     }
 
-    #[test]
-    fn runs_route_jobs_exactly_as_one_flow_at_a_time() {
+    /// A job's class to the bit: its links' weights and peaks.
+    type ClassBits = (Vec<(usize, u64)>, Vec<(usize, u64)>);
+
+    fn class_bits(k: &Option<Class>) -> Option<ClassBits> {
+        let b = |v: &[(usize, f64)]| v.iter().map(|&(l, w)| (l, w.to_bits())).collect();
+        k.as_ref().map(|k| (b(&k.links), b(&k.peaks)))
+    }
+
+    /// Random jobs (and releases) routed in runs and one flow at a time by
+    /// `routing` on three fabrics, one with parallel links (paths sharing
+    /// links): `route` routes a job on both routers and returns the class
+    /// admitted, or `None` with both routers as before; classes and loads
+    /// must agree to the bit. (refused, admitted).
+    fn twin_routes(
+        routing: Routing,
+        seed: u64,
+        route: &mut dyn FnMut(
+            &mut Router,
+            &mut Router,
+            &[(ServerId, LeafId, u16)],
+            Collective,
+            &mut crate::placement::Rng,
+        ) -> Option<Class>,
+    ) -> (u32, u32) {
         let fabrics = [
             uniform_topology(4, 8, 4, 0),
             uniform_topology(8, 8, 2, 0),
             std::sync::Arc::new(par_topology()),
         ];
-        let mut rng = crate::placement::Rng(0x0a11_2a11);
+        let mut rng = crate::placement::Rng(seed);
         let (mut refused, mut admitted) = (0, 0);
         for t in &fabrics {
-            let mut runs = Router::new(t, Routing::Balanced);
+            let mut runs = Router::new(t, routing);
+            runs.strict(true);
             let mut one = runs.clone();
             one.one_flow_at_a_time();
             let mut held: Vec<Class> = Vec::new();
@@ -1381,40 +1510,186 @@ mod ocs_tests {
                 }
                 let job = some_job(t, &mut rng);
                 let c = Collective::ALL[rng.below(3) as usize];
-                let cap = [f64::INFINITY, 0.5, 1.0, 2.0][rng.below(4) as usize];
-                let before = runs.loads();
-                let got = checked(&mut runs, &job, c, cap);
-                let want = checked(&mut one, &job, c, cap);
-                let class_bits = |k: &Option<Class>| {
-                    k.as_ref().map(|k| {
-                        k.links
-                            .iter()
-                            .map(|&(l, w)| (l, w.to_bits()))
-                            .collect::<Vec<_>>()
-                    })
-                };
-                assert_eq!(
-                    class_bits(&got),
-                    class_bits(&want),
-                    "step {step}: {c}, cap {cap}"
-                );
-                match got {
+                match route(&mut runs, &mut one, &job, c, &mut rng) {
                     Some(k) => {
                         admitted += 1;
                         held.push(k);
                     }
-                    None => {
-                        refused += 1;
-                        runs.restore(before.clone());
-                        one.restore(before);
-                    }
+                    None => refused += 1,
                 }
                 assert_eq!(bits(&runs.load), bits(&one.load), "step {step}: {c}");
+                let peaks = (bits(runs.held_peaks()), bits(one.held_peaks()));
+                assert_eq!(peaks.0, peaks.1, "step {step}: {c}");
             }
         }
+        (refused, admitted)
+    }
+
+    #[test]
+    fn runs_route_jobs_exactly_as_one_flow_at_a_time() {
+        let (refused, admitted) = twin_routes(
+            Routing::Balanced,
+            0x0a11_2a11,
+            &mut |runs, one, job, c, rng| {
+                let cap = [f64::INFINITY, 0.5, 1.0, 2.0][rng.below(4) as usize];
+                let before = runs.loads();
+                let got = checked(runs, job, c, cap);
+                assert_eq!(
+                    class_bits(&got),
+                    class_bits(&checked(one, job, c, cap)),
+                    "{c}, cap {cap}"
+                );
+                if got.is_none() {
+                    runs.restore(before.clone());
+                    one.restore(before);
+                }
+                got
+            },
+        );
         assert!(
             refused > 50 && admitted > 300,
             "{refused} refused, {admitted} admitted"
+        );
+    }
+
+    /// Peak routing (`titan`, strict): jobs routed in runs get the very
+    /// classes and peaks of the one-flow-at-a-time first-fit search, on
+    /// fabrics with one link per spine and with parallel links (paths that
+    /// share links); a refused job changes nothing; held peaks never pass
+    /// a link; a job's peak on a link is at least its merged weight there.
+    #[test]
+    fn peak_runs_route_jobs_exactly_as_one_flow_at_a_time() {
+        let (refused, admitted) =
+            twin_routes(Routing::Peak, 0x9ea4_0001, &mut |runs, one, job, c, _| {
+                let (loads, peaks) = (bits(&runs.load), bits(runs.held_peaks()));
+                let got = runs.route_gpus(0, job, c, &mut |_, _, _| true);
+                let want = one.route_gpus(0, job, c, &mut |_, _, _| true);
+                assert_eq!(class_bits(&got), class_bits(&want), "{c}");
+                match &got {
+                    Some(k) => {
+                        let on: Vec<usize> = k.links.iter().map(|x| x.0).collect();
+                        let peaked: Vec<usize> = k.peaks.iter().map(|x| x.0).collect();
+                        assert_eq!(on, peaked);
+                        for (&(_, w), &(_, p)) in k.links.iter().zip(&k.peaks) {
+                            assert!(w <= p + 1e-12, "weight {w} over peak {p}");
+                        }
+                    }
+                    None => {
+                        assert_eq!(bits(&runs.load), loads, "refused, loads moved");
+                        assert_eq!(bits(runs.held_peaks()), peaks, "refused, peaks moved");
+                    }
+                }
+                let held = runs.held_peaks();
+                assert!(held.iter().all(|&x| x <= 1.0 + 1e-9), "{held:?}");
+                got
+            });
+        assert!(
+            refused > 100 && admitted > 150,
+            "{refused} refused, {admitted} admitted"
+        );
+    }
+
+    /// First fit in path order: on an empty fabric a ring between two whole
+    /// servers under two leaves puts its rails on the first uplinks, one
+    /// each (each rail runs at the full line rate), and a second such ring
+    /// takes the next ones; a halving-doubling job of one GPU on each of
+    /// four servers, ranked so that both its exchanges cross the leaves,
+    /// sends its second exchange on the links of its first (its phases are
+    /// disjoint in time), where merged-load balancing spreads them.
+    #[test]
+    fn peak_routing_packs_first_paths_and_shares_a_jobs_links_across_phases() {
+        let t = uniform_topology(2, 8, 4, 0); // 2 leaves x 2 servers x 4 GPUs, 8 spines
+        let whole = |servers: &[usize]| -> Vec<(ServerId, LeafId, u16)> {
+            servers
+                .iter()
+                .flat_map(|&s| {
+                    let srv = &t.servers[s];
+                    srv.ports
+                        .iter()
+                        .map(move |&p| (ServerId(s as u32), srv.leaf, p))
+                })
+                .collect()
+        };
+        let (a0, a1, b0, b1) = (0, 1, 2, 3); // servers 0, 1 under leaf 0; 2, 3 under leaf 1
+        assert_eq!(t.servers[a1].leaf, t.servers[a0].leaf);
+        assert_eq!(t.servers[b0].leaf, t.servers[b1].leaf);
+        assert_ne!(t.servers[a0].leaf, t.servers[b0].leaf);
+        let mut r = Router::new(&t, Routing::Peak);
+        r.strict(true);
+        let up = |k: &Class| -> Vec<usize> {
+            let mut v: Vec<usize> = k
+                .links
+                .iter()
+                .map(|x| x.0)
+                .filter(|l| l % 2 == 0)
+                .map(|l| l / 2)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let ring1 = r
+            .route_gpus(0, &whole(&[a0, b0]), Collective::Ring, &mut |_, _, _| true)
+            .unwrap();
+        let ring2 = r
+            .route_gpus(0, &whole(&[a1, b1]), Collective::Ring, &mut |_, _, _| true)
+            .unwrap();
+        // Uplinks are numbered leaf by leaf: leaf 0's are 0..8.
+        assert_eq!(
+            up(&ring1)
+                .into_iter()
+                .filter(|&u| u < 8)
+                .collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(
+            up(&ring2)
+                .into_iter()
+                .filter(|&u| u < 8)
+                .collect::<Vec<_>>(),
+            [4, 5, 6, 7]
+        );
+        // Every uplink of leaf 0 now carries a rail at line rate: a third
+        // ring is refused, and routing it counted nothing.
+        let held = bits(r.held_peaks());
+        assert!(r
+            .route_gpus(0, &whole(&[a0, b1]), Collective::Ring, &mut |_, _, _| true)
+            .is_none());
+        assert_eq!(bits(r.held_peaks()), held);
+        r.unroute(&ring2);
+        let hd = r
+            .route_gpus(0, &whole(&[a1, b1]), Collective::Hd, &mut |_, _, _| true)
+            .unwrap();
+        assert_eq!(
+            hd.peaks
+                .iter()
+                .filter(|&&(l, _)| l % 2 == 0 && l / 2 < 8)
+                .count(),
+            4
+        );
+        // Ranks a0, b0, b1, a1: distance 2 pairs a0-b1 and b0-a1, distance
+        // 1 pairs a0-b0 and b1-a1; two flows leave each leaf per exchange.
+        let ones: Vec<(ServerId, LeafId, u16)> = [a0, b0, b1, a1]
+            .iter()
+            .map(|&s| (ServerId(s as u32), t.servers[s].leaf, t.servers[s].ports[0]))
+            .collect();
+        let mut balanced = Router::new(&t, Routing::Balanced);
+        let spread = balanced
+            .route_gpus(0, &ones, Collective::Hd, &mut |_, _, _| true)
+            .unwrap();
+        let mut peak = Router::new(&t, Routing::Peak);
+        let shared = peak
+            .route_gpus(0, &ones, Collective::Hd, &mut |_, _, _| true)
+            .unwrap();
+        assert_eq!(
+            up(&shared),
+            [0, 1, 8, 9],
+            "two uplinks per leaf, the first ones"
+        );
+        assert!(up(&spread).len() > 4, "balanced: {:?}", up(&spread));
+        assert!(
+            shared.peaks.iter().all(|&(_, p)| p == 1.0),
+            "{:?}",
+            shared.peaks
         );
     }
 

@@ -93,9 +93,7 @@ fn stage_comm(ctx: &Ctx, st: &StagePlan) -> f64 {
         let live: Vec<usize> = (0..jobs.len()).filter(|&k| left[k] > 0.0).collect();
         let classes: Vec<Class> = live
             .iter()
-            .map(|&k| Class {
-                links: jobs[k].0.iter().map(|&(l, g)| (l, g / jobs[k].1)).collect(),
-            })
+            .map(|&k| Class::new(jobs[k].0.iter().map(|&(l, g)| (l, g / jobs[k].1)).collect()))
             .collect();
         let lambda = fairshare::solve(&cap, &classes);
         let dt = live
