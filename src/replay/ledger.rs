@@ -26,22 +26,26 @@
 //!   when the initial patches are known).
 //!
 //! Ports are compared by name, exactly as decisions carry them: each
-//! device, port and server name is interned once to a number (a name is the
-//! same port wherever it appears), so the per-decision work is hashing short
-//! names, not cloning and comparing strings (issue 13: a 5000-job replay
-//! spent most of its time here).
+//! `(device, port)` and `(server, gpu)` gets a dense slot the first time it
+//! is seen ([`Interner`]: a name is the same port wherever it appears), and
+//! everything the ledger knows per port — its holders, its live and initial
+//! OCS partner — is a vector indexed by slot. The per-decision work is one
+//! lookup by the names' addresses per port, not hashing and comparing
+//! strings (issue 13: a 5000-job replay spent most of its time here).
 
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 use serde::Serialize;
 
+use super::intern::Interner;
 use crate::decision::{CrossConnect, Decision};
-use crate::topology::Topology;
+use crate::topology::{Name, Topology};
 
-/// `(device, port)` or `(server, gpu)` as interned ids in one word.
-type Key = u64;
 type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// No partner (a dark OCS port) in [`Ledger::live`] and [`Ledger::initial`].
+const DARK: u32 = u32::MAX;
 
 /// The four audit counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -56,10 +60,9 @@ pub struct Audit {
     pub shared_jobs: u64,
 }
 
-/// One cross-connect, interned: OCS, port `a`, port `b`.
+/// One cross-connect: the port slots of its two ends (on one OCS).
 #[derive(Debug, Clone, Copy)]
 struct Xc {
-    ocs: u32,
     a: u32,
     b: u32,
 }
@@ -69,13 +72,13 @@ struct Hold {
     /// Its job id, interned, and whether it opted in to sharing.
     name: u32,
     sharing: bool,
-    /// Its ports' and GPUs' slots in the ledger's tables.
+    /// Its ports' and GPUs' slots.
     ports: Vec<u32>,
     gpus: Vec<u32>,
     cross_connects: Vec<Xc>,
 }
 
-/// Names to numbers (devices, ports and servers share one table).
+/// Job ids to numbers.
 #[derive(Debug, Default)]
 struct Names(Map<String, u32>);
 
@@ -88,10 +91,6 @@ impl Names {
         self.0.insert(name.to_string(), i);
         i
     }
-}
-
-fn key(a: u32, b: u32) -> Key {
-    u64::from(a) << 32 | u64::from(b)
 }
 
 /// The running jobs holding one port or GPU: almost always exactly one
@@ -112,29 +111,34 @@ impl Holders {
     }
 }
 
-/// The holders of every key ever held, in a dense table: a key gets its
-/// slot the first time it is held and keeps it, so a job's release frees
-/// its slots by index, without hashing (at 8192 GPUs a replay holds and
-/// frees tens of millions of ports; the hash map's inserts and removals
-/// were a third of a replay).
+/// The holders of every slot of one kind (ports or GPUs), indexed by slot:
+/// a job's release frees its slots by index, without hashing (at 8192 GPUs
+/// a replay holds and frees tens of millions of ports).
 #[derive(Debug, Default)]
 struct Slots {
-    index: Map<Key, u32>,
     holders: Vec<Option<Holders>>,
+    /// The start that last listed each slot, to list it once per start.
+    listed: Vec<u64>,
 }
 
 impl Slots {
-    fn slot(&mut self, key: Key) -> u32 {
-        let next = self.holders.len() as u32;
-        let i = *self.index.entry(key).or_insert(next);
-        if i == next {
-            self.holders.push(None);
+    /// Make room for slots `0..n`.
+    fn grow(&mut self, n: usize) {
+        if self.holders.len() < n {
+            self.holders.resize_with(n, || None);
+            self.listed.resize(n, 0);
         }
-        i
     }
 
-    fn get(&self, key: &Key) -> Option<&Holders> {
-        let i = *self.index.get(key)?;
+    /// True the first time `start` lists slot `i`.
+    fn first_listing(&mut self, i: u32, start: u64) -> bool {
+        let l = &mut self.listed[i as usize];
+        let first = *l != start;
+        *l = start;
+        first
+    }
+
+    fn get(&self, i: u32) -> Option<&Holders> {
         self.holders[i as usize].as_ref()
     }
 
@@ -175,16 +179,34 @@ impl Slots {
     }
 }
 
+/// What one decision lists, as slots.
+#[derive(Debug, Default)]
+struct Listing {
+    /// Every port it holds, each once.
+    ports: Vec<u32>,
+    /// Its cross-connects, in order.
+    xcs: Vec<Xc>,
+    /// The OCS hops of its links (`leaf_side`, `far_side`), when circuits
+    /// are tracked.
+    hops: Vec<(u32, u32)>,
+}
+
 /// Ports, GPUs and OCS circuits held by running jobs (keyed by any `usize`).
 #[derive(Debug, Default)]
 pub struct Ledger {
     names: Names,
+    port_ids: Interner,
+    gpu_ids: Interner,
     holders: Slots,
     gpu_holders: Slots,
-    /// Live OCS circuits, both directions: (ocs, port) -> partner port.
-    live: Map<Key, u32>,
-    initial: Map<Key, u32>,
+    /// Live OCS circuits, both directions: port slot -> partner slot or
+    /// [`DARK`].
+    live: Vec<u32>,
+    /// The initial patches, the same way.
+    initial: Vec<u32>,
     track_circuits: bool,
+    /// Starts so far (stamps [`Slots::listed`]).
+    starts: u64,
     jobs: Map<usize, Hold>,
     audit: Audit,
 }
@@ -204,8 +226,8 @@ impl Ledger {
         for p in patches {
             let x = l.xc(p);
             l.patch(x);
-            l.initial.insert(key(x.ocs, x.a), x.b);
-            l.initial.insert(key(x.ocs, x.b), x.a);
+            l.initial[x.a as usize] = x.b;
+            l.initial[x.b as usize] = x.a;
         }
         l
     }
@@ -226,80 +248,98 @@ impl Ledger {
 
     fn xc(&mut self, x: &CrossConnect) -> Xc {
         Xc {
-            ocs: self.names.id(&x.ocs),
-            a: self.names.id(&x.a),
-            b: self.names.id(&x.b),
+            a: self.port(&x.ocs, &x.a),
+            b: self.port(&x.ocs, &x.b),
         }
     }
 
-    fn port(&mut self, device: &str, port: &str) -> Key {
-        key(self.names.id(device), self.names.id(port))
+    /// The slot of `(device, port)`, with room for it in every per-port
+    /// table.
+    fn port(&mut self, device: &Name, port: &Name) -> u32 {
+        let i = self.port_ids.pair(device, port);
+        let n = self.port_ids.len();
+        if self.live.len() < n {
+            self.holders.grow(n);
+            self.live.resize(n, DARK);
+            self.initial.resize(n, DARK);
+        }
+        i
     }
 
-    /// Every `(device, port)` `d` holds, each once.
-    fn ports_of(&mut self, d: &Decision) -> Vec<Key> {
-        let mut ports = Vec::new();
-        for l in &d.vclos.links {
-            ports.push(self.port(&l.leaf, &l.uplink));
-            ports.push(self.port(&l.peer, &l.peer_port));
-            if let Some(h) = &l.via {
-                ports.push(self.port(&h.ocs, &h.leaf_side));
-                ports.push(self.port(&h.ocs, &h.far_side));
+    /// List port `(device, port)` for this start, once.
+    fn list(&mut self, out: &mut Vec<u32>, device: &Name, port: &Name) -> u32 {
+        let i = self.port(device, port);
+        if self.holders.first_listing(i, self.starts) {
+            out.push(i);
+        }
+        i
+    }
+
+    /// Every `(device, port)` `d` holds, each once, its cross-connects and
+    /// (when circuits are tracked) its OCS hops.
+    fn listing(&mut self, d: &Decision) -> Listing {
+        let mut l = Listing::default();
+        let ports = &mut l.ports;
+        for k in &d.vclos.links {
+            self.list(ports, &k.leaf, &k.uplink);
+            self.list(ports, &k.peer, &k.peer_port);
+            if let Some(h) = &k.via {
+                let a = self.list(ports, &h.ocs, &h.leaf_side);
+                let b = self.list(ports, &h.ocs, &h.far_side);
+                if self.track_circuits {
+                    l.hops.push((a, b));
+                }
             }
         }
         for x in &d.vclos.cross_connects {
-            ports.push(self.port(&x.ocs, &x.a));
-            ports.push(self.port(&x.ocs, &x.b));
+            let a = self.list(ports, &x.ocs, &x.a);
+            let b = self.list(ports, &x.ocs, &x.b);
+            l.xcs.push(Xc { a, b });
         }
         for r in &d.source_routes {
-            ports.push(self.port(&r.leaf, &r.uplink));
+            self.list(ports, &r.leaf, &r.uplink);
         }
         for v in &d.vclos.leaves {
             for p in &v.server_ports {
-                ports.push(self.port(&v.leaf, p));
+                self.list(ports, &v.leaf, p);
             }
         }
-        ports.sort_unstable();
-        ports.dedup();
-        ports
+        l
+    }
+
+    /// The slots of the GPUs `d` is given, each once.
+    fn gpus_of(&mut self, d: &Decision) -> Vec<u32> {
+        let mut gpus = Vec::with_capacity(d.gpus.len());
+        for g in &d.gpus {
+            let i = self.gpu_ids.numbered(&g.server, g.gpu);
+            self.gpu_holders.grow(self.gpu_ids.len());
+            if self.gpu_holders.first_listing(i, self.starts) {
+                gpus.push(i);
+            }
+        }
+        gpus
     }
 
     /// Record that `job` starts with decision `d`, counting conflicts.
     pub fn start(&mut self, job: usize, d: &Decision) {
-        let ports = self.ports_of(d);
-        let mut gpus: Vec<Key> = d
-            .gpus
-            .iter()
-            .map(|g| key(self.names.id(&g.server), u32::from(g.gpu)))
-            .collect();
-        gpus.sort_unstable();
-        gpus.dedup();
-        let xcs: Vec<Xc> = d.vclos.cross_connects.iter().map(|x| self.xc(x)).collect();
+        self.starts += 1;
+        let Listing { ports, xcs, hops } = self.listing(d);
+        let gpus = self.gpus_of(d);
 
         // Rewires are judged against what others hold before this job starts.
         for &x in &xcs {
             self.audit.busy_rewires += self.rewire_conflicts(x, job);
             self.patch(x);
         }
-        if self.track_circuits {
-            for h in d.vclos.links.iter().filter_map(|l| l.via.as_ref()) {
-                let (o, a, b) = (
-                    self.names.id(&h.ocs),
-                    self.names.id(&h.leaf_side),
-                    self.names.id(&h.far_side),
-                );
-                if self.live.get(&key(o, a)) != Some(&b) {
-                    self.audit.circuit_mismatches += 1;
-                }
+        for (a, b) in hops {
+            if self.live[a as usize] != b {
+                self.audit.circuit_mismatches += 1;
             }
         }
         let agreed = self.shared_ports_of(d);
         let mut shared = false;
-        let mut slots = Vec::with_capacity(ports.len());
         for &p in &ports {
-            let i = self.holders.slot(p);
-            slots.push(i);
-            if self.holders.hold(i, job) {
+            if self.holders.hold(p, job) {
                 if self.agreed(p, job, &agreed) {
                     self.audit.shared_ports += 1;
                     shared = true;
@@ -309,7 +349,6 @@ impl Ledger {
             }
         }
         self.audit.shared_jobs += u64::from(shared);
-        let gpus: Vec<u32> = gpus.iter().map(|&g| self.gpu_holders.slot(g)).collect();
         for &g in &gpus {
             if self.gpu_holders.hold(g, job) {
                 self.audit.gpu_conflicts += 1;
@@ -320,16 +359,16 @@ impl Ledger {
             Hold {
                 name: self.names.id(d.job.as_str()),
                 sharing: d.sharing.is_some(),
-                ports: slots,
+                ports,
                 gpus,
                 cross_connects: xcs,
             },
         );
     }
 
-    /// The ports of the links `d` shares, each with the job ids (interned)
-    /// it agreed to share them with.
-    fn shared_ports_of(&mut self, d: &Decision) -> Map<Key, Vec<u32>> {
+    /// The port slots of the links `d` shares, each with the job ids
+    /// (interned) it agreed to share them with.
+    fn shared_ports_of(&mut self, d: &Decision) -> Map<u32, Vec<u32>> {
         let mut out = Map::default();
         let Some(sh) = &d.sharing else {
             return out;
@@ -355,10 +394,10 @@ impl Ledger {
         out
     }
 
-    /// Whether every other holder of `port` is one `job` agreed to share
-    /// it with, and opted in itself.
-    fn agreed(&self, port: Key, job: usize, agreed: &Map<Key, Vec<u32>>) -> bool {
-        let (Some(with), Some(h)) = (agreed.get(&port), self.holders.get(&port)) else {
+    /// Whether every other holder of port slot `port` is one `job` agreed
+    /// to share it with, and opted in itself.
+    fn agreed(&self, port: u32, job: usize, agreed: &Map<u32, Vec<u32>>) -> bool {
+        let (Some(with), Some(h)) = (agreed.get(&port), self.holders.get(port)) else {
             return false;
         };
         let ok = |other: &usize| {
@@ -386,24 +425,20 @@ impl Ledger {
             self.gpu_holders.drop_holder(g, job);
         }
         for &x in &hold.cross_connects {
-            if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
-                self.live.remove(&key(x.ocs, x.a));
-                self.live.remove(&key(x.ocs, x.b));
+            if self.live[x.a as usize] == x.b {
+                self.live[x.a as usize] = DARK;
+                self.live[x.b as usize] = DARK;
             }
             for end in [x.a, x.b] {
-                self.restore(x.ocs, end);
+                self.restore(end);
             }
         }
     }
 
     /// Conflicts caused by making cross-connect `x` for `job`.
     fn rewire_conflicts(&self, x: Xc, job: usize) -> u64 {
-        let held_by_other = |port: u32| {
-            self.holders
-                .get(&key(x.ocs, port))
-                .is_some_and(|h| h.any_other(job))
-        };
-        if self.live.get(&key(x.ocs, x.a)) == Some(&x.b) {
+        let held_by_other = |port: u32| self.holders.get(port).is_some_and(|h| h.any_other(job));
+        if self.live[x.a as usize] == x.b {
             return 0; // already connected: nothing moves
         }
         let mut n = 0;
@@ -412,10 +447,9 @@ impl Ledger {
                 n += 1;
             }
             // The end's old partner goes dark.
-            if let Some(&old) = self.live.get(&key(x.ocs, end)) {
-                if old != other && held_by_other(old) {
-                    n += 1;
-                }
+            let old = self.live[end as usize];
+            if old != DARK && old != other && held_by_other(old) {
+                n += 1;
             }
         }
         n
@@ -423,22 +457,24 @@ impl Ledger {
 
     fn patch(&mut self, x: Xc) {
         for end in [x.a, x.b] {
-            if let Some(old) = self.live.remove(&key(x.ocs, end)) {
-                self.live.remove(&key(x.ocs, old));
+            let old = std::mem::replace(&mut self.live[end as usize], DARK);
+            if old != DARK {
+                self.live[old as usize] = DARK;
             }
         }
-        self.live.insert(key(x.ocs, x.a), x.b);
-        self.live.insert(key(x.ocs, x.b), x.a);
+        self.live[x.a as usize] = x.b;
+        self.live[x.b as usize] = x.a;
     }
 
-    /// Put back `port`'s initial patch if both of its ends are dark.
-    fn restore(&mut self, ocs: u32, port: u32) {
-        let Some(&partner) = self.initial.get(&key(ocs, port)) else {
+    /// Put back port slot `port`'s initial patch if both of its ends are
+    /// dark.
+    fn restore(&mut self, port: u32) {
+        let partner = self.initial[port as usize];
+        if partner == DARK {
             return;
-        };
-        if !self.live.contains_key(&key(ocs, port)) && !self.live.contains_key(&key(ocs, partner)) {
+        }
+        if self.live[port as usize] == DARK && self.live[partner as usize] == DARK {
             self.patch(Xc {
-                ocs,
                 a: port,
                 b: partner,
             });

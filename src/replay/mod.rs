@@ -32,6 +32,7 @@
 //! isolation from the decisions themselves; see its module doc.
 
 mod backfill;
+mod intern;
 mod ledger;
 mod occupancy;
 mod queue;

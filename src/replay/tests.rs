@@ -701,3 +701,81 @@ fn easy_backfill_on_the_real_engines_keeps_isolation_and_every_job() {
         );
     }
 }
+
+/// A decision over small pools of names, so jobs collide: links through
+/// OCS `o1` (some rewired), and GPUs. `name` gives each string its `Name`.
+fn random_decision(
+    rng: &mut rand_pcg::Pcg64Mcg,
+    job: usize,
+    name: &mut dyn FnMut(String) -> crate::topology::Name,
+) -> Decision {
+    use rand::RngExt;
+    let mut d = decision(&id(&format!("j{job}")), vec![], vec![]);
+    for _ in 0..rng.random_range(0..4) {
+        let (a, b) = (rng.random_range(1..9), rng.random_range(9..17));
+        d.vclos.links.push(ReservedLink {
+            leaf: name(format!("leaf{}", a % 3)),
+            uplink: name(format!("up{a}")),
+            peer: name("spine1".to_string()),
+            peer_port: name(format!("p{b}")),
+            via: Some(OcsHop {
+                ocs: name("o1".to_string()),
+                leaf_side: name(a.to_string()),
+                far_side: name(b.to_string()),
+            }),
+        });
+        if rng.random_bool(0.5) {
+            d.vclos.cross_connects.push(CrossConnect {
+                ocs: name("o1".to_string()),
+                a: name(a.to_string()),
+                b: name(b.to_string()),
+            });
+        }
+    }
+    for _ in 0..rng.random_range(0..3) {
+        d.gpus.push(GpuRef {
+            server: name(format!("s{}", rng.random_range(0..3))),
+            gpu: rng.random_range(0..4),
+        });
+    }
+    d
+}
+
+/// The ledger finds a port by its names' addresses first: decisions whose
+/// names are one shared allocation per string and decisions whose every
+/// name is freshly allocated must be audited alike, step by step.
+#[test]
+fn ledger_audits_shared_and_fresh_names_alike() {
+    use rand::{RngExt, SeedableRng};
+    let patches: Vec<CrossConnect> = (1..9)
+        .map(|i| xc(&i.to_string(), &(i + 8).to_string()))
+        .collect();
+    let (mut by_addr, mut by_string) = (
+        Ledger::with_patches(&patches),
+        Ledger::with_patches(&patches),
+    );
+    let mut pool: HashMap<String, crate::topology::Name> = HashMap::new();
+    let mut shared = |s: String| pool.entry(s.clone()).or_insert_with(|| s.into()).clone();
+    let mut fresh = |s: String| crate::topology::Name::from(s);
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+    let mut running = Vec::new();
+    for job in 0..3000 {
+        if !running.is_empty() && rng.random_bool(0.5) {
+            let j = running.swap_remove(rng.random_range(0..running.len()));
+            by_addr.finish(j);
+            by_string.finish(j);
+        } else {
+            let seed = rng.random::<u64>();
+            let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            by_addr.start(job, &random_decision(&mut r, job, &mut shared));
+            let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            by_string.start(job, &random_decision(&mut r, job, &mut fresh));
+            running.push(job);
+        }
+        assert_eq!(by_addr.audit(), by_string.audit(), "after job {job}");
+        assert_eq!(by_addr.running(), by_string.running());
+    }
+    let a = by_addr.audit();
+    assert!(a.isolation_violations > 0 && a.busy_rewires > 0);
+    assert!(a.gpu_conflicts > 0 && a.circuit_mismatches > 0);
+}
