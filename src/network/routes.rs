@@ -240,11 +240,12 @@ pub struct Router {
     fabric: Fabric,
     routing: Routing,
     load: Vec<f64>,
-    /// [`Routing::Balanced`] and [`Routing::Peak`]: every equal-cost path from leaf `a` to
-    /// leaf `b` at `a * leaves + b`, in the order the least-loaded choice
-    /// scans them (uplinks in order, then each spine's links down), built
-    /// once: scanning the uplinks and their spines per flow was most of a
-    /// balanced replay (an all-to-all job of 256 GPUs has 63 000 flows).
+    /// [`Routing::Balanced`] and [`Routing::Peak`]: every equal-cost path
+    /// from leaf `a` to leaf `b` at `a * leaves + b`, in the order the
+    /// least-loaded choice and the first fit scan them (uplinks in order,
+    /// then each spine's links down), built once: scanning the uplinks and
+    /// their spines per flow was most of a balanced replay (an all-to-all
+    /// job of 256 GPUs has 63 000 flows).
     paths: Vec<Vec<Path>>,
     /// Scratch of [`Router::route_placed`]: per link, the weight of the
     /// job being routed, and the links it touched.
@@ -266,7 +267,7 @@ pub struct Router {
     chosen: VecDeque<Slot>,
     picks: Vec<u32>,
     /// [`Routing::Peak`] only: the routed jobs' peaks, and whether a flow
-    /// whose best path overfills a link stops the route ([`Router::strict`]).
+    /// that fits no path stops the route ([`Router::strict`]).
     peaks: Option<Peaks>,
     strict: bool,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
@@ -440,8 +441,9 @@ impl Router {
     }
 
     /// [`Routing::Peak`]: with `true`, a route stops (`None`) at the first
-    /// flow whose best path would take a link past its line rate in its
-    /// phase, given the routed jobs' peaks; nothing of it is counted then.
+    /// flow that fits no path (every path would take a link past its line
+    /// rate in the flow's phase, given the routed jobs' peaks); nothing of
+    /// it is counted then.
     /// A replay's router is not strict (it routes what was placed).
     pub fn strict(&mut self, on: bool) {
         self.strict = on;
@@ -761,7 +763,8 @@ impl Router {
     ) -> Option<Path> {
         let f = &self.fabric;
         match self.routing {
-            Routing::None | Routing::Peak => None,
+            Routing::None => None,
+            Routing::Peak => None, // routed by `peak_path`, which knows the phase
             Routing::Decision => match own.route.get(&(from, port)) {
                 Some(&u) => {
                     let far = own
@@ -1472,22 +1475,23 @@ mod ocs_tests {
         k.as_ref().map(|k| (b(&k.links), b(&k.peaks)))
     }
 
-    /// Random jobs (and releases) routed in runs and one flow at a time by
-    /// `routing` on three fabrics, one with parallel links (paths sharing
-    /// links): `route` routes a job on both routers and returns the class
-    /// admitted, or `None` with both routers as before; classes and loads
-    /// must agree to the bit. (refused, admitted).
-    fn twin_routes(
-        routing: Routing,
-        seed: u64,
-        route: &mut dyn FnMut(
+    /// Routes one job (GPUs as (server, leaf, port)) on the router in runs
+    /// and the one flow at a time.
+    type TwinRoute<'a> = dyn FnMut(
             &mut Router,
             &mut Router,
             &[(ServerId, LeafId, u16)],
             Collective,
             &mut crate::placement::Rng,
-        ) -> Option<Class>,
-    ) -> (u32, u32) {
+        ) -> Option<Class>
+        + 'a;
+
+    /// Random jobs (and releases) routed in runs and one flow at a time by
+    /// `routing` on three fabrics, one with parallel links (paths sharing
+    /// links): `route` routes a job on both routers and returns the class
+    /// admitted, or `None` with both routers as before; classes and loads
+    /// must agree to the bit. (refused, admitted).
+    fn twin_routes(routing: Routing, seed: u64, route: &mut TwinRoute<'_>) -> (u32, u32) {
         let fabrics = [
             uniform_topology(4, 8, 4, 0),
             uniform_topology(8, 8, 2, 0),
