@@ -1638,20 +1638,9 @@ mod ocs_tests {
             .route_gpus(0, &whole(&[a1, b1]), Collective::Ring, &mut |_, _, _| true)
             .unwrap();
         // Uplinks are numbered leaf by leaf: leaf 0's are 0..8.
-        assert_eq!(
-            up(&ring1)
-                .into_iter()
-                .filter(|&u| u < 8)
-                .collect::<Vec<_>>(),
-            [0, 1, 2, 3]
-        );
-        assert_eq!(
-            up(&ring2)
-                .into_iter()
-                .filter(|&u| u < 8)
-                .collect::<Vec<_>>(),
-            [4, 5, 6, 7]
-        );
+        let leaf0_up = |k: &Class| -> Vec<usize> { up(k).into_iter().filter(|&u| u < 8).collect() };
+        assert_eq!(leaf0_up(&ring1), [0, 1, 2, 3]);
+        assert_eq!(leaf0_up(&ring2), [4, 5, 6, 7]);
         // Every uplink of leaf 0 now carries a rail at line rate: a third
         // ring is refused, and routing it counted nothing.
         let held = bits(r.held_peaks());

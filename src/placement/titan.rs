@@ -594,9 +594,10 @@ mod tests {
         assert!(checked > 100, "{checked}");
     }
 
-    /// The twin routes balanced flows in runs (`Router::fill`); a twin
-    /// routing them one at a time takes the same decisions, refusals
-    /// included, and holds the same peaks to the bit.
+    /// The twin routes a run of flows on each first fitting path at once
+    /// (`network::peak`, "Runs"); a twin routing them one at a time takes
+    /// the same decisions, refusals included, and holds the same peaks to
+    /// the bit.
     #[test]
     fn routing_in_runs_decides_as_one_flow_at_a_time() {
         let mut rng = Rng(0x7174_a000_0000_0002);

@@ -582,11 +582,18 @@ fn ledger_counts_sharing_without_agreement_as_violations() {
     );
 }
 
+/// FIFO without backfilling on `total` GPUs (the strict reference).
+fn fifo_on(total: u32) -> ReplayOptions {
+    ReplayOptions {
+        total_gpus: Some(total),
+        ..fifo()
+    }
+}
+
 fn backfill_easy(total: u32) -> ReplayOptions {
     ReplayOptions {
         backfill: Backfill::Easy { depth: 10 },
-        total_gpus: Some(total),
-        ..ReplayOptions::default()
+        ..fifo_on(total)
     }
 }
 
@@ -605,15 +612,7 @@ fn short_job_behind_a_blocked_head() -> Vec<Job> {
 #[test]
 fn easy_backfill_starts_a_job_that_ends_before_the_heads_reservation() {
     let trace = short_job_behind_a_blocked_head();
-    let strict = replay(
-        &mut Pool::new(4),
-        &trace,
-        ReplayOptions {
-            total_gpus: Some(4),
-            ..fifo()
-        },
-    )
-    .unwrap();
+    let strict = replay(&mut Pool::new(4), &trace, fifo_on(4)).unwrap();
     // b at 10, c and d after b at 15.
     assert_eq!(strict.backfilled_jobs, 0);
     assert_eq!(strict.backfill, "none");
@@ -643,15 +642,7 @@ fn easy_backfill_lets_a_long_job_use_only_the_gpus_the_head_leaves() {
     assert!((easy.avg_jwt_s - (0.0 + 9.0 + 13.0 + 0.0) / 4.0).abs() < 1e-9);
     assert_eq!(easy.max_jwt_s, 13.0);
     // Without backfilling d waits behind c.
-    let strict = replay(
-        &mut Pool::new(8),
-        &trace,
-        ReplayOptions {
-            total_gpus: Some(8),
-            ..fifo()
-        },
-    )
-    .unwrap();
+    let strict = replay(&mut Pool::new(8), &trace, fifo_on(8)).unwrap();
     assert!((strict.avg_jwt_s - (0.0 + 9.0 + 13.0 + 12.0) / 4.0).abs() < 1e-9);
 }
 
