@@ -102,11 +102,6 @@ pub fn claimed(d: &dyn Dialect, items: &BTreeSet<Item>) -> BTreeSet<Item> {
         .collect()
 }
 
-/// Longest VRF / policy name the dialect accepts. SONiC VRFs are Linux
-/// network devices, whose names are capped at 15 characters (IFNAMSIZ).
-pub fn max_name_len(id: DialectId) -> usize {
-    match id {
-        DialectId::Sonic => 15,
-        _ => crate::intent::name::MAX_OBJECT_NAME,
-    }
-}
+/// Longest VRF / policy name the dialect accepts (defined with the names
+/// it bounds, in the intent layer, which checks job ids against it).
+pub use crate::intent::name::max_name_len;

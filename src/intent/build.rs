@@ -380,7 +380,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                     .then(|| dev.members.iter().position(|m| *m == Member::Spine(s)))
                     .flatten();
                 let vrf: VrfName = vrf_name(job, member).map_err(named)?;
-                let max = crate::dialect::max_name_len(dev.mgmt.dialect);
+                let max = super::name::max_name_len(dev.mgmt.dialect);
                 if vrf.as_str().len() > max {
                     return Err(bad(format!(
                         "VRF name `{vrf}` is longer than {max} characters, the limit of {} on {}",
@@ -400,7 +400,7 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
                             (spine.device, &shared.far),
                         ] {
                             let d = topo.device(dev);
-                            let max = crate::dialect::max_name_len(d.mgmt.dialect);
+                            let max = super::name::max_name_len(d.mgmt.dialect);
                             if p.as_str().len() > max {
                                 return Err(bad(format!(
                                     "sub-interface name `{p}` is longer than {max} characters, the limit of {} on {}",

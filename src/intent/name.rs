@@ -34,6 +34,16 @@ use crate::topology::{Member, Role, Topology};
 
 pub use crate::names::MAX_OBJECT_NAME;
 
+/// Longest VRF / policy name `dialect` accepts. SONiC VRFs are Linux
+/// network devices, whose names are capped at 15 characters (IFNAMSIZ;
+/// table above).
+pub fn max_name_len(dialect: crate::topology::Dialect) -> usize {
+    match dialect {
+        crate::topology::Dialect::Sonic => 15,
+        _ => MAX_OBJECT_NAME,
+    }
+}
+
 macro_rules! checked_string {
     ($(#[$doc:meta])* $name:ident, $check:expr) => {
         $(#[$doc])*
@@ -218,7 +228,7 @@ pub fn job_id_limit(topo: &Topology) -> JobIdLimit {
                 )
             }
             Role::Spine => {
-                let limit = crate::dialect::max_name_len(d.mgmt.dialect);
+                let limit = max_name_len(d.mgmt.dialect);
                 match d.members.len() as u64 {
                     m if m > 1 => (format!("Vrf-<id>-{m}"), 5 + digits(m), limit),
                     _ => ("Vrf-<id>".to_string(), 4, limit),

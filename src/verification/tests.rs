@@ -1,6 +1,9 @@
 //! Verification catches deliberately broken configurations.
 
+use std::sync::Arc;
+
 use super::*;
+use crate::decision::Decision;
 use crate::topology::{self, generate, OcsId};
 
 /// 4 leaves x 4 spines, 2 GPUs per server, 2 servers per leaf, 2 OCS.
@@ -257,5 +260,139 @@ vclos:
     assert_eq!(
         JobView::from_decision(&t, &bad).unwrap_err(),
         "job j1: unknown server `srv9`"
+    );
+}
+
+/// A job on `narrow` (3 leaves x 2 servers x 4 GPUs, 4 uplinks per leaf)
+/// that has no isolated slice and shares links with `a` (sharing mode on):
+/// with one server of every leaf held (`h0`-`h2`), `a` (8 GPUs) takes a
+/// server on two leaves and all their uplinks; then the holder on `a`'s
+/// first leaf leaves. The placer with `a` and two holders held.
+fn crowded_sharing() -> crate::placement::VclosPlacer {
+    use crate::placement::given::{place_on, Allocation, Given};
+    use crate::placement::{JobRequest, Placer, Policy, SharingMode, SliceOptions, VclosPlacer};
+    let topo = generate::narrow_topology();
+    let mut st = crate::state::FabricState::new(Arc::clone(&topo));
+    for leaf in 0..3u32 {
+        let server = topo.leaf(LeafId(leaf)).servers[1];
+        let job = JobRequest::new(id(&format!("h{leaf}")), u32::from(topo.gpus_per_server));
+        let alloc = Allocation::Servers(vec![server]);
+        match place_on(Policy::Vclos, &st, SliceOptions::default(), &job, &alloc).unwrap() {
+            Given::Placed(d) => st.admit(&d).unwrap(),
+            Given::Refused(r) => panic!("{r:?}"),
+        }
+    }
+    let options = SliceOptions {
+        sharing: Some(SharingMode::default()),
+        ..SliceOptions::default()
+    };
+    let mut p = VclosPlacer::with_state(st).with_options(options);
+    let a = placed(p.place(&JobRequest::new(id("a"), 8)).unwrap());
+    assert_eq!(a.vclos.links.len(), 8);
+    let first = topo.leaf_id(&a.vclos.leaves[0].leaf).unwrap();
+    p.release(&id(&format!("h{}", first.index()))).unwrap();
+    p
+}
+
+fn id(s: &str) -> crate::names::JobId {
+    crate::names::JobId::new(s).unwrap()
+}
+
+fn placed(o: crate::placement::Outcome) -> Decision {
+    match o {
+        crate::placement::Outcome::Placed(d) => Arc::unwrap_or_clone(d),
+        crate::placement::Outcome::Blocked(b) => panic!("blocked: {b:?}"),
+    }
+}
+
+#[test]
+fn the_verifier_follows_each_job_through_its_own_interface_of_a_shared_link() {
+    use crate::intent::Item;
+    use crate::placement::Placer;
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut p = crowded_sharing();
+    let b = placed(
+        p.place(&crate::placement::JobRequest::new(id("b"), 8))
+            .unwrap(),
+    );
+    let topo = Arc::clone(p.state().topology());
+    let held: Vec<Decision> = p.state().decisions().into_iter().cloned().collect();
+    let items: BTreeMap<String, BTreeSet<Item>> = (crate::intent::build(&topo, &held).unwrap())
+        .devices
+        .into_iter()
+        .map(|d| (d.device, d.items))
+        .collect();
+    let violations = |items: &BTreeMap<String, BTreeSet<Item>>, held: &[Decision]| {
+        let fwd = forwarding_state(&topo, items);
+        (verify_state(&topo, held, &fwd).unwrap())
+            .into_iter()
+            .flat_map(|r| {
+                r.violations
+                    .into_iter()
+                    .map(move |v| format!("{}: {v}", r.job))
+            })
+            .collect::<Vec<_>>()
+    };
+    // As built: every flow of a and b arrives, each in its own VRF, and
+    // the sharing they agreed on is not a violation.
+    assert_eq!(violations(&items, &held), Vec::<String>::new());
+    // Not agreed (b's decision without its `with`): both are reported.
+    let mut unagreed = held.clone();
+    for d in &mut unagreed {
+        if let Some(sh) = d.sharing.as_mut() {
+            sh.links.iter_mut().for_each(|l| l.with = vec![id("zz")]);
+        }
+    }
+    let v = violations(&items, &unagreed);
+    assert!(
+        v.iter()
+            .any(|v| v.starts_with("a: ") && v.contains("shared with job b")),
+        "{v:?}"
+    );
+    // A spine sub-interface terminating another VLAN than its name says
+    // takes none of b's frames: b's flows through it fail, a's do not.
+    let link = &b.sharing.as_ref().unwrap().links[0];
+    let reserved = b
+        .vclos
+        .links
+        .iter()
+        .find(|k| k.leaf == link.leaf && k.uplink == link.uplink);
+    let spine = &reserved.unwrap().peer;
+    let mut broken = items.clone();
+    let set = broken.get_mut(&**spine).unwrap();
+    let sub = set
+        .iter()
+        .find(|i| matches!(i, Item::Subinterface { .. }))
+        .cloned()
+        .unwrap();
+    set.remove(&sub);
+    if let Item::Subinterface { port, .. } = sub {
+        set.insert(Item::Subinterface { port, vlan: 102 });
+    }
+    let v = violations(&broken, &held);
+    assert!(
+        v.iter()
+            .any(|v| v.starts_with("b: ") && v.contains("unreachable")),
+        "{v:?}"
+    );
+    assert!(!v.iter().any(|v| v.starts_with("a: ")), "{v:?}");
+    assert!(
+        v.iter().any(|v| v.contains("terminating its VLAN")),
+        "{v:?}"
+    );
+    // The leaf without its sub-interface: b's redirects there are broken.
+    let mut broken = items.clone();
+    let leaf = &topo
+        .device(topo.leaf(topo.leaf_id(&link.leaf).unwrap()).device)
+        .name;
+    broken
+        .get_mut(leaf)
+        .unwrap()
+        .retain(|i| !matches!(i, Item::Subinterface { .. }));
+    let v = violations(&broken, &held);
+    assert!(
+        v.iter()
+            .any(|v| v.starts_with("b: ") && v.contains("nor a sub-interface")),
+        "{v:?}"
     );
 }
