@@ -8,28 +8,24 @@
 //! `vclos-drivers` so that "how to talk to a device" never depends on "what
 //! to say to it".
 
+// The model (topology, placement, intent, state, network model) is the
+// `vclos-core` crate; re-exported under the paths it always had.
+pub use vclos_core::{
+    decision, intent, names, network, placement, sharing, state, topology, trace, yaml,
+};
+
 pub mod client;
 pub mod controller;
-pub mod decision;
 pub mod dialect;
 pub mod diff;
 pub mod emulator;
-pub mod intent;
 pub mod jobs;
-pub mod names;
-pub mod network;
-pub mod placement;
 pub mod plan;
 pub mod replay;
 pub mod schema;
 pub mod server;
-pub mod sharing;
 pub mod slurm;
-pub mod state;
 pub mod store;
 pub mod sweep;
 pub mod tdm;
-pub mod topology;
-pub mod trace;
 pub mod verification;
-pub mod yaml;

@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn retargets_endpoints_and_keeps_secrets_out() {
-        let text = include_str!("../../topologies/testbed-ocs.yaml");
+        let text = include_str!("../../../topologies/testbed-ocs.yaml");
         let targets = BTreeMap::from([
             (
                 "leaf1".to_string(),

@@ -261,11 +261,11 @@ impl Decision {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-fixtures"))]
 impl Decision {
     /// A stored decision for unit tests: `job` on GPU 0 of `srv1-1`.
     #[allow(clippy::unwrap_used)]
-    pub(crate) fn one_gpu(job: &str) -> Decision {
+    pub fn one_gpu(job: &str) -> Decision {
         Decision {
             requested_gpus: None,
             sharing: None,

@@ -17,12 +17,12 @@ fn testbed(ocs: bool) -> Arc<Topology> {
     let (name, text) = if ocs {
         (
             "testbed-ocs.yaml",
-            include_str!("../../topologies/testbed-ocs.yaml"),
+            include_str!("../../../topologies/testbed-ocs.yaml"),
         )
     } else {
         (
             "testbed.yaml",
-            include_str!("../../topologies/testbed.yaml"),
+            include_str!("../../../topologies/testbed.yaml"),
         )
     };
     Arc::new(crate::topology::from_str(name, text).unwrap())

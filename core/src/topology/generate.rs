@@ -39,8 +39,8 @@ impl Params {
 }
 
 /// A loaded uniform fabric, for the library's unit tests.
-#[cfg(test)]
-pub(crate) fn uniform_topology(
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn uniform_topology(
     leaves: u32,
     spines: u32,
     gpus_per_server: u32,
@@ -53,8 +53,8 @@ pub(crate) fn uniform_topology(
 /// 3 leaves x 2 servers x 4 GPUs, 4 spines. A virtual leaf then has at most
 /// 4 uplinks (one server) and a slice at most 3 leaves, so 4, 5 and 6
 /// servers have no vClos slice at all.
-#[cfg(test)]
-pub(crate) fn narrow_topology() -> std::sync::Arc<super::Topology> {
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn narrow_topology() -> std::sync::Arc<super::Topology> {
     loaded(&Params {
         name: "narrow".into(),
         leaves: 3,
@@ -68,8 +68,8 @@ pub(crate) fn narrow_topology() -> std::sync::Arc<super::Topology> {
 
 /// A loaded pod fabric of `pods` pods (16 uplinks and 16 GPUs each, 8 per
 /// 128-port OCS), for the library's unit tests.
-#[cfg(test)]
-pub(crate) fn pod_topology(pods: u32) -> super::Topology {
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn pod_topology(pods: u32) -> super::Topology {
     #[allow(clippy::unwrap_used)]
     let text = generate_pods(&PodParams {
         name: "pods".into(),
@@ -86,8 +86,8 @@ pub(crate) fn pod_topology(pods: u32) -> super::Topology {
 }
 
 /// A loaded fabric from `params`, for the library's unit tests.
-#[cfg(test)]
-pub(crate) fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn loaded(params: &Params) -> std::sync::Arc<super::Topology> {
     #[allow(clippy::unwrap_used)]
     let text = generate(params).unwrap();
     #[allow(clippy::unwrap_used)]

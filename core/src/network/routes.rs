@@ -1278,7 +1278,7 @@ mod ocs_tests {
     fn parallel() -> (Topology, Vec<Decision>) {
         let t = crate::topology::from_str(
             "cluster512-ocs.yaml",
-            include_str!("../../topologies/cluster512-ocs.yaml"),
+            include_str!("../../../topologies/cluster512-ocs.yaml"),
         )
         .unwrap();
         let mut p = placer(Policy::OcsVclos, std::sync::Arc::new(t.clone())).unwrap();

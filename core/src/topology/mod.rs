@@ -255,12 +255,12 @@ pub fn from_bytes(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError> {
 }
 
 /// The bundled `topologies/testbed-ocs.yaml`, for unit tests.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-fixtures"))]
 #[allow(clippy::unwrap_used)]
-pub(crate) fn testbed_ocs() -> Topology {
+pub fn testbed_ocs() -> Topology {
     from_str(
         "testbed-ocs.yaml",
-        include_str!("../../topologies/testbed-ocs.yaml"),
+        include_str!("../../../topologies/testbed-ocs.yaml"),
     )
     .unwrap()
 }

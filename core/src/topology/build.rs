@@ -958,7 +958,7 @@ mod tests {
     use super::super::locate::SEARCHES;
     use super::*;
 
-    const TESTBED: &str = include_str!("../../topologies/testbed.yaml");
+    const TESTBED: &str = include_str!("../../../topologies/testbed.yaml");
 
     /// Build `text`, counting the searches of the file it makes.
     fn build_counting(text: &str) -> (Result<Topology, TopologyError>, usize) {

@@ -345,15 +345,15 @@ fn the_shipped_topologies_export() {
     for (file, text) in [
         (
             "testbed.yaml",
-            include_str!("../../topologies/testbed.yaml"),
+            include_str!("../../../topologies/testbed.yaml"),
         ),
         (
             "testbed-sonic.yaml",
-            include_str!("../../topologies/testbed-sonic.yaml"),
+            include_str!("../../../topologies/testbed-sonic.yaml"),
         ),
         (
             "cluster512.yaml",
-            include_str!("../../topologies/cluster512.yaml"),
+            include_str!("../../../topologies/cluster512.yaml"),
         ),
     ] {
         check_all(&crate::topology::from_str(file, text).unwrap());
@@ -384,7 +384,7 @@ fn block_sizes_cover_every_leaf_in_powers_of_two() {
 }
 
 fn renamed(from: &str, to: &str) -> Topology {
-    let text = include_str!("../../topologies/testbed-ocs.yaml").replace(from, to);
+    let text = include_str!("../../../topologies/testbed-ocs.yaml").replace(from, to);
     crate::topology::from_str("renamed.yaml", &text).unwrap()
 }
 

@@ -715,7 +715,7 @@ fn ocs_vclos_blocks_for_the_network_only_when_brute_force_finds_no_slice() {
 // ---- Sizes: rounding up to a slice shape (issue 13, `sizing`) ----
 
 fn testbed() -> Arc<Topology> {
-    let text = include_str!("../../topologies/testbed.yaml");
+    let text = include_str!("../../../topologies/testbed.yaml");
     Arc::new(crate::topology::from_str("testbed.yaml", text).unwrap())
 }
 
@@ -794,7 +794,7 @@ fn round_up_takes_a_larger_free_slice_only_when_allowed() {
 #[test]
 fn every_policy_records_what_the_job_asked_for() {
     let topo = {
-        let text = include_str!("../../topologies/testbed-ocs.yaml");
+        let text = include_str!("../../../topologies/testbed-ocs.yaml");
         Arc::new(crate::topology::from_str("testbed-ocs.yaml", text).unwrap())
     };
     for policy in Policy::ALL {
