@@ -14,6 +14,9 @@ pub use vclos_core::{
     decision, intent, names, network, placement, sharing, state, topology, trace, yaml,
 };
 
+// Trace replay and sweeps are the `vclos-sim` crate.
+pub use vclos_sim::{replay, sweep};
+
 pub mod client;
 pub mod controller;
 pub mod dialect;
@@ -21,11 +24,9 @@ pub mod diff;
 pub mod emulator;
 pub mod jobs;
 pub mod plan;
-pub mod replay;
 pub mod schema;
 pub mod server;
 pub mod slurm;
 pub mod store;
-pub mod sweep;
 pub mod tdm;
 pub mod verification;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 
 fn cluster512() -> Arc<Topology> {
-    let text = include_str!("../../topologies/cluster512-ocs.yaml");
+    let text = include_str!("../../../topologies/cluster512-ocs.yaml");
     Arc::new(crate::topology::from_str("cluster512-ocs.yaml", text).unwrap())
 }
 

@@ -426,7 +426,7 @@ fn percentile_is_nearest_rank() {
 /// not waited for forever.
 #[test]
 fn a_size_with_no_slice_shape_runs_in_a_larger_one() {
-    let text = include_str!("../../topologies/testbed.yaml");
+    let text = include_str!("../../../topologies/testbed.yaml");
     let topo = std::sync::Arc::new(crate::topology::from_str("testbed.yaml", text).unwrap());
     let trace = vec![
         job("a", 0.0, 8, 100.0, None),
@@ -481,7 +481,7 @@ fn a_size_no_shape_covers_is_dropped_at_once() {
 fn sharing_mode_shares_by_agreement_and_waits_less() {
     use crate::placement::{SharingMode, SliceOptions, VclosPlacer};
     use crate::trace::generate::{generate, Params, Sizes};
-    let text = include_str!("../../topologies/cluster512.yaml");
+    let text = include_str!("../../../topologies/cluster512.yaml");
     let topo = std::sync::Arc::new(crate::topology::from_str("cluster512.yaml", text).unwrap());
     let trace = generate(&Params {
         jobs: 300,
@@ -651,7 +651,7 @@ fn easy_backfill_on_the_real_engines_keeps_isolation_and_every_job() {
     let topo = std::sync::Arc::new(
         crate::topology::load(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/topologies/cluster512.yaml"
+            "/../topologies/cluster512.yaml"
         )))
         .unwrap(),
     );
