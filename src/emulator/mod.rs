@@ -19,6 +19,8 @@ pub mod steering;
 pub mod timeouts;
 pub mod tl1;
 pub mod vrp;
+#[cfg(test)]
+mod vrp_dialect_tests;
 
 /// The one account every emulated device accepts (emulator only; the
 /// default is admin/admin). `Debug` hides the password.
