@@ -14,19 +14,17 @@ pub use vclos_core::{
     decision, intent, names, network, placement, sharing, state, topology, trace, yaml,
 };
 
+// Dialects, diffs, plans, the controller, YANG validation and verification
+// are the `vclos-device` crate.
+pub use vclos_device::{controller, dialect, diff, plan, schema, verification};
+
 // Trace replay and sweeps are the `vclos-sim` crate.
 pub use vclos_sim::{replay, sweep};
 
 pub mod client;
-pub mod controller;
-pub mod dialect;
-pub mod diff;
 pub mod emulator;
 pub mod jobs;
-pub mod plan;
-pub mod schema;
 pub mod server;
 pub mod slurm;
 pub mod store;
 pub mod tdm;
-pub mod verification;

@@ -146,7 +146,7 @@ pub fn openconfig_dir() -> Option<PathBuf> {
             std::env::var_os("VCLOS_THIRD_PARTY").map(|d| PathBuf::from(d).join("openconfig-yang"))
         })
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/third-party/openconfig-yang")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/third-party/openconfig-yang")
         });
     dir.join("openconfig-interfaces.yang")
         .is_file()

@@ -1065,8 +1065,8 @@ fn foreign_forwarding(root: &El, items: &BTreeSet<Item>) -> BTreeSet<Item> {
 /// both ends; the leaf's redirect for `b` goes to the sub-interface, the
 /// spine binds it to `b`'s VRF and routes back through the leaf's
 /// sub-interface address. For the dialect's and the emulator's tests.
-#[cfg(test)]
-pub(crate) fn shared_link_items() -> (BTreeSet<Item>, BTreeSet<Item>) {
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn shared_link_items() -> (BTreeSet<Item>, BTreeSet<Item>) {
     let port = |s: &str| PortName::new(s).unwrap_or_else(|e| panic!("{e}"));
     let net = |s: &str| s.parse::<Ipv4Net>().unwrap_or_else(|e| panic!("{e}"));
     let vrf = |s: &str| VrfName::new(s).unwrap_or_else(|e| panic!("{e}"));

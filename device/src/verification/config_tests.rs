@@ -355,7 +355,7 @@ fn parallel_link_decision(stage: crate::decision::Stage) -> (Topology, Decision)
     use crate::placement::{placer, JobRequest, Outcome, Policy};
     let t = topology::from_str(
         "cluster512-ocs.yaml",
-        include_str!("../../topologies/cluster512-ocs.yaml"),
+        include_str!("../../../topologies/cluster512-ocs.yaml"),
     )
     .unwrap();
     let mut p = placer(Policy::OcsVclos, std::sync::Arc::new(t.clone())).unwrap();

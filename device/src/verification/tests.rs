@@ -235,7 +235,8 @@ fn links_shared_between_jobs_are_reported_for_both() {
 
 #[test]
 fn a_decision_becomes_a_job_view_in_rank_order() {
-    let t = topology::from_str("tb.yaml", include_str!("../../topologies/testbed.yaml")).unwrap();
+    let t =
+        topology::from_str("tb.yaml", include_str!("../../../topologies/testbed.yaml")).unwrap();
     let yaml = r#"
 job: j1
 stage: vclos
