@@ -4,9 +4,15 @@
 //! topology -> placement decision -> per-device intent -> rendered dialect
 //! -> diff -> transactional apply -> verify.
 //!
-//! This crate holds everything but the device transports, which live in
-//! `vclos-drivers` so that "how to talk to a device" never depends on "what
-//! to say to it".
+//! The workspace follows that flow (ARCHITECTURE.md, "Crates"):
+//! `vclos-core` (the model: topology to decision to intent, the state, the
+//! network model), `vclos-drivers` (transports), `vclos-device` (dialects,
+//! diffs, plans, the transactional controller, verification) and
+//! `vclos-sim` (replay and sweeps). This crate is the edges: the emulated
+//! fabric, the job lifecycle and its stores, the service and its clients,
+//! TDM schedules, and the CLI. It re-exports the other crates' modules
+//! under the paths they always had, so `vclos::placement` is the engine
+//! wherever it lives.
 
 // The model (topology, placement, intent, state, network model) is the
 // `vclos-core` crate; re-exported under the paths it always had.
