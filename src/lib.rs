@@ -7,9 +7,9 @@
 //! The workspace follows that flow (ARCHITECTURE.md, "Crates"):
 //! `vclos-core` (the model: topology to decision to intent, the state, the
 //! network model), `vclos-drivers` (transports), `vclos-device` (dialects,
-//! diffs, plans, the transactional controller, verification) and
-//! `vclos-sim` (replay and sweeps). This crate is the edges: the emulated
-//! fabric, the job lifecycle and its stores, the service and its clients,
+//! diffs, plans, the transactional controller, verification), `vclos-emu`
+//! (the emulated fabric) and `vclos-sim` (replay and sweeps). This crate is
+//! the edges: the job lifecycle and its stores, the service and its clients,
 //! TDM schedules, and the CLI. It re-exports the other crates' modules
 //! under the paths they always had, so `vclos::placement` is the engine
 //! wherever it lives.
@@ -24,11 +24,13 @@ pub use vclos_core::{
 // are the `vclos-device` crate.
 pub use vclos_device::{controller, dialect, diff, plan, schema, verification};
 
+// The emulated fabric is the `vclos-emu` crate.
+pub use vclos_emu::emulator;
+
 // Trace replay and sweeps are the `vclos-sim` crate.
 pub use vclos_sim::{replay, sweep};
 
 pub mod client;
-pub mod emulator;
 pub mod jobs;
 pub mod server;
 pub mod slurm;

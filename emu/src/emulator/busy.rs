@@ -122,7 +122,7 @@ impl BusyOracle for StaticBusy {
 /// replaced as a whole whenever the hosts' phase changes. During stage `k`
 /// the hosts mark every circuit carrying a job; at the barrier ending it,
 /// only the circuits of jobs that keep communicating into stage `k + 1`
-/// ([`crate::tdm::transition::busy_at_barrier`]). The OCS then refuses, by
+/// (`vclos::tdm::transition::busy_at_barrier`). The OCS then refuses, by
 /// itself, a transition that would cut a link in use.
 #[derive(Debug, Default)]
 pub struct StageBusy {
