@@ -8,9 +8,9 @@
 //! `vclos-core` (the model: topology to decision to intent, the state, the
 //! network model), `vclos-drivers` (transports), `vclos-device` (dialects,
 //! diffs, plans, the transactional controller, verification), `vclos-emu`
-//! (the emulated fabric) and `vclos-sim` (replay and sweeps). This crate is
-//! the edges: the job lifecycle and its stores, the service and its clients,
-//! TDM schedules, and the CLI. It re-exports the other crates' modules
+//! (the emulated fabric), `vclos-server` (the job lifecycle, its stores,
+//! the service and its clients) and `vclos-sim` (replay and sweeps). This
+//! crate adds TDM schedules and the CLI. It re-exports the other crates' modules
 //! under the paths they always had, so `vclos::placement` is the engine
 //! wherever it lives.
 
@@ -27,12 +27,11 @@ pub use vclos_device::{controller, dialect, diff, plan, schema, verification};
 // The emulated fabric is the `vclos-emu` crate.
 pub use vclos_emu::emulator;
 
+// The lifecycle, its stores, the service and its clients are the
+// `vclos-server` crate.
+pub use vclos_server::{client, jobs, server, slurm, store};
+
 // Trace replay and sweeps are the `vclos-sim` crate.
 pub use vclos_sim::{replay, sweep};
 
-pub mod client;
-pub mod jobs;
-pub mod server;
-pub mod slurm;
-pub mod store;
 pub mod tdm;

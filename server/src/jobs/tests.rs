@@ -5,7 +5,7 @@ use super::*;
 use crate::placement::placer;
 
 fn cluster512() -> Arc<Topology> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/cluster512.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/cluster512.yaml");
     Arc::new(crate::topology::load(std::path::Path::new(path)).unwrap())
 }
 
