@@ -9,10 +9,12 @@
 //! network model), `vclos-drivers` (transports), `vclos-device` (dialects,
 //! diffs, plans, the transactional controller, verification), `vclos-emu`
 //! (the emulated fabric), `vclos-server` (the job lifecycle, its stores,
-//! the service and its clients) and `vclos-sim` (replay and sweeps). This
-//! crate adds TDM schedules and the CLI. It re-exports the other crates' modules
-//! under the paths they always had, so `vclos::placement` is the engine
-//! wherever it lives.
+//! the service and its clients), `vclos-sim` (replay and sweeps) and
+//! `vclos-tdm` (TDM optical schedules). This crate is the `vclos` binary's
+//! CLI (`src/cli`, argument parsing and printing only) and a facade that
+//! re-exports the other crates' modules under the paths they always had, so
+//! `vclos::placement` is the engine wherever it lives (tests, benches and
+//! examples use those paths).
 
 // The model (topology, placement, intent, state, network model) is the
 // `vclos-core` crate; re-exported under the paths it always had.
@@ -31,7 +33,8 @@ pub use vclos_emu::emulator;
 // `vclos-server` crate.
 pub use vclos_server::{client, jobs, server, slurm, store};
 
+// TDM optical schedules are the `vclos-tdm` crate.
+pub use vclos_tdm::tdm;
+
 // Trace replay and sweeps are the `vclos-sim` crate.
 pub use vclos_sim::{replay, sweep};
-
-pub mod tdm;

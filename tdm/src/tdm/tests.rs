@@ -279,8 +279,9 @@ proptest! {
 
 #[test]
 fn the_shipped_example_plans_and_short_contexts_gain() {
-    let t = topology::load(std::path::Path::new("topologies/pods8.yaml")).unwrap();
-    let text = std::fs::read_to_string("docs/tdm/jobs8.yaml").unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let t = topology::load(&repo.join("topologies/pods8.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo.join("docs/tdm/jobs8.yaml")).unwrap();
     for (tokens, gains) in [(32, true), (8192, false)] {
         let text = text.replace("tokens: 1024", &format!("tokens: {tokens}"));
         let jobs = Jobs::from_text("jobs8.yaml", &text).unwrap();

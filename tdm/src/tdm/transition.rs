@@ -255,7 +255,7 @@ pub struct Validated {
 /// The `(OCS id, port index)` of both ends of every circuit given as
 /// `(OCS name, circuit)`; names the topology does not know are skipped.
 /// This is how hosts (or a test standing in for them) tell the emulated OCS
-/// which links a stage uses ([`crate::emulator::busy::StageBusy`]).
+/// which links a stage uses (`vclos::emulator::busy::StageBusy`).
 pub fn port_ids<'a>(
     topo: &Topology,
     circuits: impl IntoIterator<Item = (&'a str, &'a Pair)>,
