@@ -264,6 +264,10 @@ fn table(r: &Report) -> String {
         ),
         ("search cutoffs", r.search_cutoffs.to_string()),
         (
+            "unproven network blocks",
+            format!("{} of {}", r.unproven_blocks, r.blocked_attempts_network),
+        ),
+        (
             "gpu conflicts / circuit mismatches",
             format!("{} / {}", r.gpu_conflicts, r.circuit_mismatches),
         ),

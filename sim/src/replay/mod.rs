@@ -332,6 +332,7 @@ impl Run<'_> {
                 |p| p.of_workload(&job.workload),
             )),
         };
+        let cutoffs = self.placer.search_cutoffs();
         let t0 = Instant::now();
         let outcome = self.placer.place(&request);
         self.decision_ns
@@ -344,7 +345,8 @@ impl Run<'_> {
                 return Ok(Tried::Started);
             }
             Ok(Outcome::Blocked(cause)) => {
-                self.blocked(idx, cause);
+                let unproven = self.placer.search_cutoffs() > cutoffs;
+                self.blocked(idx, cause, unproven);
                 return Ok(Tried::Blocked);
             }
             Err(PlacementError::NoShape { .. }) => {
@@ -457,7 +459,9 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn blocked(&mut self, idx: usize, cause: Blocked) {
+    /// Count a refused head attempt; `unproven` when the placer's search
+    /// left some shape unsettled during it (a cutoff).
+    fn blocked(&mut self, idx: usize, cause: Blocked, unproven: bool) {
         let s = &mut self.state[idx];
         match cause {
             Blocked::Gpu => {
@@ -469,6 +473,7 @@ impl Run<'_> {
             }
             Blocked::Network => {
                 self.report.blocked_attempts_network += 1;
+                self.report.unproven_blocks += u64::from(unproven);
                 if !s.blocked_network {
                     s.blocked_network = true;
                     self.report.blocked_network += 1;

@@ -116,6 +116,12 @@ pub struct Report {
     /// OCS-vClos Stage 3 searches stopped by their node budget: blocks not
     /// proven by the exact search (0 means every `blocked_network` is real).
     pub search_cutoffs: u64,
+    /// Network-blocked attempts (of `blocked_attempts_network`) during
+    /// which the search left some shape unsettled: the refusals that are
+    /// not proofs. `search_cutoffs` counts shapes (every shape a call's
+    /// budget did not reach counts, so it grows with the shapes a size
+    /// has); this counts calls.
+    pub unproven_blocks: u64,
     pub gpu_conflicts: u64,
     pub circuit_mismatches: u64,
     /// Sharing mode (issue 16): ports held by several jobs by agreement
@@ -179,6 +185,7 @@ impl Report {
             shared_ports: 0,
             shared_jobs: 0,
             search_cutoffs: 0,
+            unproven_blocks: 0,
             gpu_conflicts: 0,
             circuit_mismatches: 0,
             stages: StageCounts::new(),

@@ -123,6 +123,75 @@ impl Placer for Sharing {
     }
 }
 
+/// A GPU pool that refuses for the network what it cannot hold, and whose
+/// first refusal of each job comes from a search cut off (two shapes left
+/// unsettled) when `cuts`; later refusals are proofs.
+struct Unsure {
+    pool: Pool,
+    cuts: bool,
+    refused: HashMap<JobId, u32>,
+    cutoffs: u64,
+}
+
+impl Placer for Unsure {
+    fn name(&self) -> &'static str {
+        "unsure"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        match self.pool.place(job)? {
+            Outcome::Blocked(_) => {
+                let n = self.refused.entry(job.id.clone()).or_default();
+                *n += 1;
+                if self.cuts && *n == 1 {
+                    self.cutoffs += 2;
+                }
+                Ok(Outcome::Blocked(Blocked::Network))
+            }
+            placed => Ok(placed),
+        }
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.pool.release(job)
+    }
+    fn search_cutoffs(&self) -> u64 {
+        self.cutoffs
+    }
+}
+
+/// `unproven_blocks` counts the refused calls during which the search cut
+/// off, not the shapes, and none when every refusal was settled.
+#[test]
+fn unproven_blocks_count_the_refusals_whose_search_cut_off() {
+    // a holds all 4 GPUs until 10; b, c, d (4 each) wait in turn, each
+    // refused at least once, its first refusal cut off.
+    let trace = vec![
+        job("a", 0.0, 4, 10.0, None),
+        job("b", 1.0, 4, 10.0, None),
+        job("c", 2.0, 4, 10.0, None),
+        job("d", 3.0, 4, 10.0, None),
+    ];
+    let run = |cuts| {
+        let mut p = Unsure {
+            pool: Pool::new(4),
+            cuts,
+            refused: HashMap::new(),
+            cutoffs: 0,
+        };
+        let r = replay(&mut p, &trace, fifo()).unwrap();
+        (r, p.refused)
+    };
+    let (r, refused) = run(true);
+    assert_eq!(r.completed, 4);
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    let attempts: u32 = refused.values().sum();
+    assert_eq!(r.blocked_attempts_network, u64::from(attempts));
+    assert_eq!(r.unproven_blocks, 3);
+    assert_eq!(r.search_cutoffs, 6);
+    let (r, _) = run(false);
+    assert_eq!(r.blocked_attempts_network, u64::from(attempts));
+    assert_eq!(r.unproven_blocks, 0);
+}
+
 fn fifo() -> ReplayOptions {
     ReplayOptions::default()
 }
@@ -315,6 +384,7 @@ fn report_json_has_the_documented_field_names() {
         "isolation_violations",
         "busy_rewires",
         "search_cutoffs",
+        "unproven_blocks",
         "policy",
         "queue",
         "topology",
