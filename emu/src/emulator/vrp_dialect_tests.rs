@@ -11,17 +11,6 @@ use crate::dialect::huawei_ce::HuaweiCe;
 use crate::dialect::Dialect;
 use crate::intent::{Item, PortName, VrfName};
 
-fn redirect_uplink(text: &str) -> Option<String> {
-    HuaweiCe
-        .parse("leaf1", text)
-        .unwrap()
-        .into_iter()
-        .find_map(|i| match i {
-            Item::Redirect { uplink, .. } => Some(uplink.to_string()),
-            _ => None,
-        })
-}
-
 // ---- Sub-interfaces (module doc, "Sub-interfaces") ----
 
 /// Leaf: job a on the main uplink 17, job b's server port 2 redirected to
@@ -46,6 +35,15 @@ ip route-static vpn-instance Vrf-b 10.128.1.0 24 172.16.0.2\n#\nreturn\n";
 
 fn items(text: &str) -> BTreeSet<Item> {
     HuaweiCe.parse("dev", text).unwrap()
+}
+
+/// The uplink the (one) redirect of `text` steers to.
+fn redirect_uplink(text: &str) -> Option<String> {
+    let redirect = |i: Item| match i {
+        Item::Redirect { uplink, .. } => Some(uplink.to_string()),
+        _ => None,
+    };
+    items(text).into_iter().find_map(redirect)
 }
 
 fn p(s: &str) -> PortName {
