@@ -12,9 +12,9 @@ use tracing::debug;
 use super::addressing as addr;
 use super::name::{policy_name, vrf_name};
 use super::{Description, DeviceIntent, Hostname, IntentError, Item, PortName, VrfName};
-use crate::decision::Decision;
-use crate::names::JobId;
-use crate::topology::{DeviceId, LeafId, Member, OcsId, PortRef, Topology};
+use crate::decision::{Decision, ReservedLink};
+use crate::names::{JobId, NameError};
+use crate::topology::{DeviceId, LeafId, Member, OcsId, PortRef, Spine, SpineId, Topology};
 
 /// The intent of every managed device, indexed like [`Topology::devices`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,131 +239,155 @@ struct Resolved {
 }
 
 fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
+    let mut r = Resolver {
+        topo,
+        d,
+        items: BTreeMap::new(),
+        hops: Vec::new(),
+        reserved: BTreeSet::new(),
+        subs: HashMap::new(),
+        downs: BTreeMap::new(),
+    };
+    let job_leaves = r.job_leaves()?;
+    let cross = r.cross_connects()?;
+    for link in &d.vclos.links {
+        r.link(link)?;
+    }
+    let own = r.source_routes(&job_leaves)?;
+    r.spine_vrf_routes(&own);
+    r.patches(&cross)?;
     let job = &d.job;
-    let bad = |message: String| IntentError::Decision {
-        job: job.clone(),
-        message,
-    };
-    let named = |source| IntentError::Name {
-        job: job.clone(),
-        source,
-    };
-    let leaf_of = |name: &str| {
-        topo.leaf_id(name)
-            .ok_or_else(|| bad(format!("unknown leaf {name:?}")))
-    };
-    let uplink_of = |l: LeafId, name: &str| {
+    debug!(job = %job, devices = r.items.len(), "resolved decision");
+    Ok(Resolved {
+        items: r.items,
+        cross,
+        hops: r.hops,
+    })
+}
+
+/// One decision being resolved against the topology: the lookups, whose
+/// errors name the job, and the items and link facts gathered so far.
+struct Resolver<'a> {
+    topo: &'a Topology,
+    d: &'a Decision,
+    items: BTreeMap<DeviceId, BTreeSet<Item>>,
+    /// OCS hops of reserved links: (ocs, leaf side, far side) must be patched.
+    hops: Vec<(OcsId, u16, u16)>,
+    /// The leaf uplinks the job reserves, at either end of its links.
+    reserved: BTreeSet<(LeafId, usize)>,
+    // Shared links: (leaf, uplink) -> the job's sub-interface on the leaf
+    // and the leaf's address there (the spine VRF's next hop).
+    subs: HashMap<(LeafId, usize), (PortName, super::Ipv4Net)>,
+    // (spine device, VRF, leaf) -> the leaf's reserved uplinks on that
+    // logical spine: the VRF's routes to the leaf, made once all are known.
+    downs: BTreeMap<(DeviceId, VrfName, LeafId), Vec<usize>>,
+}
+
+impl Resolver<'_> {
+    /// An error in the decision, naming its job.
+    fn bad(&self, message: String) -> IntentError {
+        IntentError::Decision {
+            job: self.d.job.clone(),
+            message,
+        }
+    }
+
+    /// A name made from the job that is not valid, naming the job.
+    fn named(&self, source: NameError) -> IntentError {
+        IntentError::Name {
+            job: self.d.job.clone(),
+            source,
+        }
+    }
+
+    /// The leaf called `name`.
+    fn leaf_of(&self, name: &str) -> Result<LeafId, IntentError> {
+        self.topo
+            .leaf_id(name)
+            .ok_or_else(|| self.bad(format!("unknown leaf {name:?}")))
+    }
+
+    /// The index of uplink `name` of leaf `l`.
+    fn uplink_of(&self, l: LeafId, name: &str) -> Result<usize, IntentError> {
+        let topo = self.topo;
         topo.leaf(l)
             .uplinks
             .iter()
             .position(|p| **p == *name)
             .ok_or_else(|| {
-                bad(format!(
+                self.bad(format!(
                     "{name:?} is not an uplink of {}",
                     topo.leaf(l).name
                 ))
             })
-    };
-    let ocs_port = |o: OcsId, name: &str| {
+    }
+
+    /// The index of port `name` of OCS `o`.
+    fn ocs_port(&self, o: OcsId, name: &str) -> Result<u16, IntentError> {
+        let topo = self.topo;
         topo.ocs_dev(o)
             .ports
             .iter()
             .position(|p| **p == *name)
             .map(|i| i as u16)
             .ok_or_else(|| {
-                bad(format!(
+                self.bad(format!(
                     "{name:?} is not a port of {}",
                     topo.ocs_dev(o).name
                 ))
             })
-    };
-    let ocs_of = |name: &str| {
-        topo.ocs_id(name)
-            .ok_or_else(|| bad(format!("unknown OCS {name:?}")))
-    };
-
-    let mut items: BTreeMap<DeviceId, BTreeSet<Item>> = BTreeMap::new();
-    let mut job_leaves = BTreeSet::new();
-    for vl in &d.vclos.leaves {
-        let l = leaf_of(&vl.leaf)?;
-        for p in &vl.server_ports {
-            if !topo.leaf(l).server_ports.contains(p) {
-                return Err(bad(format!("{p:?} is not a server port of {:?}", vl.leaf)));
-            }
-        }
-        job_leaves.insert(l);
     }
 
-    let mut cross = Vec::new();
-    for c in &d.vclos.cross_connects {
-        let o = ocs_of(&c.ocs)?;
-        let (a, b) = (ocs_port(o, &c.a)?, ocs_port(o, &c.b)?);
-        if a == b {
-            return Err(bad(format!(
-                "cross-connect {}:{}~{} joins a port to itself",
-                c.ocs, c.a, c.b
-            )));
-        }
-        cross.push((o, a.min(b), a.max(b)));
+    /// The OCS called `name`.
+    fn ocs_of(&self, name: &str) -> Result<OcsId, IntentError> {
+        self.topo
+            .ocs_id(name)
+            .ok_or_else(|| self.bad(format!("unknown OCS {name:?}")))
     }
 
-    let mut hops = Vec::new();
-    let mut reserved: BTreeSet<(LeafId, usize)> = BTreeSet::new();
-    // Shared links: (leaf, uplink) -> the job's sub-interface on the leaf
-    // and the leaf's address there (the spine VRF's next hop).
-    let mut subs: HashMap<(LeafId, usize), (PortName, super::Ipv4Net)> = HashMap::new();
-    // (spine device, VRF, leaf) -> the leaf's reserved uplinks on that
-    // logical spine: the VRF's routes to the leaf, made once all are known.
-    let mut downs: BTreeMap<(DeviceId, VrfName, LeafId), Vec<usize>> = BTreeMap::new();
-    for link in &d.vclos.links {
-        let l = leaf_of(&link.leaf)?;
-        let u = uplink_of(l, &link.uplink)?;
-        reserved.insert((l, u));
-        let far = if let Some(s) = topo.spine_id(&link.peer) {
-            let i = topo
-                .spine(s)
-                .ports
-                .iter()
-                .position(|p| *p == link.peer_port)
-                .ok_or_else(|| {
-                    bad(format!(
-                        "{:?} is not a port of {:?}",
-                        link.peer_port, link.peer
-                    ))
-                })?;
-            PortRef::Spine(s, i as u16)
-        } else if let Some(l2) = topo.leaf_id(&link.peer) {
-            let i = uplink_of(l2, &link.peer_port)?;
-            reserved.insert((l2, i));
-            PortRef::Leaf(l2, i as u16)
-        } else {
-            return Err(bad(format!("unknown link peer {:?}", link.peer)));
-        };
-        let label = format!("{}:{}", link.leaf, link.uplink);
-        let cabled = topo.leaf(l).uplink_peer[u];
-        match &link.via {
-            None if cabled == Some(far) => {}
-            None => {
-                return Err(bad(format!(
-                    "{label} is not cabled to {}:{}",
-                    link.peer, link.peer_port
-                )))
-            }
-            Some(hop) => {
-                let o = ocs_of(&hop.ocs)?;
-                let (ls, fs) = (ocs_port(o, &hop.leaf_side)?, ocs_port(o, &hop.far_side)?);
-                if cabled != Some(PortRef::Ocs(o, ls))
-                    || topo.peer(PortRef::Ocs(o, fs)) != Some(far)
-                {
-                    return Err(bad(format!(
-                        "{label} does not reach {}:{} through {}:{}~{}",
-                        link.peer, link.peer_port, hop.ocs, hop.leaf_side, hop.far_side
-                    )));
+    /// The job's leaves, each of its server ports checked.
+    fn job_leaves(&self) -> Result<BTreeSet<LeafId>, IntentError> {
+        let mut job_leaves = BTreeSet::new();
+        for vl in &self.d.vclos.leaves {
+            let l = self.leaf_of(&vl.leaf)?;
+            for p in &vl.server_ports {
+                if !self.topo.leaf(l).server_ports.contains(p) {
+                    return Err(self.bad(format!("{p:?} is not a server port of {:?}", vl.leaf)));
                 }
-                hops.push((o, ls.min(fs), ls.max(fs)));
             }
+            job_leaves.insert(l);
         }
-        let vlan = d
+        Ok(job_leaves)
+    }
+
+    /// The job's OCS cross-connects as (ocs, lower port, higher port).
+    fn cross_connects(&self) -> Result<Vec<(OcsId, u16, u16)>, IntentError> {
+        let mut cross = Vec::new();
+        for c in &self.d.vclos.cross_connects {
+            let o = self.ocs_of(&c.ocs)?;
+            let (a, b) = (self.ocs_port(o, &c.a)?, self.ocs_port(o, &c.b)?);
+            if a == b {
+                return Err(self.bad(format!(
+                    "cross-connect {}:{}~{} joins a port to itself",
+                    c.ocs, c.a, c.b
+                )));
+            }
+            cross.push((o, a.min(b), a.max(b)));
+        }
+        Ok(cross)
+    }
+
+    /// Resolve one reserved link: check it is cabled as stated and give
+    /// its far end the job's address (in the job's VRF on a spine).
+    fn link(&mut self, link: &ReservedLink) -> Result<(), IntentError> {
+        let l = self.leaf_of(&link.leaf)?;
+        let u = self.uplink_of(l, &link.uplink)?;
+        self.reserved.insert((l, u));
+        let far = self.far_end(link)?;
+        let label = format!("{}:{}", link.leaf, link.uplink);
+        self.check_cabling(link, l, u, far, &label)?;
+        let vlan = self
+            .d
             .sharing
             .as_ref()
             .and_then(|sh| {
@@ -373,186 +397,313 @@ fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
             })
             .map(|x| x.vlan);
         match far {
-            PortRef::Spine(s, i) => {
-                let spine = topo.spine(s);
-                let dev = topo.device(spine.device);
-                let member = (dev.members.len() > 1)
-                    .then(|| dev.members.iter().position(|m| *m == Member::Spine(s)))
-                    .flatten();
-                let vrf: VrfName = vrf_name(job, member).map_err(named)?;
-                let max = super::name::max_name_len(dev.mgmt.dialect);
-                if vrf.as_str().len() > max {
-                    return Err(bad(format!(
-                        "VRF name `{vrf}` is longer than {max} characters, the limit of {} on {}",
-                        dev.mgmt.dialect, dev.name
-                    )));
-                }
-                let (spine_port, net) = match vlan {
-                    None => (
-                        port(&spine.ports[i as usize])?,
-                        addr::uplink_peer_address(l, u),
-                    ),
-                    Some(v) => {
-                        let shared = SharedEnds::new(topo, l, u, v, &spine.ports[i as usize])
-                            .map_err(&bad)?;
-                        for (dev, p) in [
-                            (topo.leaf(l).device, &shared.leaf),
-                            (spine.device, &shared.far),
-                        ] {
-                            let d = topo.device(dev);
-                            let max = super::name::max_name_len(d.mgmt.dialect);
-                            if p.as_str().len() > max {
-                                return Err(bad(format!(
-                                    "sub-interface name `{p}` is longer than {max} characters, the limit of {} on {}",
-                                    d.mgmt.dialect, d.name
-                                )));
-                            }
-                        }
-                        let leaf_set = items.entry(topo.leaf(l).device).or_default();
-                        leaf_set.insert(Item::Subinterface {
-                            port: shared.leaf.clone(),
-                            vlan: v,
-                        });
-                        leaf_set.insert(Item::Address {
-                            port: shared.leaf.clone(),
-                            vrf: None,
-                            net: shared.net,
-                        });
-                        items
-                            .entry(spine.device)
-                            .or_default()
-                            .insert(Item::Subinterface {
-                                port: shared.far.clone(),
-                                vlan: v,
-                            });
-                        subs.insert((l, u), (shared.leaf, shared.net));
-                        (shared.far, super::Ipv4Net::new(shared.net.other_end(), 31))
-                    }
-                };
-                let set = items.entry(spine.device).or_default();
-                set.insert(Item::Vrf { name: vrf.clone() });
-                set.insert(Item::Address {
-                    port: spine_port,
-                    vrf: Some(vrf.clone()),
-                    net,
-                });
-                downs.entry((spine.device, vrf, l)).or_default().push(u);
-            }
+            PortRef::Spine(s, i) => self.spine_link(l, u, s, i, vlan)?,
             _ if vlan.is_some() => {
-                return Err(bad(format!(
+                return Err(self.bad(format!(
                     "shares {label}, which does not reach a spine: only spine links are shared"
                 )))
             }
-            PortRef::Leaf(l2, i) => {
-                // The lower end of a leaf-leaf link owns its /31.
-                let ((ol, ou), (fl, fu)) = if (l, u) < (l2, i as usize) {
-                    ((l, u), (l2, i as usize))
-                } else {
-                    ((l2, i as usize), (l, u))
-                };
-                let far_leaf = topo.leaf(fl);
-                items
-                    .entry(far_leaf.device)
-                    .or_default()
-                    .insert(Item::Address {
-                        port: port(&far_leaf.uplinks[fu])?,
-                        vrf: None,
-                        net: addr::uplink_peer_address(ol, ou),
-                    });
-            }
+            PortRef::Leaf(l2, i) => self.leaf_link(l, u, l2, i)?,
             PortRef::Ocs(..) => {}
+        }
+        Ok(())
+    }
+
+    /// The far end of a reserved link: a spine port, or another leaf's
+    /// uplink (which the job then also reserves).
+    fn far_end(&mut self, link: &ReservedLink) -> Result<PortRef, IntentError> {
+        let topo = self.topo;
+        if let Some(s) = topo.spine_id(&link.peer) {
+            let i = topo
+                .spine(s)
+                .ports
+                .iter()
+                .position(|p| *p == link.peer_port)
+                .ok_or_else(|| {
+                    self.bad(format!(
+                        "{:?} is not a port of {:?}",
+                        link.peer_port, link.peer
+                    ))
+                })?;
+            Ok(PortRef::Spine(s, i as u16))
+        } else if let Some(l2) = topo.leaf_id(&link.peer) {
+            let i = self.uplink_of(l2, &link.peer_port)?;
+            self.reserved.insert((l2, i));
+            Ok(PortRef::Leaf(l2, i as u16))
+        } else {
+            Err(self.bad(format!("unknown link peer {:?}", link.peer)))
         }
     }
 
-    // (leaf, server port) -> its source-routed uplink.
-    let mut own: HashMap<(LeafId, usize), usize> = HashMap::new();
-    for sr in &d.source_routes {
-        let l = leaf_of(&sr.leaf)?;
-        let leaf = topo.leaf(l);
-        let index = leaf
-            .server_ports
-            .iter()
-            .position(|p| *p == sr.server_port)
-            .ok_or_else(|| {
-                bad(format!(
-                    "{:?} is not a server port of {:?}",
-                    sr.server_port, sr.leaf
-                ))
-            })?;
-        let u = uplink_of(l, &sr.uplink)?;
-        own.insert((l, index), u);
-        if !reserved.contains(&(l, u)) {
-            return Err(bad(format!(
-                "source route {}:{} -> {} uses an uplink the job does not reserve",
-                sr.leaf, sr.server_port, sr.uplink
-            )));
+    /// Check that uplink `u` of leaf `l` reaches `far` directly or through
+    /// the link's OCS hop, recording the hop.
+    fn check_cabling(
+        &mut self,
+        link: &ReservedLink,
+        l: LeafId,
+        u: usize,
+        far: PortRef,
+        label: &str,
+    ) -> Result<(), IntentError> {
+        let topo = self.topo;
+        let cabled = topo.leaf(l).uplink_peer[u];
+        match &link.via {
+            None if cabled == Some(far) => {}
+            None => {
+                return Err(self.bad(format!(
+                    "{label} is not cabled to {}:{}",
+                    link.peer, link.peer_port
+                )))
+            }
+            Some(hop) => {
+                let o = self.ocs_of(&hop.ocs)?;
+                let (ls, fs) = (
+                    self.ocs_port(o, &hop.leaf_side)?,
+                    self.ocs_port(o, &hop.far_side)?,
+                );
+                if cabled != Some(PortRef::Ocs(o, ls))
+                    || topo.peer(PortRef::Ocs(o, fs)) != Some(far)
+                {
+                    return Err(self.bad(format!(
+                        "{label} does not reach {}:{} through {}:{}~{}",
+                        link.peer, link.peer_port, hop.ocs, hop.leaf_side, hop.far_side
+                    )));
+                }
+                self.hops.push((o, ls.min(fs), ls.max(fs)));
+            }
         }
-        if !job_leaves.contains(&l) {
-            return Err(bad(format!(
-                "source route on {}, which is not a leaf of the job",
-                sr.leaf
-            )));
-        }
-        if job_leaves.len() < 2 {
-            return Err(bad(format!(
-                "source route on {}: a job on one leaf has no traffic to redirect",
-                sr.leaf
-            )));
-        }
-        let index = u16::try_from(index + 1).map_err(|_| bad("too many server ports".into()))?;
-        policy_name(job, index).map_err(named)?;
-        let destinations = job_leaves
-            .iter()
-            .filter(|o| **o != l)
-            .map(|o| addr::leaf_gpu_prefix(*o))
-            .collect();
-        items
-            .entry(leaf.device)
-            .or_default()
-            .insert(Item::Redirect {
-                job: job.clone(),
-                index,
-                port: port(&sr.server_port)?,
-                uplink: match subs.get(&(l, u)) {
-                    Some((sub, _)) => sub.clone(),
-                    None => port(&sr.uplink)?,
-                },
-                destinations,
-            });
+        Ok(())
     }
-    let gpu_ports = |l: LeafId| -> Vec<usize> {
-        d.vclos
+
+    /// A link from uplink `u` of leaf `l` to port `i` of spine `s`: the
+    /// job's VRF on the spine, with the link's address (or, on a shared
+    /// link, its VLAN sub-interface's) in it.
+    fn spine_link(
+        &mut self,
+        l: LeafId,
+        u: usize,
+        s: SpineId,
+        i: u16,
+        vlan: Option<u16>,
+    ) -> Result<(), IntentError> {
+        let topo = self.topo;
+        let spine = topo.spine(s);
+        let dev = topo.device(spine.device);
+        let member = (dev.members.len() > 1)
+            .then(|| dev.members.iter().position(|m| *m == Member::Spine(s)))
+            .flatten();
+        let vrf: VrfName = vrf_name(&self.d.job, member).map_err(|e| self.named(e))?;
+        let max = super::name::max_name_len(dev.mgmt.dialect);
+        if vrf.as_str().len() > max {
+            return Err(self.bad(format!(
+                "VRF name `{vrf}` is longer than {max} characters, the limit of {} on {}",
+                dev.mgmt.dialect, dev.name
+            )));
+        }
+        let (spine_port, net) = match vlan {
+            None => (
+                port(&spine.ports[i as usize])?,
+                addr::uplink_peer_address(l, u),
+            ),
+            Some(v) => self.shared_link(l, u, v, spine, i)?,
+        };
+        let set = self.items.entry(spine.device).or_default();
+        set.insert(Item::Vrf { name: vrf.clone() });
+        set.insert(Item::Address {
+            port: spine_port,
+            vrf: Some(vrf.clone()),
+            net,
+        });
+        self.downs
+            .entry((spine.device, vrf, l))
+            .or_default()
+            .push(u);
+        Ok(())
+    }
+
+    /// The job's VLAN `v` sub-interfaces on a shared leaf-spine link, the
+    /// leaf's end addressed; returns the spine's end and its address.
+    fn shared_link(
+        &mut self,
+        l: LeafId,
+        u: usize,
+        v: u16,
+        spine: &Spine,
+        i: u16,
+    ) -> Result<(PortName, super::Ipv4Net), IntentError> {
+        let topo = self.topo;
+        let shared =
+            SharedEnds::new(topo, l, u, v, &spine.ports[i as usize]).map_err(|m| self.bad(m))?;
+        for (dev, p) in [
+            (topo.leaf(l).device, &shared.leaf),
+            (spine.device, &shared.far),
+        ] {
+            let d = topo.device(dev);
+            let max = super::name::max_name_len(d.mgmt.dialect);
+            if p.as_str().len() > max {
+                return Err(self.bad(format!(
+                    "sub-interface name `{p}` is longer than {max} characters, the limit of {} on {}",
+                    d.mgmt.dialect, d.name
+                )));
+            }
+        }
+        let leaf_set = self.items.entry(topo.leaf(l).device).or_default();
+        leaf_set.insert(Item::Subinterface {
+            port: shared.leaf.clone(),
+            vlan: v,
+        });
+        leaf_set.insert(Item::Address {
+            port: shared.leaf.clone(),
+            vrf: None,
+            net: shared.net,
+        });
+        self.items
+            .entry(spine.device)
+            .or_default()
+            .insert(Item::Subinterface {
+                port: shared.far.clone(),
+                vlan: v,
+            });
+        self.subs.insert((l, u), (shared.leaf, shared.net));
+        Ok((shared.far, super::Ipv4Net::new(shared.net.other_end(), 31)))
+    }
+
+    /// A link between uplink `u` of leaf `l` and uplink `i` of leaf `l2`:
+    /// the higher end's address.
+    fn leaf_link(&mut self, l: LeafId, u: usize, l2: LeafId, i: u16) -> Result<(), IntentError> {
+        // The lower end of a leaf-leaf link owns its /31.
+        let ((ol, ou), (fl, fu)) = if (l, u) < (l2, i as usize) {
+            ((l, u), (l2, i as usize))
+        } else {
+            ((l2, i as usize), (l, u))
+        };
+        let far_leaf = self.topo.leaf(fl);
+        self.items
+            .entry(far_leaf.device)
+            .or_default()
+            .insert(Item::Address {
+                port: port(&far_leaf.uplinks[fu])?,
+                vrf: None,
+                net: addr::uplink_peer_address(ol, ou),
+            });
+        Ok(())
+    }
+
+    /// The job's source routes as redirects on its leaves; returns
+    /// (leaf, server port) -> its source-routed uplink.
+    fn source_routes(
+        &mut self,
+        job_leaves: &BTreeSet<LeafId>,
+    ) -> Result<HashMap<(LeafId, usize), usize>, IntentError> {
+        let (topo, job) = (self.topo, &self.d.job);
+        // (leaf, server port) -> its source-routed uplink.
+        let mut own: HashMap<(LeafId, usize), usize> = HashMap::new();
+        for sr in &self.d.source_routes {
+            let l = self.leaf_of(&sr.leaf)?;
+            let leaf = topo.leaf(l);
+            let index = leaf
+                .server_ports
+                .iter()
+                .position(|p| *p == sr.server_port)
+                .ok_or_else(|| {
+                    self.bad(format!(
+                        "{:?} is not a server port of {:?}",
+                        sr.server_port, sr.leaf
+                    ))
+                })?;
+            let u = self.uplink_of(l, &sr.uplink)?;
+            own.insert((l, index), u);
+            if !self.reserved.contains(&(l, u)) {
+                return Err(self.bad(format!(
+                    "source route {}:{} -> {} uses an uplink the job does not reserve",
+                    sr.leaf, sr.server_port, sr.uplink
+                )));
+            }
+            if !job_leaves.contains(&l) {
+                return Err(self.bad(format!(
+                    "source route on {}, which is not a leaf of the job",
+                    sr.leaf
+                )));
+            }
+            if job_leaves.len() < 2 {
+                return Err(self.bad(format!(
+                    "source route on {}: a job on one leaf has no traffic to redirect",
+                    sr.leaf
+                )));
+            }
+            let index =
+                u16::try_from(index + 1).map_err(|_| self.bad("too many server ports".into()))?;
+            policy_name(job, index).map_err(|e| self.named(e))?;
+            let destinations = job_leaves
+                .iter()
+                .filter(|o| **o != l)
+                .map(|o| addr::leaf_gpu_prefix(*o))
+                .collect();
+            self.items
+                .entry(leaf.device)
+                .or_default()
+                .insert(Item::Redirect {
+                    job: job.clone(),
+                    index,
+                    port: port(&sr.server_port)?,
+                    uplink: match self.subs.get(&(l, u)) {
+                        Some((sub, _)) => sub.clone(),
+                        None => port(&sr.uplink)?,
+                    },
+                    destinations,
+                });
+        }
+        Ok(own)
+    }
+
+    /// The indices of the server ports of leaf `l` the job uses.
+    fn gpu_ports(&self, l: LeafId) -> Vec<usize> {
+        let topo = self.topo;
+        self.d
+            .vclos
             .leaves
             .iter()
             .filter(|vl| topo.leaf_id(&vl.leaf) == Some(l))
             .flat_map(|vl| &vl.server_ports)
             .filter_map(|p| topo.leaf(l).server_ports.iter().position(|q| q == p))
             .collect()
-    };
-    for ((dev, vrf, l), mut ups) in downs {
-        ups.sort_unstable();
-        let set = items.entry(dev).or_default();
-        for (prefix, u) in spine_routes(l, &ups, &gpu_ports(l), &own) {
-            let nexthop = match subs.get(&(l, u)) {
-                Some((_, net)) => net.addr,
-                None => addr::uplink_address(l, u).addr,
-            };
-            set.insert(Item::Route {
-                vrf: vrf.clone(),
-                prefix,
-                nexthop,
-            });
+    }
+
+    /// Each job VRF's routes on its spines down to the job's leaves, over
+    /// the uplinks reserved; `own` is the source-routed uplink of server ports.
+    fn spine_vrf_routes(&mut self, own: &HashMap<(LeafId, usize), usize>) {
+        for ((dev, vrf, l), mut ups) in std::mem::take(&mut self.downs) {
+            ups.sort_unstable();
+            let routes = spine_routes(l, &ups, &self.gpu_ports(l), own);
+            let set = self.items.entry(dev).or_default();
+            for (prefix, u) in routes {
+                let nexthop = match self.subs.get(&(l, u)) {
+                    Some((_, net)) => net.addr,
+                    None => addr::uplink_address(l, u).addr,
+                };
+                set.insert(Item::Route {
+                    vrf: vrf.clone(),
+                    prefix,
+                    nexthop,
+                });
+            }
         }
     }
-    for (o, a, b) in &cross {
-        let ocs = topo.ocs_dev(*o);
-        items.entry(ocs.device).or_default().insert(Item::patch(
-            port(&ocs.ports[*a as usize])?,
-            port(&ocs.ports[*b as usize])?,
-        ));
+
+    /// The job's cross-connects as patch items on their OCS.
+    fn patches(&mut self, cross: &[(OcsId, u16, u16)]) -> Result<(), IntentError> {
+        for (o, a, b) in cross {
+            let ocs = self.topo.ocs_dev(*o);
+            self.items
+                .entry(ocs.device)
+                .or_default()
+                .insert(Item::patch(
+                    port(&ocs.ports[*a as usize])?,
+                    port(&ocs.ports[*b as usize])?,
+                ));
+        }
+        Ok(())
     }
-    debug!(job = %job, devices = items.len(), "resolved decision");
-    Ok(Resolved { items, cross, hops })
 }
 
 /// The two ends of a job's 802.1Q sub-interface on a shared link

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use petgraph::graph::UnGraph;
 
 use super::error::{Problem, TopologyError};
-use super::file::{Dialect, FileMgmt, FileTopology, PortList, Protocol};
+use super::file::{Dialect, FileMgmt, FileOcs, FileServer, FileTopology, PortList, Protocol};
 use super::locate::Locator;
 use super::ports::expand_ports;
 use super::*;
@@ -110,6 +110,15 @@ struct Builder<'a> {
     /// Port names expanded so far, all devices together.
     total_ports: usize,
     names: HashMap<String, (Named, Option<usize>)>,
+}
+
+/// The managed devices built so far, and which of them are chassis.
+struct Managed {
+    devices: Vec<Device>,
+    /// The device of each chassis, by its index under `chassis`.
+    chassis_dev: Vec<DeviceId>,
+    /// Port names taken on each chassis by its logical switches.
+    chassis_ports: HashMap<usize, std::collections::HashSet<Name>>,
 }
 
 impl<'a> Builder<'a> {
@@ -318,6 +327,51 @@ impl<'a> Builder<'a> {
     }
 
     fn topology(&mut self, raw: FileTopology) -> Topology {
+        let (name, t) = self.fabric_fields(&raw);
+        let creds = self.credentials(&raw.credentials);
+
+        // Managed devices: chassis first, then stand-alone switches and OCS.
+        let mut managed = self.chassis_devices(&raw, &creds);
+        let mut leaves = self.leaves(&raw, t, &creds, &mut managed);
+        let mut spines = self.spines(&raw, &creds, &mut managed);
+        let mut ocs = self.ocs(&raw, &creds, &mut managed.devices);
+        self.chassis_roles(&raw, &mut managed);
+
+        let servers = self.servers(&raw, t, &mut leaves);
+        let links = self.links(&raw, &mut leaves, &mut spines, &mut ocs);
+
+        if spines.is_empty() && !ocs.is_empty() {
+            self.pod_fabric(&leaves);
+        }
+        self.patch_loops(&ocs);
+
+        let devices = managed.devices;
+        let graph_and_index = build_graph(&leaves, &spines, &ocs, &servers, &links);
+        let device_by_name = devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name.clone(), DeviceId(i as u32)))
+            .collect();
+        Topology {
+            name,
+            gpus_per_server: t,
+            allow_oversubscription: raw.allow_oversubscription,
+            devices,
+            leaves,
+            spines,
+            ocs,
+            servers,
+            links,
+            credentials: creds,
+            known_hosts: raw.known_hosts.clone(),
+            graph: graph_and_index.0,
+            node_index: graph_and_index.1,
+            device_by_name,
+        }
+    }
+
+    /// The fabric's name and GPUs per server, each checked.
+    fn fabric_fields(&mut self, raw: &FileTopology) -> (String, u16) {
         let name = raw.name.clone().unwrap_or_else(|| "fabric".into());
         if let Err(e) = validate(NameKind::Topology, &name) {
             self.problem(Problem::new(e.to_string()).at(self.loc.key("name")));
@@ -331,15 +385,21 @@ impl<'a> Builder<'a> {
                 .at(self.loc.key("gpus_per_server")),
             );
         }
-        let creds = self.credentials(&raw.credentials);
+        (name, t)
+    }
 
-        // Managed devices: chassis first, then stand-alone switches and OCS.
+    /// Declare each chassis and make it a managed device.
+    fn chassis_devices(
+        &mut self,
+        raw: &FileTopology,
+        creds: &BTreeMap<String, Credential>,
+    ) -> Managed {
         let mut devices: Vec<Device> = Vec::new();
         let mut chassis_dev: Vec<DeviceId> = Vec::new();
         for (i, c) in raw.chassis.iter().enumerate() {
             let line = self.declare("chassis", &c.name, Named::Chassis(i));
             // Role is fixed once members are known; Spine is a placeholder.
-            let mgmt = self.mgmt(&c.name, line, &c.mgmt, Role::Spine, &creds);
+            let mgmt = self.mgmt(&c.name, line, &c.mgmt, Role::Spine, creds);
             chassis_dev.push(DeviceId(devices.len() as u32));
             devices.push(Device {
                 name: c.name.clone(),
@@ -348,8 +408,21 @@ impl<'a> Builder<'a> {
                 members: vec![],
             });
         }
-        let mut chassis_ports: HashMap<usize, std::collections::HashSet<Name>> = HashMap::new();
+        Managed {
+            devices,
+            chassis_dev,
+            chassis_ports: HashMap::new(),
+        }
+    }
 
+    /// Declare each leaf, expand its ports and check their counts.
+    fn leaves(
+        &mut self,
+        raw: &FileTopology,
+        t: u16,
+        creds: &BTreeMap<String, Credential>,
+        managed: &mut Managed,
+    ) -> Vec<Leaf> {
         let mut leaves = Vec::new();
         for (i, l) in raw.leaves.iter().enumerate() {
             let id = LeafId(i as u32);
@@ -358,18 +431,18 @@ impl<'a> Builder<'a> {
             let uplinks = self.ports(&l.name, line, &l.uplink_ports);
             self.unique_ports(&l.name, line, server_ports.iter().chain(&uplinks));
             let device = self.attach(
-                &mut devices,
-                &chassis_dev,
-                &mut chassis_ports,
+                &mut managed.devices,
+                &managed.chassis_dev,
+                &mut managed.chassis_ports,
                 &l.name,
                 line,
                 &l.mgmt,
                 &l.chassis,
                 Member::Leaf(id),
-                &creds,
+                creds,
                 &server_ports,
                 &uplinks,
-                &raw,
+                raw,
             );
             if !raw.allow_oversubscription && server_ports.len() != uplinks.len() {
                 self.problem(
@@ -403,7 +476,16 @@ impl<'a> Builder<'a> {
                 servers: vec![],
             });
         }
+        leaves
+    }
 
+    /// Declare each spine and expand its ports.
+    fn spines(
+        &mut self,
+        raw: &FileTopology,
+        creds: &BTreeMap<String, Credential>,
+        managed: &mut Managed,
+    ) -> Vec<Spine> {
         let mut spines = Vec::new();
         for (i, s) in raw.spines.iter().enumerate() {
             let id = SpineId(i as u32);
@@ -411,18 +493,18 @@ impl<'a> Builder<'a> {
             let ports = self.ports(&s.name, line, &s.ports);
             self.unique_ports(&s.name, line, &ports);
             let device = self.attach(
-                &mut devices,
-                &chassis_dev,
-                &mut chassis_ports,
+                &mut managed.devices,
+                &managed.chassis_dev,
+                &mut managed.chassis_ports,
                 &s.name,
                 line,
                 &s.mgmt,
                 &s.chassis,
                 Member::Spine(id),
-                &creds,
+                creds,
                 &[],
                 &ports,
-                &raw,
+                raw,
             );
             spines.push(Spine {
                 name: Name::from(s.name.as_str()),
@@ -431,14 +513,23 @@ impl<'a> Builder<'a> {
                 ports,
             });
         }
+        spines
+    }
 
+    /// Declare each OCS, make it a managed device and resolve its patches.
+    fn ocs(
+        &mut self,
+        raw: &FileTopology,
+        creds: &BTreeMap<String, Credential>,
+        devices: &mut Vec<Device>,
+    ) -> Vec<Ocs> {
         let mut ocs = Vec::new();
         for (i, o) in raw.ocs.iter().enumerate() {
             let id = OcsId(i as u32);
             let line = self.declare("ocs", &o.name, Named::Ocs(id));
             let ports = self.ports(&o.name, line, &o.ports);
             self.unique_ports(&o.name, line, &ports);
-            let mgmt = self.mgmt(&o.name, line, &o.mgmt, Role::Ocs, &creds);
+            let mgmt = self.mgmt(&o.name, line, &o.mgmt, Role::Ocs, creds);
             let device = DeviceId(devices.len() as u32);
             devices.push(Device {
                 name: o.name.clone(),
@@ -446,59 +537,7 @@ impl<'a> Builder<'a> {
                 mgmt,
                 members: vec![Member::Ocs(id)],
             });
-            let index: HashMap<&str, u16> = ports
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (&**p, i as u16))
-                .collect();
-            let mut patched: HashMap<u16, usize> = HashMap::new();
-            let mut patches = Vec::new();
-            for (pi, (a, b)) in o.patches.iter().enumerate() {
-                let entry = line;
-                let line = |loc: &Locator| loc.item(entry, "patches", pi).or(entry);
-                let resolve = |p: &str, this: &mut Self| match index.get(p) {
-                    Some(&i) => Some(i),
-                    None => {
-                        this.problem_at(
-                            Problem::new("patch names a port the OCS does not have")
-                                .device(&o.name)
-                                .port(p),
-                            line,
-                        );
-                        None
-                    }
-                };
-                let (Some(ia), Some(ib)) = (resolve(a, self), resolve(b, self)) else {
-                    continue;
-                };
-                if ia == ib {
-                    self.problem_at(
-                        Problem::new("a port cannot be patched to itself")
-                            .device(&o.name)
-                            .port(a),
-                        line,
-                    );
-                    continue;
-                }
-                let mut clash = false;
-                for (p, name) in [(ia, a), (ib, b)] {
-                    if let Some(first) = patched.insert(p, pi) {
-                        clash = true;
-                        let (fa, fb) = &o.patches[first];
-                        self.problem_at(
-                            Problem::new(format!(
-                                "OCS port patched twice (also in patch [{fa}, {fb}])"
-                            ))
-                            .device(&o.name)
-                            .port(name),
-                            line,
-                        );
-                    }
-                }
-                if !clash {
-                    patches.push((ia.min(ib), ia.max(ib)));
-                }
-            }
+            let patches = self.patches(o, line, &ports);
             ocs.push(Ocs {
                 name: Name::from(o.name.as_str()),
                 device,
@@ -507,9 +546,73 @@ impl<'a> Builder<'a> {
                 patches,
             });
         }
+        ocs
+    }
 
+    /// Resolve an OCS's patches to pairs of port indices, lower first; a
+    /// patch naming a missing port, a port twice or a port already patched
+    /// is a problem and is left out.
+    fn patches(&mut self, o: &FileOcs, line: Option<usize>, ports: &[Name]) -> Vec<(u16, u16)> {
+        let index: HashMap<&str, u16> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (&**p, i as u16))
+            .collect();
+        let mut patched: HashMap<u16, usize> = HashMap::new();
+        let mut patches = Vec::new();
+        for (pi, (a, b)) in o.patches.iter().enumerate() {
+            let entry = line;
+            let line = |loc: &Locator| loc.item(entry, "patches", pi).or(entry);
+            let resolve = |p: &str, this: &mut Self| match index.get(p) {
+                Some(&i) => Some(i),
+                None => {
+                    this.problem_at(
+                        Problem::new("patch names a port the OCS does not have")
+                            .device(&o.name)
+                            .port(p),
+                        line,
+                    );
+                    None
+                }
+            };
+            let (Some(ia), Some(ib)) = (resolve(a, self), resolve(b, self)) else {
+                continue;
+            };
+            if ia == ib {
+                self.problem_at(
+                    Problem::new("a port cannot be patched to itself")
+                        .device(&o.name)
+                        .port(a),
+                    line,
+                );
+                continue;
+            }
+            let mut clash = false;
+            for (p, name) in [(ia, a), (ib, b)] {
+                if let Some(first) = patched.insert(p, pi) {
+                    clash = true;
+                    let (fa, fb) = &o.patches[first];
+                    self.problem_at(
+                        Problem::new(format!(
+                            "OCS port patched twice (also in patch [{fa}, {fb}])"
+                        ))
+                        .device(&o.name)
+                        .port(name),
+                        line,
+                    );
+                }
+            }
+            if !clash {
+                patches.push((ia.min(ib), ia.max(ib)));
+            }
+        }
+        patches
+    }
+
+    /// Fix each chassis's role from its members, which must be all leaves or all spines.
+    fn chassis_roles(&mut self, raw: &FileTopology, managed: &mut Managed) {
         for (i, dev) in raw.chassis.iter().enumerate() {
-            let d = &mut devices[chassis_dev[i].index()];
+            let d = &mut managed.devices[managed.chassis_dev[i].index()];
             let line = self.loc.entry("chassis", &dev.name);
             if d.members.is_empty() {
                 self.problem(
@@ -528,126 +631,114 @@ impl<'a> Builder<'a> {
                 d.role = Role::Leaf;
             }
         }
+    }
 
-        // Port name -> index of every leaf's server-facing ports, and its
-        // uplinks (for the hint), so each server port resolves in O(1).
-        let server_index: Vec<HashMap<Name, usize>> = leaves
-            .iter()
-            .map(|l| {
-                l.server_ports
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| (p.clone(), i))
-                    .collect()
-            })
-            .collect();
-        let uplink_names: Vec<std::collections::HashSet<Name>> = leaves
-            .iter()
-            .map(|l| l.uplinks.iter().cloned().collect())
-            .collect();
+    /// Declare each server and attach it to its leaf's server-facing ports.
+    fn servers(&mut self, raw: &FileTopology, t: u16, leaves: &mut [Leaf]) -> Vec<Server> {
+        let index = LeafPortIndex::new(leaves);
         let mut servers = Vec::new();
         for s in &raw.servers {
-            let line = self.declare("servers", &s.name, Named::Server);
-            let sid = ServerId(servers.len() as u32);
-            let Some(&(Named::Leaf(lid), _)) = self.names.get(&s.leaf) else {
-                self.problem(
-                    Problem::new(format!("server's leaf `{}` is not a declared leaf", s.leaf))
-                        .device(&s.name)
-                        .at(line),
-                );
-                continue;
-            };
-            let names = self.ports(&s.name, line, &s.ports);
-            if names.len() != t as usize {
-                self.problem(
-                    Problem::new(format!("{} leaf ports listed but gpus_per_server is {t} (one NIC and leaf port per GPU)", names.len()))
-                        .device(&s.name)
-                        .at(line),
-                );
+            if let Some(server) = self.server(s, t, leaves, &index, &servers) {
+                servers.push(server);
             }
-            let leaf = &mut leaves[lid.index()];
-            let mut ports = Vec::new();
-            for (gpu, p) in names.iter().enumerate() {
-                match server_index[lid.index()].get(p).copied() {
-                    None => {
-                        let hint = if uplink_names[lid.index()].contains(p) {
-                            " (it is an uplink)"
-                        } else {
-                            ""
-                        };
+        }
+        servers
+    }
+
+    /// Declare one server and claim its leaf ports; `None` if its leaf is
+    /// not a declared leaf. `servers` are those already built.
+    fn server(
+        &mut self,
+        s: &FileServer,
+        t: u16,
+        leaves: &mut [Leaf],
+        index: &LeafPortIndex,
+        servers: &[Server],
+    ) -> Option<Server> {
+        let line = self.declare("servers", &s.name, Named::Server);
+        let sid = ServerId(servers.len() as u32);
+        let Some(&(Named::Leaf(lid), _)) = self.names.get(&s.leaf) else {
+            self.problem(
+                Problem::new(format!("server's leaf `{}` is not a declared leaf", s.leaf))
+                    .device(&s.name)
+                    .at(line),
+            );
+            return None;
+        };
+        let names = self.ports(&s.name, line, &s.ports);
+        if names.len() != t as usize {
+            self.problem(
+                Problem::new(format!("{} leaf ports listed but gpus_per_server is {t} (one NIC and leaf port per GPU)", names.len()))
+                    .device(&s.name)
+                    .at(line),
+            );
+        }
+        let leaf = &mut leaves[lid.index()];
+        let mut ports = Vec::new();
+        for (gpu, p) in names.iter().enumerate() {
+            match index.server[lid.index()].get(p).copied() {
+                None => {
+                    let hint = if index.uplinks[lid.index()].contains(p) {
+                        " (it is an uplink)"
+                    } else {
+                        ""
+                    };
+                    self.problem(
+                        Problem::new(format!("server `{}` uses a port that is not a server-facing port of the leaf{hint}", s.name))
+                            .device(&leaf.name)
+                            .port(p)
+                            .at(line),
+                    );
+                }
+                Some(i) => match leaf.server_port_owner[i] {
+                    Some((other, _)) => {
+                        let other = &servers
+                            .get(other.index())
+                            .map(|s: &Server| s.name.clone())
+                            .unwrap_or_default();
                         self.problem(
-                            Problem::new(format!("server `{}` uses a port that is not a server-facing port of the leaf{hint}", s.name))
-                                .device(&leaf.name)
-                                .port(p)
-                                .at(line),
+                            Problem::new(format!(
+                                "port used twice: by server `{other}` and server `{}`",
+                                s.name
+                            ))
+                            .device(&leaf.name)
+                            .port(p)
+                            .at(line),
                         );
                     }
-                    Some(i) => match leaf.server_port_owner[i] {
-                        Some((other, _)) => {
-                            let other = &servers
-                                .get(other.index())
-                                .map(|s: &Server| s.name.clone())
-                                .unwrap_or_default();
-                            self.problem(
-                                Problem::new(format!(
-                                    "port used twice: by server `{other}` and server `{}`",
-                                    s.name
-                                ))
-                                .device(&leaf.name)
-                                .port(p)
-                                .at(line),
-                            );
-                        }
-                        None => {
-                            leaf.server_port_owner[i] = Some((sid, gpu as u16));
-                            ports.push(i as u16);
-                        }
-                    },
-                }
+                    None => {
+                        leaf.server_port_owner[i] = Some((sid, gpu as u16));
+                        ports.push(i as u16);
+                    }
+                },
             }
-            leaf.servers.push(sid);
-            servers.push(Server {
-                name: Name::from(s.name.as_str()),
-                leaf: lid,
-                ports,
-            });
         }
+        leaf.servers.push(sid);
+        Some(Server {
+            name: Name::from(s.name.as_str()),
+            leaf: lid,
+            ports,
+        })
+    }
 
+    /// Resolve the cables of `links` and record each end as the other's peer.
+    fn links(
+        &mut self,
+        raw: &FileTopology,
+        leaves: &mut [Leaf],
+        spines: &mut [Spine],
+        ocs: &mut [Ocs],
+    ) -> Vec<Link> {
         // Cables. Lines are looked up only for problems, so that a file with
         // thousands of cables validates in milliseconds.
-        let maps = PortMaps::new(&leaves, &spines, &ocs);
+        let maps = PortMaps::new(leaves, spines, ocs);
         let mut links = Vec::new();
         let mut seen_ep: HashMap<&str, usize> = HashMap::new();
         let mut used: HashMap<PortRef, (&str, usize)> = HashMap::new();
         for (a, b) in &raw.links {
             let ends: Vec<Option<PortRef>> = [a, b]
                 .iter()
-                .map(|ep| {
-                    let nth = seen_ep.entry(ep.as_str()).or_insert(0);
-                    let here = (ep.as_str(), *nth);
-                    *nth += 1;
-                    let r = self.endpoint(ep, here.1, &maps)?;
-                    if let Some((first_ep, first_nth)) = used.insert(r, here) {
-                        let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
-                        if self.problems.len() >= MAX_PROBLEMS {
-                            self.more += 1;
-                            return None;
-                        }
-                        let first = self
-                            .loc
-                            .token(first_ep, first_nth)
-                            .map(|l| format!(" (first cabled at line {l})"))
-                            .unwrap_or_default();
-                        self.problem_at(
-                            Problem::new(format!("port used twice in links{first}"))
-                                .device(dev)
-                                .port(port),
-                            |loc| loc.token(ep, here.1),
-                        );
-                        return None;
-                    }
-                    Some(r)
-                })
+                .map(|ep| self.link_end(ep.as_str(), &mut seen_ep, &mut used, &maps))
                 .collect();
             let (Some(ea), Some(eb)) = (ends[0], ends[1]) else {
                 continue;
@@ -677,14 +768,50 @@ impl<'a> Builder<'a> {
             }
             links.push(Link { a: ea, b: eb });
         }
+        links
+    }
 
-        if spines.is_empty() && !ocs.is_empty() {
-            self.pod_fabric(&leaves);
+    /// Resolve one end of a cable, `None` with a problem if it is not a
+    /// fabric port or the port is already cabled. `seen_ep` counts each
+    /// end's text so far; `used` holds the ports cabled so far.
+    fn link_end<'r>(
+        &mut self,
+        ep: &'r str,
+        seen_ep: &mut HashMap<&'r str, usize>,
+        used: &mut HashMap<PortRef, (&'r str, usize)>,
+        maps: &PortMaps,
+    ) -> Option<PortRef> {
+        let nth = seen_ep.entry(ep).or_insert(0);
+        let here = (ep, *nth);
+        *nth += 1;
+        let r = self.endpoint(ep, here.1, maps)?;
+        if let Some((first_ep, first_nth)) = used.insert(r, here) {
+            let (dev, port) = ep.split_once(':').unwrap_or((ep, ""));
+            if self.problems.len() >= MAX_PROBLEMS {
+                self.more += 1;
+                return None;
+            }
+            let first = self
+                .loc
+                .token(first_ep, first_nth)
+                .map(|l| format!(" (first cabled at line {l})"))
+                .unwrap_or_default();
+            self.problem_at(
+                Problem::new(format!("port used twice in links{first}"))
+                    .device(dev)
+                    .port(port),
+                |loc| loc.token(ep, here.1),
+            );
+            return None;
         }
+        Some(r)
+    }
 
+    /// Report OCS patches that join two ports of one switch.
+    fn patch_loops(&mut self, ocs: &[Ocs]) {
         // Leaf-to-leaf or spine-to-spine patches are allowed (the two-leaf
         // OCS-vClos case); a patch must still not join two ports of one switch.
-        for o in &ocs {
+        for o in ocs {
             for &(a, b) in &o.patches {
                 if let (Some(pa), Some(pb)) = (o.port_peer[a as usize], o.port_peer[b as usize]) {
                     if same_switch(pa, pb) {
@@ -699,29 +826,6 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
-        }
-
-        let graph_and_index = build_graph(&leaves, &spines, &ocs, &servers, &links);
-        let device_by_name = devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.name.clone(), DeviceId(i as u32)))
-            .collect();
-        Topology {
-            name,
-            gpus_per_server: t,
-            allow_oversubscription: raw.allow_oversubscription,
-            devices,
-            leaves,
-            spines,
-            ocs,
-            servers,
-            links,
-            credentials: creds,
-            known_hosts: raw.known_hosts.clone(),
-            graph: graph_and_index.0,
-            node_index: graph_and_index.1,
-            device_by_name,
         }
     }
 
@@ -896,6 +1000,34 @@ impl PortMaps {
             spine: spines.iter().map(|s| index(&s.ports)).collect(),
             ocs: ocs.iter().map(|o| index(&o.ports)).collect(),
         }
+    }
+}
+
+/// Port name -> index of every leaf's server-facing ports, and its
+/// uplinks (for the hint), so each server port resolves in O(1).
+struct LeafPortIndex {
+    server: Vec<HashMap<Name, usize>>,
+    uplinks: Vec<std::collections::HashSet<Name>>,
+}
+
+impl LeafPortIndex {
+    /// Index the server-facing ports and uplinks of `leaves`.
+    fn new(leaves: &[Leaf]) -> Self {
+        let server = leaves
+            .iter()
+            .map(|l| {
+                l.server_ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.clone(), i))
+                    .collect()
+            })
+            .collect();
+        let uplinks = leaves
+            .iter()
+            .map(|l| l.uplinks.iter().cloned().collect())
+            .collect();
+        LeafPortIndex { server, uplinks }
     }
 }
 

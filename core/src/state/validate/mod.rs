@@ -676,49 +676,8 @@ fn shape(
     servers: &BTreeSet<ServerId>,
     leaves: &BTreeSet<LeafId>,
 ) -> Result<(), StateError> {
-    let topo = cx.st.topology();
-    if d.gpus.is_empty() {
-        return Err(cx.shape("gpus", "a decision holds at least one GPU; none is listed"));
-    }
-    if let Some(r) = d.requested_gpus {
-        if r == 0 || r as usize > d.gpus.len() {
-            return Err(cx.shape(
-                "requested_gpus",
-                format!(
-                    "{r} GPUs requested, but a decision asks for at least 1 and at most the {} GPUs it holds",
-                    d.gpus.len()
-                ),
-            ));
-        }
-    }
-    let server_names = || listed(servers.iter().map(|&s| &*topo.server(s).name));
-    let leaf_names = || listed(leaves.iter().map(|&l| &*topo.leaf(l).name));
-    let stage = d.stage.name();
-    let network = !matches!(d.stage, Stage::Server | Stage::Leaf | Stage::Manual);
-    let wrong = match d.stage {
-        Stage::Server if servers.len() > 1 => Some(format!(
-            "`server` means one server, but the GPUs are on {} servers ({})",
-            servers.len(),
-            server_names()
-        )),
-        Stage::Leaf if leaves.len() > 1 => Some(format!(
-            "`leaf` means servers under one leaf, but the GPUs are under {} leaves ({})",
-            leaves.len(),
-            leaf_names()
-        )),
-        Stage::Leaf if servers.len() == 1 => Some(format!(
-            "`leaf` means several servers under one leaf, but the GPUs are all on {} (use `server`)",
-            server_names()
-        )),
-        _ if network && leaves.len() == 1 => Some(format!(
-            "`{stage}` builds a virtual Clos across leaves, but the GPUs are all under {} (use `server` or `leaf`)",
-            leaf_names()
-        )),
-        _ => None,
-    };
-    if let Some(reason) = wrong {
-        return Err(cx.shape("stage", reason));
-    }
+    gpu_counts(cx, d)?;
+    stage_fits_placement(cx, d, servers, leaves)?;
 
     let v = &d.vclos;
     let sections: [(&'static str, bool); 5] = [
@@ -735,7 +694,7 @@ fn shape(
                 field,
                 format!(
                     "a job under one leaf ({}) carries no virtual Clos: its traffic never leaves the leaf",
-                    leaf_names()
+                    leaf_names(cx, leaves)
                 ),
             )),
             _ => Ok(()),
@@ -747,10 +706,86 @@ fn shape(
     if carried.is_none() && d.stage == Stage::Manual && !cx.st.isolated() {
         return Ok(());
     }
+    several_leaves(cx, d, leaves)
+}
+
+/// `a, b, c, d, … 3 more`: the names of `leaves`.
+fn leaf_names(cx: &Ctx, leaves: &BTreeSet<LeafId>) -> String {
+    let topo = cx.st.topology();
+    listed(leaves.iter().map(|&l| &*topo.leaf(l).name))
+}
+
+/// Whether `stage` builds a virtual Clos across leaves (not `server`,
+/// `leaf` or `manual`).
+fn builds_network(stage: Stage) -> bool {
+    !matches!(stage, Stage::Server | Stage::Leaf | Stage::Manual)
+}
+
+/// The decision holds GPUs, and at least the number it requested.
+fn gpu_counts(cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+    if d.gpus.is_empty() {
+        return Err(cx.shape("gpus", "a decision holds at least one GPU; none is listed"));
+    }
+    if let Some(r) = d.requested_gpus {
+        if r == 0 || r as usize > d.gpus.len() {
+            return Err(cx.shape(
+                "requested_gpus",
+                format!(
+                    "{r} GPUs requested, but a decision asks for at least 1 and at most the {} GPUs it holds",
+                    d.gpus.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The stage fits how many servers and leaves the GPUs are on.
+fn stage_fits_placement(
+    cx: &Ctx,
+    d: &Decision,
+    servers: &BTreeSet<ServerId>,
+    leaves: &BTreeSet<LeafId>,
+) -> Result<(), StateError> {
+    let topo = cx.st.topology();
+    let server_names = || listed(servers.iter().map(|&s| &*topo.server(s).name));
+    let stage = d.stage.name();
+    let network = builds_network(d.stage);
+    let wrong = match d.stage {
+        Stage::Server if servers.len() > 1 => Some(format!(
+            "`server` means one server, but the GPUs are on {} servers ({})",
+            servers.len(),
+            server_names()
+        )),
+        Stage::Leaf if leaves.len() > 1 => Some(format!(
+            "`leaf` means servers under one leaf, but the GPUs are under {} leaves ({})",
+            leaves.len(),
+            leaf_names(cx, leaves)
+        )),
+        Stage::Leaf if servers.len() == 1 => Some(format!(
+            "`leaf` means several servers under one leaf, but the GPUs are all on {} (use `server`)",
+            server_names()
+        )),
+        _ if network && leaves.len() == 1 => Some(format!(
+            "`{stage}` builds a virtual Clos across leaves, but the GPUs are all under {} (use `server` or `leaf`)",
+            leaf_names(cx, leaves)
+        )),
+        _ => None,
+    };
+    if let Some(reason) = wrong {
+        return Err(cx.shape("stage", reason));
+    }
+    Ok(())
+}
+
+/// A job under several leaves has a virtual Clos and source routes, with
+/// the sections its stage needs.
+fn several_leaves(cx: &Ctx, d: &Decision, leaves: &BTreeSet<LeafId>) -> Result<(), StateError> {
+    let v = &d.vclos;
     let span = format!(
         "the GPUs are under {} leaves ({})",
         leaves.len(),
-        leaf_names()
+        leaf_names(cx, leaves)
     );
     if v.leaves.is_empty() {
         return Err(cx.shape(
@@ -768,6 +803,14 @@ fn shape(
             ),
         ));
     }
+    stage_sections(cx, d)?;
+    leaf_to_leaf_links(cx, d)
+}
+
+/// The spines, leaves and cross-connects a network stage allows.
+fn stage_sections(cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+    let v = &d.vclos;
+    let stage = d.stage.name();
     match d.stage {
         Stage::Vclos if !v.cross_connects.is_empty() => Err(cx.shape(
             "vclos.cross_connects",
@@ -796,8 +839,14 @@ fn shape(
             format!("stage `{stage}` uses virtual spines; none is listed"),
         )),
         _ => Ok(()),
-    }?;
-    if network && d.stage != Stage::OcsTwoLeaf {
+    }
+}
+
+/// Only `ocs-two-leaf` and `manual` reserve a link from a leaf to a leaf.
+fn leaf_to_leaf_links(cx: &Ctx, d: &Decision) -> Result<(), StateError> {
+    let v = &d.vclos;
+    let stage = d.stage.name();
+    if builds_network(d.stage) && d.stage != Stage::OcsTwoLeaf {
         let names = cx.st.names();
         if let Some(k) = v.links.iter().find(|k| names.leaf.contains_key(&k.peer)) {
             return Err(cx.invalid(
