@@ -5,7 +5,7 @@
 //! deterministically (a `BTreeSet`, ports in natural order), so that two
 //! intents are compared with set operations and rendered identically on
 //! every run. Dialects turn items into configuration text and back; a
-//! dialect expresses only the kinds it [claims](crate::dialect::Dialect::claims).
+//! dialect expresses only the kinds it claims (`vclos::dialect::Dialect::claims`).
 //!
 //! Shape of the intent (paper Section 5.2, "source routing"; Section 6, one
 //! VRF per job per spine):
@@ -168,7 +168,7 @@ pub enum Item {
     /// OpenConfig forwarding policy) bound to `port` redirects traffic, onto
     /// `target` when the redirect resolves to a port of the device. Only
     /// parsers make it; it is never rendered, and no change command ever
-    /// deletes or overwrites it (no dialect [claims](crate::dialect::Dialect::claims)
+    /// deletes or overwrites it (no dialect claims (`vclos::dialect::Dialect::claims`)
     /// its kind). See docs/devices/foreign-steering.md.
     ForeignSteering {
         port: PortName,

@@ -1,4 +1,4 @@
-//! The state directory's writer lock: one process (or one [`Fabric`] of a
+//! The state directory's writer lock: one process (or one `vclos::jobs::Fabric` of a
 //! process) changes a fabric at a time, and everyone else can tell who.
 //!
 //! `DIR/lock` is an ordinary file, created once and never removed, on which
@@ -15,7 +15,7 @@
 //!
 //! `flock` locks belong to the open file description, not the process
 //! (flock(2), "Locks created by flock() are associated with an open file
-//! description"), so two [`Fabric`]s of one process exclude each other just
+//! description"), so two `Fabric`s of one process exclude each other just
 //! as two processes do. They are advisory: only vclos honours them; and
 //! they are local (on NFS, Linux emulates them with POSIX byte-range locks,
 //! flock(2) NOTES), so a state directory is shared by processes of one
@@ -26,8 +26,6 @@
 //! holder in its message, and read-only commands [`probe`] the lock (a
 //! shared lock tried and dropped at once) to say that an operation is in
 //! flight instead of reporting its journal as interrupted.
-//!
-//! [`Fabric`]: crate::jobs::Fabric
 
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
