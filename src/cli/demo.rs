@@ -149,36 +149,10 @@ struct Row {
 }
 
 async fn demo(args: DemoArgs) -> Result<ExitCode> {
-    let (file, text) = match &args.topology {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        ),
-        None => (
-            "topologies/testbed-ocs.yaml".to_string(),
-            TESTBED_OCS.to_string(),
-        ),
-    };
+    let (file, text) = topology_text(&args)?;
     let topo = Arc::new(topology::from_str(&file, &text)?);
     let color = std::io::stdout().is_terminal();
-    let opts = FabricOptions {
-        switch_delay: Duration::from_millis(args.switch_delay_ms),
-        ..FabricOptions::default()
-    };
-    let started = Instant::now();
-    let emu = EmulatedFabric::start(topo.clone(), opts).await?;
-    println!(
-        "vclos demo: the emulated fabric of {file} on loopback ({} ms to start)",
-        started.elapsed().as_millis()
-    );
-    for (dev, e) in emu.endpoints() {
-        println!(
-            "  {dev:<8} {:<11} {}:{}",
-            e.protocol.to_string(),
-            e.host,
-            e.port
-        );
-    }
+    let emu = start_emulator(topo.clone(), &file, args.switch_delay_ms).await?;
 
     // A topology aimed at the emulator, with its host keys, as a user would
     // get from `vclos emu serve --write-topology`.
@@ -215,19 +189,7 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
                 format!("release {job}"),
             ),
         };
-        println!(
-            "── step {step}: {title}{}",
-            if note.is_empty() {
-                String::new()
-            } else {
-                format!(" — {note}")
-            }
-        );
-        describe(&plan.decision, matches!(action, Action::Submit { .. }));
-        show_plan(&plan, args.full_diff, color);
-        if title.starts_with("submit f") && plan.decision.vclos.cross_connects.is_empty() {
-            bail!("step {step}: expected OCS-vClos to rewire OCS ports, but its decision has no cross-connects");
-        }
+        announce_step(step, &title, note, action, &plan, args.full_diff, color)?;
         let t = Instant::now();
         let report = fabric.apply(&plan, &NoProgress).await?;
         let apply_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -262,12 +224,92 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
         .keys()
         .filter(|d| before.get(*d) != after.get(*d))
         .collect();
+    print_summary(&rows, &changed);
+    let ok = failed == 0 && changed.is_empty();
+    println!("{}", if ok { "demo passed" } else { "demo FAILED" });
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The topology file's name and text: `--topology`, or the embedded testbed.
+fn topology_text(args: &DemoArgs) -> Result<(String, String)> {
+    Ok(match &args.topology {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        ),
+        None => (
+            "topologies/testbed-ocs.yaml".to_string(),
+            TESTBED_OCS.to_string(),
+        ),
+    })
+}
+
+/// Start the emulated fabric of `topo` and print its endpoints.
+async fn start_emulator(
+    topo: Arc<Topology>,
+    file: &str,
+    switch_delay_ms: u64,
+) -> Result<EmulatedFabric> {
+    let opts = FabricOptions {
+        switch_delay: Duration::from_millis(switch_delay_ms),
+        ..FabricOptions::default()
+    };
+    let started = Instant::now();
+    let emu = EmulatedFabric::start(topo, opts).await?;
+    println!(
+        "vclos demo: the emulated fabric of {file} on loopback ({} ms to start)",
+        started.elapsed().as_millis()
+    );
+    for (dev, e) in emu.endpoints() {
+        println!(
+            "  {dev:<8} {:<11} {}:{}",
+            e.protocol.to_string(),
+            e.host,
+            e.port
+        );
+    }
+    Ok(emu)
+}
+
+/// Print a step's title, decision and plan; fail if step f's OCS-vClos
+/// decision rewires nothing.
+fn announce_step(
+    step: usize,
+    title: &str,
+    note: &str,
+    action: &Action,
+    plan: &Plan,
+    full_diff: bool,
+    color: bool,
+) -> Result<()> {
+    println!(
+        "── step {step}: {title}{}",
+        if note.is_empty() {
+            String::new()
+        } else {
+            format!(" — {note}")
+        }
+    );
+    describe(&plan.decision, matches!(action, Action::Submit { .. }));
+    show_plan(plan, full_diff, color);
+    if title.starts_with("submit f") && plan.decision.vclos.cross_connects.is_empty() {
+        bail!("step {step}: expected OCS-vClos to rewire OCS ports, but its decision has no cross-connects");
+    }
+    Ok(())
+}
+
+/// Print the summary table and which devices are not back to their start.
+fn print_summary(rows: &[Row], changed: &[&String]) {
     println!("summary");
     println!(
         "  {:>4}  {:<34} {:<14} {:>7} {:>8} {:>9}  verified",
         "step", "action", "stage", "devices", "commands", "apply ms"
     );
-    for r in &rows {
+    for r in rows {
         println!(
             "  {:>4}  {:<34} {:<14} {:>7} {:>8} {:>9.0}  {}",
             r.step,
@@ -284,13 +326,6 @@ async fn demo(args: DemoArgs) -> Result<ExitCode> {
     } else {
         println!("  devices NOT back to their starting configuration: {changed:?}");
     }
-    let ok = failed == 0 && changed.is_empty();
-    println!("{}", if ok { "demo passed" } else { "demo FAILED" });
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 fn describe(d: &Decision, admit: bool) {

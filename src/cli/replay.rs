@@ -156,7 +156,18 @@ pub(super) fn progress_bar(total: usize, what: &str) -> ProgressBar {
 }
 
 fn table(r: &Report) -> String {
-    let mut rows: Vec<(&str, String)> = vec![
+    let mut rows = job_rows(r);
+    optional_rows(r, &mut rows);
+    rows.extend(counter_rows(r));
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
+
+/// The table's first rows: what was replayed and how its jobs fared.
+fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
+    vec![
         ("policy", r.policy.clone()),
         ("queue", r.queue.to_string()),
         (
@@ -207,7 +218,11 @@ fn table(r: &Report) -> String {
                 r.partial_server_jobs, r.split_small_jobs
             ),
         ),
-    ];
+    ]
+}
+
+/// The rows of the measures a report has only for some replays.
+fn optional_rows(r: &Report, rows: &mut Vec<(&'static str, String)>) {
     if let Some(u) = r.utilization {
         rows.push(("GPU utilisation", format!("{:.1}%", u * 100.0)));
     }
@@ -235,7 +250,11 @@ fn table(r: &Report) -> String {
             format!("{v:.2} vectors per job and collective; {t:.1} running on average"),
         ));
     }
-    rows.extend([
+}
+
+/// The table's last rows: blocking, decision and consistency counters.
+fn counter_rows(r: &Report) -> Vec<(&'static str, String)> {
+    vec![
         (
             "blocked (jobs)",
             format!("gpu {}, network {}", r.blocked_gpu, r.blocked_network),
@@ -280,9 +299,5 @@ fn table(r: &Report) -> String {
                 .join(", "),
         ),
         ("wall time", format!("{:.0} ms", r.wall_ms)),
-    ]);
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
-        .collect()
+    ]
 }

@@ -804,29 +804,98 @@ fn bound_port(device: &str, i: &El) -> Result<PortName, ParseError> {
     }
 }
 
-fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
-    let err = |e: &El, m: String| ParseError::at(device, Some(e.line), m);
-    let need = |e: &El, path: &[&str]| -> Result<String, ParseError> {
+/// The device whose reply is being read, for errors at an element.
+#[derive(Debug, Clone, Copy)]
+struct Ctx<'a> {
+    device: &'a str,
+}
+
+impl Ctx<'_> {
+    /// An error at element `e`'s line.
+    fn err(self, e: &El, m: String) -> ParseError {
+        ParseError::at(self.device, Some(e.line), m)
+    }
+
+    /// The text at `path` under `e`, or an error naming what `e` lacks.
+    fn need(self, e: &El, path: &[&str]) -> Result<String, ParseError> {
         e.text_at(path)
             .map(str::to_string)
-            .ok_or_else(|| err(e, format!("<{}> lacks {}", e.name, path.join("/"))))
-    };
-    let port = |e: &El, s: &str| PortName::new(s).map_err(|x| err(e, x.to_string()));
-    let ip = |e: &El, s: &str| {
+            .ok_or_else(|| self.err(e, format!("<{}> lacks {}", e.name, path.join("/"))))
+    }
+
+    /// `s` as a port name, the error at `e`.
+    fn port(self, e: &El, s: &str) -> Result<PortName, ParseError> {
+        PortName::new(s).map_err(|x| self.err(e, x.to_string()))
+    }
+
+    /// `s` as an IPv4 address, the error at `e`.
+    fn ip(self, e: &El, s: &str) -> Result<Ipv4Addr, ParseError> {
         s.parse::<Ipv4Addr>()
-            .map_err(|_| err(e, format!("{s:?} is not an IPv4 address")))
-    };
+            .map_err(|_| self.err(e, format!("{s:?} is not an IPv4 address")))
+    }
+}
+
+/// The vclos-named forwarding policies by id: the policy element, its
+/// sorted destinations and its one next hop (none without rules).
+type Policies<'a> = BTreeMap<String, (&'a El, Vec<Ipv4Net>, Option<Ipv4Addr>)>;
+
+fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
+    let cx = Ctx { device };
     let mut items = BTreeSet::new();
     if let Some(h) = root.text_at(&["system", "config", "hostname"]) {
         let e = root.path(&["system", "config", "hostname"]).unwrap_or(root);
         items.insert(Item::Hostname {
-            name: Hostname::new(h).map_err(|x| err(e, x.to_string()))?,
+            name: Hostname::new(h).map_err(|x| cx.err(e, x.to_string()))?,
         });
     }
     // Addresses first: VRF bindings and redirect next hops refer to them.
+    let addrs = interface_items(cx, root, &mut items)?;
+    let mut vrf_of: BTreeMap<PortName, VrfName> = BTreeMap::new();
+    let mut policies: Policies<'_> = BTreeMap::new();
+    let mut bindings: Vec<&El> = Vec::new();
+    let mut hops: Vec<(Ipv4Net, PortName)> = Vec::new();
+    for (p, nets) in &addrs {
+        for n in nets {
+            hops.push((*n, p.clone()));
+        }
+    }
+    for ni in root
+        .all("network-instances")
+        .flat_map(|x| x.all("network-instance"))
+    {
+        let name = cx.need(ni, &["name"])?;
+        if name.starts_with("Vrf-") {
+            vrf_instance(cx, ni, &name, &mut items, &mut vrf_of)?;
+        } else if let Some(pf) = ni.child("policy-forwarding") {
+            forwarding_policies(cx, pf, &mut policies)?;
+            bindings.extend(pf.all("interfaces").flat_map(|x| x.all("interface")));
+        }
+    }
+    // Bindings after every policy is known: a reply may split them across
+    // several `default` instance elements.
+    redirect_items(cx, bindings, &policies, &hops, &mut items)?;
+    for (p, nets) in addrs {
+        for net in nets {
+            items.insert(Item::Address {
+                port: p.clone(),
+                vrf: vrf_of.get(&p).cloned(),
+                net,
+            });
+        }
+    }
+    Ok(items)
+}
+
+/// `/interfaces`: descriptions and VLAN subinterfaces go to `items`; the
+/// IPv4 addresses of each (sub)interface are returned.
+fn interface_items(
+    cx: Ctx<'_>,
+    root: &El,
+    items: &mut BTreeSet<Item>,
+) -> Result<BTreeMap<PortName, Vec<Ipv4Net>>, ParseError> {
     let mut addrs: BTreeMap<PortName, Vec<Ipv4Net>> = BTreeMap::new();
     for i in root.all("interfaces").flat_map(|x| x.all("interface")) {
-        let p = port(i, &need(i, &["name"])?)?;
+        let p = cx.port(i, &cx.need(i, &["name"])?)?;
         if let Some(d) = i.text_at(&["config", "description"]) {
             if let Ok(text) = Description::new(d) {
                 items.insert(Item::Description {
@@ -840,7 +909,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
             .iter()
             .flat_map(|x| x.all("subinterface"))
         {
-            let Some(sp) = subinterface_port(device, &p, s)? else {
+            let Some(sp) = subinterface_port(cx.device, &p, s)? else {
                 continue;
             };
             if let Some(vlan) = single_tag(&sp, s) {
@@ -854,112 +923,136 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
                 .iter()
                 .flat_map(|x| x.all("address"))
             {
-                let addr = ip(a, &need(a, &["ip"])?)?;
-                let len = need(a, &["config", "prefix-length"])?;
-                let len = len
-                    .parse::<u8>()
-                    .ok()
-                    .filter(|l| *l <= 32)
-                    .ok_or_else(|| err(a, format!("bad prefix length {len:?}")))?;
-                addrs
-                    .entry(sp.clone())
-                    .or_default()
-                    .push(Ipv4Net::new(addr, len));
+                let net = address_net(cx, a)?;
+                addrs.entry(sp.clone()).or_default().push(net);
             }
         }
     }
-    let mut vrf_of: BTreeMap<PortName, VrfName> = BTreeMap::new();
-    let mut policies: BTreeMap<String, (&El, Vec<Ipv4Net>, Option<Ipv4Addr>)> = BTreeMap::new();
-    let mut bindings: Vec<&El> = Vec::new();
-    let mut hops: Vec<(Ipv4Net, PortName)> = Vec::new();
-    for (p, nets) in &addrs {
-        for n in nets {
-            hops.push((*n, p.clone()));
+    Ok(addrs)
+}
+
+/// One `ipv4/addresses/address`: its `ip` and `config/prefix-length`.
+fn address_net(cx: Ctx<'_>, a: &El) -> Result<Ipv4Net, ParseError> {
+    let addr = cx.ip(a, &cx.need(a, &["ip"])?)?;
+    let len = cx.need(a, &["config", "prefix-length"])?;
+    let len = len
+        .parse::<u8>()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| cx.err(a, format!("bad prefix length {len:?}")))?;
+    Ok(Ipv4Net::new(addr, len))
+}
+
+/// A `Vrf-` network instance `name`: its VRF and static routes go to
+/// `items`, the ports it binds to `vrf_of`.
+fn vrf_instance(
+    cx: Ctx<'_>,
+    ni: &El,
+    name: &str,
+    items: &mut BTreeSet<Item>,
+    vrf_of: &mut BTreeMap<PortName, VrfName>,
+) -> Result<(), ParseError> {
+    let vrf = VrfName::new(name).map_err(|x| cx.err(ni, x.to_string()))?;
+    if let Some(t) = ni.path(&["config", "type"]) {
+        if t.identity_of(NI_TYPES) != Some("L3VRF") {
+            return Err(cx.err(
+                t,
+                format!("network instance {name} has type {:?}, not L3VRF", t.text),
+            ));
         }
     }
-    for ni in root
-        .all("network-instances")
-        .flat_map(|x| x.all("network-instance"))
+    items.insert(Item::Vrf { name: vrf.clone() });
+    for i in ni
+        .child("interfaces")
+        .iter()
+        .flat_map(|x| x.all("interface"))
     {
-        let name = need(ni, &["name"])?;
-        if name.starts_with("Vrf-") {
-            let vrf = VrfName::new(name.as_str()).map_err(|x| err(ni, x.to_string()))?;
-            if let Some(t) = ni.path(&["config", "type"]) {
-                if t.identity_of(NI_TYPES) != Some("L3VRF") {
-                    return Err(err(
-                        t,
-                        format!("network instance {name} has type {:?}, not L3VRF", t.text),
-                    ));
-                }
-            }
-            items.insert(Item::Vrf { name: vrf.clone() });
-            for i in ni
-                .child("interfaces")
-                .iter()
-                .flat_map(|x| x.all("interface"))
-            {
-                vrf_of.insert(bound_port(device, i)?, vrf.clone());
-            }
-            let protos = ni.path(&["protocols"]);
-            let statics = protos
-                .iter()
-                .flat_map(|x| x.all("protocol"))
-                .filter(|p| {
-                    p.child("identifier")
-                        .or_else(|| p.path(&["config", "identifier"]))
-                        .is_none_or(|i| i.identity_of(POL_TYPES) == Some("STATIC"))
-                })
-                .filter_map(|p| p.child("static-routes"))
-                .flat_map(|s| s.all("static"));
-            for st in statics {
-                let pfx = need(st, &["prefix"])?;
-                let prefix: Ipv4Net = pfx.parse().map_err(|m| err(st, m))?;
-                let nhs: Vec<&El> = st
-                    .child("next-hops")
-                    .iter()
-                    .flat_map(|x| x.all("next-hop"))
-                    .collect();
-                if nhs.is_empty() {
-                    return Err(err(st, format!("static route {pfx} has no next hop")));
-                }
-                for nh in nhs {
-                    let nexthop = ip(nh, &need(nh, &["config", "next-hop"])?)?;
-                    items.insert(Item::Route {
-                        vrf: vrf.clone(),
-                        prefix,
-                        nexthop,
-                    });
-                }
-            }
-        } else if let Some(pf) = ni.child("policy-forwarding") {
-            for pol in pf.child("policies").iter().flat_map(|x| x.all("policy")) {
-                let id = need(pol, &["policy-id"])?;
-                if parse_policy_name(&id).is_none() {
-                    continue;
-                }
-                let mut dest = Vec::new();
-                let mut hop: Option<Ipv4Addr> = None;
-                for r in pol.child("rules").iter().flat_map(|x| x.all("rule")) {
-                    let d = need(r, &["ipv4", "config", "destination-address"])?;
-                    dest.push(d.parse::<Ipv4Net>().map_err(|m| err(r, m))?);
-                    let h = ip(r, &need(r, &["action", "config", "next-hop"])?)?;
-                    if hop.is_some_and(|x| x != h) {
-                        return Err(err(
-                            r,
-                            format!("rules of policy {id} use different next hops"),
-                        ));
-                    }
-                    hop = Some(h);
-                }
-                dest.sort();
-                dest.dedup();
-                policies.insert(id, (pol, dest, hop));
-            }
-            bindings.extend(pf.all("interfaces").flat_map(|x| x.all("interface")));
+        vrf_of.insert(bound_port(cx.device, i)?, vrf.clone());
+    }
+    static_routes(cx, ni, &vrf, items)
+}
+
+/// The static routes of VRF instance `ni` (its STATIC protocol, or a
+/// protocol with no identifier), one item per next hop.
+fn static_routes(
+    cx: Ctx<'_>,
+    ni: &El,
+    vrf: &VrfName,
+    items: &mut BTreeSet<Item>,
+) -> Result<(), ParseError> {
+    let protos = ni.path(&["protocols"]);
+    let statics = protos
+        .iter()
+        .flat_map(|x| x.all("protocol"))
+        .filter(|p| {
+            p.child("identifier")
+                .or_else(|| p.path(&["config", "identifier"]))
+                .is_none_or(|i| i.identity_of(POL_TYPES) == Some("STATIC"))
+        })
+        .filter_map(|p| p.child("static-routes"))
+        .flat_map(|s| s.all("static"));
+    for st in statics {
+        let pfx = cx.need(st, &["prefix"])?;
+        let prefix: Ipv4Net = pfx.parse().map_err(|m| cx.err(st, m))?;
+        let nhs: Vec<&El> = st
+            .child("next-hops")
+            .iter()
+            .flat_map(|x| x.all("next-hop"))
+            .collect();
+        if nhs.is_empty() {
+            return Err(cx.err(st, format!("static route {pfx} has no next hop")));
+        }
+        for nh in nhs {
+            let nexthop = cx.ip(nh, &cx.need(nh, &["config", "next-hop"])?)?;
+            items.insert(Item::Route {
+                vrf: vrf.clone(),
+                prefix,
+                nexthop,
+            });
         }
     }
-    // Bindings after every policy is known: a reply may split them across
-    // several `default` instance elements.
+    Ok(())
+}
+
+/// The vclos-named policies of a `policy-forwarding` container into
+/// `policies`; a policy's rules must share one next hop.
+fn forwarding_policies<'a>(
+    cx: Ctx<'_>,
+    pf: &'a El,
+    policies: &mut Policies<'a>,
+) -> Result<(), ParseError> {
+    for pol in pf.child("policies").iter().flat_map(|x| x.all("policy")) {
+        let id = cx.need(pol, &["policy-id"])?;
+        if parse_policy_name(&id).is_none() {
+            continue;
+        }
+        let mut dest = Vec::new();
+        let mut hop: Option<Ipv4Addr> = None;
+        for r in pol.child("rules").iter().flat_map(|x| x.all("rule")) {
+            let d = cx.need(r, &["ipv4", "config", "destination-address"])?;
+            dest.push(d.parse::<Ipv4Net>().map_err(|m| cx.err(r, m))?);
+            let h = cx.ip(r, &cx.need(r, &["action", "config", "next-hop"])?)?;
+            if hop.is_some_and(|x| x != h) {
+                return Err(cx.err(r, format!("rules of policy {id} use different next hops")));
+            }
+            hop = Some(h);
+        }
+        dest.sort();
+        dest.dedup();
+        policies.insert(id, (pol, dest, hop));
+    }
+    Ok(())
+}
+
+/// A redirect item for each interface binding that applies a vclos-named
+/// policy, its uplink the port whose subnet holds the policy's next hop.
+fn redirect_items(
+    cx: Ctx<'_>,
+    bindings: Vec<&El>,
+    policies: &Policies<'_>,
+    hops: &[(Ipv4Net, PortName)],
+    items: &mut BTreeSet<Item>,
+) -> Result<(), ParseError> {
     for i in bindings {
         let Some(id) = i.text_at(&["config", "apply-forwarding-policy"]) else {
             continue;
@@ -967,15 +1060,15 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
         let Some((job, index)) = parse_policy_name(id) else {
             continue;
         };
-        let p = port(i, &need(i, &["interface-id"])?)?;
+        let p = cx.port(i, &cx.need(i, &["interface-id"])?)?;
         let (pol, destinations, hop) = policies
             .get(id)
-            .ok_or_else(|| err(i, format!("policy {id} is not defined")))?;
-        let hop = hop.ok_or_else(|| err(pol, format!("policy {id} has no rules")))?;
+            .ok_or_else(|| cx.err(i, format!("policy {id} is not defined")))?;
+        let hop = hop.ok_or_else(|| cx.err(pol, format!("policy {id} has no rules")))?;
         let uplink = port_of_next_hop(hops.iter().map(|(n, p)| (n, p)), hop)
             .cloned()
             .ok_or_else(|| {
-                err(
+                cx.err(
                     pol,
                     format!("next hop {hop} of policy {id} is on no addressed port"),
                 )
@@ -988,16 +1081,7 @@ fn interpret(device: &str, root: &El) -> Result<BTreeSet<Item>, ParseError> {
             destinations: destinations.clone(),
         });
     }
-    for (p, nets) in addrs {
-        for net in nets {
-            items.insert(Item::Address {
-                port: p.clone(),
-                vrf: vrf_of.get(&p).cloned(),
-                net,
-            });
-        }
-    }
-    Ok(items)
+    Ok(())
 }
 
 /// Foreign steering (docs/devices/foreign-steering.md): every

@@ -392,142 +392,220 @@ impl Dialect for Sonic {
                 "config_db must be a JSON object",
             ));
         };
-        let line_of = |key: &str| {
-            text.lines()
-                .position(|l| l.contains(&format!("\"{key}\"")))
-                .map(|i| i + 1)
-        };
-        let err =
-            |key: &str, m: String| ParseError::at(device, line_of(key), format!("{key}: {m}"));
-        let table = |t: &str| {
-            doc.get(t)
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default()
-        };
-        let str_of = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
-        let port = |k: &str| PortName::new(k).map_err(|e| err(k, e.to_string()));
-        let vrf = |k: &str, v: &str| VrfName::new(v).map_err(|e| err(k, e.to_string()));
-        let net = |k: &str, v: &str| v.parse::<Ipv4Net>().map_err(|e| err(k, e));
+        let db = Tables { device, text, doc };
 
         let mut items = BTreeSet::new();
-        if let Some(h) = table("DEVICE_METADATA")
+        db.port_items(&mut items)?;
+        db.address_items(&mut items)?;
+        db.route_items(&mut items)?;
+        db.redirect_items(&mut items)?;
+        let foreign = super::foreign::acl_steering(doc, &items);
+        items.extend(foreign);
+        Ok(items)
+    }
+}
+
+/// String field `f` of a config_db entry.
+fn str_of(v: &Value, f: &str) -> Option<String> {
+    v.get(f).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The config_db tables of one device's reply, with its text for error lines.
+#[derive(Debug, Clone, Copy)]
+struct Tables<'a> {
+    device: &'a str,
+    text: &'a str,
+    doc: &'a Map<String, Value>,
+}
+
+impl Tables<'_> {
+    /// The first line of the text quoting `key`.
+    fn line_of(self, key: &str) -> Option<usize> {
+        self.text
+            .lines()
+            .position(|l| l.contains(&format!("\"{key}\"")))
+            .map(|i| i + 1)
+    }
+
+    /// An error about `key`, at the line that quotes it.
+    fn err(self, key: &str, m: String) -> ParseError {
+        ParseError::at(self.device, self.line_of(key), format!("{key}: {m}"))
+    }
+
+    /// Table `t`, empty when absent or not an object.
+    fn table(self, t: &str) -> Map<String, Value> {
+        self.doc
+            .get(t)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Key `k` as a port name.
+    fn port(self, k: &str) -> Result<PortName, ParseError> {
+        PortName::new(k).map_err(|e| self.err(k, e.to_string()))
+    }
+
+    /// `v` as a VRF name, the error about key `k`.
+    fn vrf(self, k: &str, v: &str) -> Result<VrfName, ParseError> {
+        VrfName::new(v).map_err(|e| self.err(k, e.to_string()))
+    }
+
+    /// `v` as a prefix, the error about key `k`.
+    fn net(self, k: &str, v: &str) -> Result<Ipv4Net, ParseError> {
+        v.parse::<Ipv4Net>().map_err(|e| self.err(k, e))
+    }
+
+    /// The hostname (DEVICE_METADATA), port descriptions (PORT) and vclos VRFs (VRF).
+    fn port_items(self, items: &mut BTreeSet<Item>) -> Result<(), ParseError> {
+        if let Some(h) = self
+            .table("DEVICE_METADATA")
             .get("localhost")
             .and_then(|v| str_of(v, "hostname"))
         {
-            let name = Hostname::new(h.clone()).map_err(|e| err(&h, e.to_string()))?;
+            let name = Hostname::new(h.clone()).map_err(|e| self.err(&h, e.to_string()))?;
             items.insert(Item::Hostname { name });
         }
-        for (k, v) in table("PORT") {
+        for (k, v) in self.table("PORT") {
             if let Some(d) = str_of(&v, "description") {
                 if let Ok(text) = Description::new(d) {
                     items.insert(Item::Description {
-                        port: port(&k)?,
+                        port: self.port(&k)?,
                         text,
                     });
                 }
             }
         }
-        for k in table("VRF").keys() {
+        for k in self.table("VRF").keys() {
             if k.starts_with("Vrf-") {
-                items.insert(Item::Vrf { name: vrf(k, k)? });
+                items.insert(Item::Vrf {
+                    name: self.vrf(k, k)?,
+                });
             }
         }
+        Ok(())
+    }
+
+    /// The addresses of INTERFACE and VLAN_SUB_INTERFACE, then the subinterfaces.
+    fn address_items(self, items: &mut BTreeSet<Item>) -> Result<(), ParseError> {
         for t in ["INTERFACE", SUBIF] {
-            let ifaces = table(t);
+            let ifaces = self.table(t);
             for k in ifaces.keys() {
                 if let Some((p, a)) = k.split_once('|') {
                     let v = ifaces.get(p).and_then(|e| str_of(e, "vrf_name"));
                     let v = match v {
-                        Some(v) if v.starts_with("Vrf-") => Some(vrf(k, &v)?),
+                        Some(v) if v.starts_with("Vrf-") => Some(self.vrf(k, &v)?),
                         _ => None,
                     };
                     items.insert(Item::Address {
-                        port: port(p)?,
+                        port: self.port(p)?,
                         vrf: v,
-                        net: net(k, a)?,
+                        net: self.net(k, a)?,
                     });
                 }
             }
         }
-        for (k, e) in table(SUBIF).iter().filter(|(k, _)| !k.contains('|')) {
-            if let Some(vlan) = subinterface_vlan(e).map_err(|m| err(k, m))? {
+        for (k, e) in self.table(SUBIF).iter().filter(|(k, _)| !k.contains('|')) {
+            if let Some(vlan) = subinterface_vlan(e).map_err(|m| self.err(k, m))? {
                 items.insert(Item::Subinterface {
-                    port: port(k)?,
+                    port: self.port(k)?,
                     vlan,
                 });
             }
         }
-        for (k, v) in table("STATIC_ROUTE") {
+        Ok(())
+    }
+
+    /// The static routes of vclos VRFs (STATIC_ROUTE), one item per next hop.
+    fn route_items(self, items: &mut BTreeSet<Item>) -> Result<(), ParseError> {
+        for (k, v) in self.table("STATIC_ROUTE") {
             if let Some((name, p)) = k.split_once('|') {
                 if name.starts_with("Vrf-") {
                     let nhs = str_of(&v, "nexthop").unwrap_or_default();
                     for nh in nhs.split(',') {
                         let nexthop = nh.trim().parse().map_err(|_| {
-                            err(&k, format!("nexthop {nh:?} is not an IPv4 address"))
+                            self.err(&k, format!("nexthop {nh:?} is not an IPv4 address"))
                         })?;
                         items.insert(Item::Route {
-                            vrf: vrf(&k, name)?,
-                            prefix: net(&k, p)?,
+                            vrf: self.vrf(&k, name)?,
+                            prefix: self.net(&k, p)?,
                             nexthop,
                         });
                     }
                 }
             }
         }
-        let rules = table("ACL_RULE");
-        for (k, v) in table("ACL_TABLE") {
+        Ok(())
+    }
+
+    /// A redirect for each vclos ACL table (ACL_TABLE with its ACL_RULE rows).
+    fn redirect_items(self, items: &mut BTreeSet<Item>) -> Result<(), ParseError> {
+        let rules = self.table("ACL_RULE");
+        for (k, v) in self.table("ACL_TABLE") {
             let Some((job, index)) = parse_policy_name(&k) else {
                 continue;
             };
-            let ports: Vec<&str> = v
-                .get("ports")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let [p] = ports.as_slice() else {
-                return Err(err(
-                    &k,
-                    format!(
-                        "vclos ACL table must bind exactly one port, found {}",
-                        ports.len()
-                    ),
-                ));
-            };
-            let mut uplink: Option<String> = None;
-            let mut destinations = Vec::new();
-            for (rk, rv) in rules
-                .iter()
-                .filter(|(rk, _)| rk.split_once('|').is_some_and(|(t, _)| t == k))
-            {
-                let target = redirect_target(rv).ok_or_else(|| {
-                    let action = str_of(rv, "PACKET_ACTION").unwrap_or_default();
-                    err(rk, format!("action {action:?} is not a redirect"))
-                })?;
-                let up = uplink_of(target, &items).map_err(|m| err(rk, m))?;
-                if uplink.as_deref().is_some_and(|u| u != up) {
-                    return Err(err(
-                        rk,
-                        "rules of one vclos ACL redirect to different ports".into(),
-                    ));
-                }
-                uplink = Some(up);
-                destinations.push(net(rk, &str_of(rv, "DST_IP").unwrap_or_default())?);
-            }
-            let uplink = uplink.ok_or_else(|| err(&k, "vclos ACL table has no rules".into()))?;
-            destinations.sort();
-            destinations.dedup();
-            items.insert(Item::Redirect {
-                job,
-                index,
-                port: port(p)?,
-                uplink: port(&uplink)?,
-                destinations,
-            });
+            let redirect = self.redirect(&k, &v, job, index, &rules, items)?;
+            items.insert(redirect);
         }
-        let foreign = super::foreign::acl_steering(doc, &items);
-        items.extend(foreign);
-        Ok(items)
+        Ok(())
+    }
+
+    /// The redirect of vclos ACL table `k`: one bound port, rules that all
+    /// redirect to one uplink among `items`' addressed ports.
+    fn redirect(
+        self,
+        k: &str,
+        v: &Value,
+        job: JobId,
+        index: u16,
+        rules: &Map<String, Value>,
+        items: &BTreeSet<Item>,
+    ) -> Result<Item, ParseError> {
+        let ports: Vec<&str> = v
+            .get("ports")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let [p] = ports.as_slice() else {
+            return Err(self.err(
+                k,
+                format!(
+                    "vclos ACL table must bind exactly one port, found {}",
+                    ports.len()
+                ),
+            ));
+        };
+        let mut uplink: Option<String> = None;
+        let mut destinations = Vec::new();
+        for (rk, rv) in rules
+            .iter()
+            .filter(|(rk, _)| rk.split_once('|').is_some_and(|(t, _)| t == k))
+        {
+            let target = redirect_target(rv).ok_or_else(|| {
+                let action = str_of(rv, "PACKET_ACTION").unwrap_or_default();
+                self.err(rk, format!("action {action:?} is not a redirect"))
+            })?;
+            let up = uplink_of(target, items).map_err(|m| self.err(rk, m))?;
+            if uplink.as_deref().is_some_and(|u| u != up) {
+                return Err(self.err(
+                    rk,
+                    "rules of one vclos ACL redirect to different ports".into(),
+                ));
+            }
+            uplink = Some(up);
+            destinations.push(self.net(rk, &str_of(rv, "DST_IP").unwrap_or_default())?);
+        }
+        let uplink = uplink.ok_or_else(|| self.err(k, "vclos ACL table has no rules".into()))?;
+        destinations.sort();
+        destinations.dedup();
+        Ok(Item::Redirect {
+            job,
+            index,
+            port: self.port(p)?,
+            uplink: self.port(&uplink)?,
+            destinations,
+        })
     }
 }
 

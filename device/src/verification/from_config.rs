@@ -222,6 +222,18 @@ fn vrf_job(name: &str, chassis: bool) -> Option<&str> {
 /// sub-interface) or why it cannot.
 type Egress = Result<(SpineId, u16, Option<u16>), String>;
 
+/// A spine port: (logical spine, port, VLAN if through a sub-interface).
+type SpinePort = (SpineId, u16, Option<u16>);
+
+/// The ports, untagged or with a VLAN, a VRF binds on one logical spine.
+type Bound = BTreeSet<(u16, Option<u16>)>;
+
+/// The spine ports each VRF binds, by logical spine.
+type Bindings<'a> = BTreeMap<&'a VrfName, BTreeMap<SpineId, Bound>>;
+
+/// Each VRF's routes to a destination: (destination, prefix, next hop, egress).
+type Routes<'a> = BTreeMap<&'a VrfName, Vec<(Dest, Ipv4Net, Ipv4Addr, Egress)>>;
+
 fn spine_device(
     topo: &Topology,
     dev: &Device,
@@ -229,8 +241,33 @@ fn spine_device(
     items: &BTreeSet<Item>,
     fwd: &mut ForwardingState,
 ) {
-    // Port or sub-interface name -> (logical spine, port, VLAN if tagged).
-    let mut port_of: HashMap<&str, (SpineId, u16, Option<u16>)> = HashMap::new();
+    let port_of = spine_ports(topo, spines, items);
+    for item in items {
+        if let Item::Vrf { name } = item {
+            if let Some(job) = vrf_job(name.as_str(), dev.members.len() > 1) {
+                fwd.note_job_config(job, format!("{}: VRF {name}", dev.name));
+            }
+        }
+    }
+    let (nets, bound) = vrf_bindings(dev, items, &port_of, fwd);
+    let (routes, strays) = vrf_routes(topo, dev, items, &nets, &port_of);
+    // A VRF exists on each logical spine where it binds a port: only there
+    // can traffic enter it.
+    for (vrf_name, per_spine) in &bound {
+        for (&s, ports) in per_spine {
+            let vrf = spine_vrf(topo, s, vrf_name, ports, &routes, &strays);
+            fwd.add_vrf(s, vrf);
+        }
+    }
+}
+
+/// Port or sub-interface name -> (logical spine, port, VLAN if tagged).
+fn spine_ports<'a>(
+    topo: &'a Topology,
+    spines: &[SpineId],
+    items: &'a BTreeSet<Item>,
+) -> HashMap<&'a str, SpinePort> {
+    let mut port_of: HashMap<&str, SpinePort> = HashMap::new();
     for &s in spines {
         for (i, p) in topo.spine(s).ports.iter().enumerate() {
             port_of.insert(p, (s, i as u16, None));
@@ -241,21 +278,20 @@ fn spine_device(
             port_of.insert(name, (s, i, Some(vlan)));
         }
     }
-    let label = |(s, i, v): (SpineId, u16, Option<u16>)| {
-        let port = topo.port_label(PortRef::Spine(s, i));
-        v.map_or(port.clone(), |v| format!("{port} (VLAN {v})"))
-    };
-    for item in items {
-        if let Item::Vrf { name } = item {
-            if let Some(job) = vrf_job(name.as_str(), dev.members.len() > 1) {
-                fwd.note_job_config(job, format!("{}: VRF {name}", dev.name));
-            }
-        }
-    }
+    port_of
+}
+
+/// Every address of the device, and the spine ports each VRF binds (a
+/// problem for a bound port that is no spine port).
+fn vrf_bindings<'a>(
+    dev: &Device,
+    items: &'a BTreeSet<Item>,
+    port_of: &HashMap<&str, SpinePort>,
+    fwd: &mut ForwardingState,
+) -> (Vec<(&'a str, Ipv4Net)>, Bindings<'a>) {
     // Every address of the device (a next hop may resolve to any of them).
     let mut nets: Vec<(&str, Ipv4Net)> = Vec::new();
-    type Bound = BTreeSet<(u16, Option<u16>)>;
-    let mut bound: BTreeMap<&VrfName, BTreeMap<SpineId, Bound>> = BTreeMap::new();
+    let mut bound: Bindings<'_> = BTreeMap::new();
     for item in items {
         if let Item::Address { port, vrf, net } = item {
             nets.push((port.as_str(), *net));
@@ -272,17 +308,35 @@ fn spine_device(
             }
         }
     }
-    let egress = |nh: Ipv4Addr| -> Egress {
-        let (port, _) = nets
-            .iter()
-            .find(|(_, n)| n.contains(nh) && n.addr != nh)
-            .ok_or_else(|| format!("next hop {nh} is on no port of {}", dev.name))?;
-        port_of
-            .get(port)
-            .copied()
-            .ok_or_else(|| format!("next hop {nh} is on {}:{port}, not a spine port", dev.name))
-    };
-    let mut routes: BTreeMap<&VrfName, Vec<(Dest, Ipv4Net, Ipv4Addr, Egress)>> = BTreeMap::new();
+    (nets, bound)
+}
+
+/// Where next hop `nh` leaves the device: the spine port whose subnet holds it.
+fn egress(
+    dev: &Device,
+    nets: &[(&str, Ipv4Net)],
+    port_of: &HashMap<&str, SpinePort>,
+    nh: Ipv4Addr,
+) -> Egress {
+    let (port, _) = nets
+        .iter()
+        .find(|(_, n)| n.contains(nh) && n.addr != nh)
+        .ok_or_else(|| format!("next hop {nh} is on no port of {}", dev.name))?;
+    port_of
+        .get(port)
+        .copied()
+        .ok_or_else(|| format!("next hop {nh} is on {}:{port}, not a spine port", dev.name))
+}
+
+/// Each VRF's routes with their egress, and its routes to no leaf or GPU.
+fn vrf_routes<'a>(
+    topo: &Topology,
+    dev: &Device,
+    items: &'a BTreeSet<Item>,
+    nets: &[(&str, Ipv4Net)],
+    port_of: &HashMap<&str, SpinePort>,
+) -> (Routes<'a>, BTreeMap<&'a VrfName, Vec<String>>) {
+    let mut routes: Routes<'a> = BTreeMap::new();
     let mut strays: BTreeMap<&VrfName, Vec<String>> = BTreeMap::new();
     for item in items {
         if let Item::Route {
@@ -292,12 +346,12 @@ fn spine_device(
         } = item
         {
             match dest_of(topo, *prefix) {
-                Some(l) => {
-                    routes
-                        .entry(vrf)
-                        .or_default()
-                        .push((l, *prefix, *nexthop, egress(*nexthop)))
-                }
+                Some(l) => routes.entry(vrf).or_default().push((
+                    l,
+                    *prefix,
+                    *nexthop,
+                    egress(dev, nets, port_of, *nexthop),
+                )),
                 None => strays.entry(vrf).or_default().push(format!(
                     "route {prefix} via {nexthop} on {}, which is no leaf's GPU prefix or GPU",
                     dev.name
@@ -305,58 +359,71 @@ fn spine_device(
             }
         }
     }
-    // A VRF exists on each logical spine where it binds a port: only there
-    // can traffic enter it.
-    for (vrf_name, per_spine) in &bound {
-        for (&s, ports) in per_spine {
-            let mut vrf = Vrf {
-                name: vrf_name.to_string(),
-                ports: ports
-                    .iter()
-                    .filter(|p| p.1.is_none())
-                    .map(|p| p.0)
-                    .collect(),
-                tagged: ports.iter().filter_map(|&(p, v)| Some((p, v?))).collect(),
-                strays: strays.get(vrf_name).cloned().unwrap_or_default(),
-                ..Vrf::default()
-            };
-            let mut via: BTreeMap<Dest, Vec<String>> = BTreeMap::new();
-            for (l, prefix, nh, out) in routes.get(vrf_name).into_iter().flatten() {
-                via.entry(*l)
-                    .or_default()
-                    .push(format!("{prefix} via {nh}"));
-                match out {
-                    Ok((s2, i, tag)) if *s2 == s => {
-                        vrf.routes.insert(*l, *i);
-                        if let Some(v) = tag {
-                            vrf.egress_vlans.insert(*l, *v);
-                        }
-                    }
-                    Ok(other) => {
-                        vrf.unresolved.insert(
-                            *l,
-                            format!(
-                                "route {prefix} via {nh} leaves by {}, on another logical spine than {}",
-                                label(*other),
-                                topo.spine(s).name
-                            ),
-                        );
-                    }
-                    Err(why) => {
-                        vrf.unresolved.insert(*l, format!("route {prefix}: {why}"));
-                    }
+    (routes, strays)
+}
+
+/// The label of a spine port, with its VLAN if tagged.
+fn spine_port_label(topo: &Topology, (s, i, v): SpinePort) -> String {
+    let port = topo.port_label(PortRef::Spine(s, i));
+    v.map_or(port.clone(), |v| format!("{port} (VLAN {v})"))
+}
+
+/// VRF `vrf_name` on logical spine `s`: its ports and the routes that
+/// leave by this spine, one per destination.
+fn spine_vrf(
+    topo: &Topology,
+    s: SpineId,
+    vrf_name: &VrfName,
+    ports: &Bound,
+    routes: &Routes<'_>,
+    strays: &BTreeMap<&VrfName, Vec<String>>,
+) -> Vrf {
+    let mut vrf = Vrf {
+        name: vrf_name.to_string(),
+        ports: ports
+            .iter()
+            .filter(|p| p.1.is_none())
+            .map(|p| p.0)
+            .collect(),
+        tagged: ports.iter().filter_map(|&(p, v)| Some((p, v?))).collect(),
+        strays: strays.get(vrf_name).cloned().unwrap_or_default(),
+        ..Vrf::default()
+    };
+    let mut via: BTreeMap<Dest, Vec<String>> = BTreeMap::new();
+    for (l, prefix, nh, out) in routes.get(vrf_name).into_iter().flatten() {
+        via.entry(*l)
+            .or_default()
+            .push(format!("{prefix} via {nh}"));
+        match out {
+            Ok((s2, i, tag)) if *s2 == s => {
+                vrf.routes.insert(*l, *i);
+                if let Some(v) = tag {
+                    vrf.egress_vlans.insert(*l, *v);
                 }
             }
-            for (l, v) in via.into_iter().filter(|(_, v)| v.len() > 1) {
-                // Equal-cost routes spread a flow over links the job did not
-                // pin: not the source-routed, contention-free forwarding.
-                vrf.routes.remove(&l);
-                vrf.egress_vlans.remove(&l);
-                let what = if l.1.is_some() { "one GPU" } else { "one leaf" };
-                vrf.unresolved
-                    .insert(l, format!("several routes to {what} ({})", v.join(", ")));
+            Ok(other) => {
+                vrf.unresolved.insert(
+                    *l,
+                    format!(
+                        "route {prefix} via {nh} leaves by {}, on another logical spine than {}",
+                        spine_port_label(topo, *other),
+                        topo.spine(s).name
+                    ),
+                );
             }
-            fwd.add_vrf(s, vrf);
+            Err(why) => {
+                vrf.unresolved.insert(*l, format!("route {prefix}: {why}"));
+            }
         }
     }
+    for (l, v) in via.into_iter().filter(|(_, v)| v.len() > 1) {
+        // Equal-cost routes spread a flow over links the job did not
+        // pin: not the source-routed, contention-free forwarding.
+        vrf.routes.remove(&l);
+        vrf.egress_vlans.remove(&l);
+        let what = if l.1.is_some() { "one GPU" } else { "one leaf" };
+        vrf.unresolved
+            .insert(l, format!("several routes to {what} ({})", v.join(", ")));
+    }
+    vrf
 }

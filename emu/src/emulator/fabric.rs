@@ -185,6 +185,156 @@ fn device_ports(topo: &Topology, device: &crate::topology::Device) -> Vec<String
     ports
 }
 
+/// Every switch's model (OCSes skipped), loaded from its baseline
+/// configuration rendered in its dialect.
+fn baseline_switches(
+    topology: &Topology,
+    baseline: &intent::FabricIntent,
+    faults: &BTreeMap<String, Arc<Faults>>,
+) -> Result<BTreeMap<String, Switch>, EmuError> {
+    let mut switches = BTreeMap::new();
+    for (d, want) in topology.devices.iter().zip(&baseline.devices) {
+        if d.role == Role::Ocs {
+            continue;
+        }
+        let f = faults[&d.name].clone();
+        let switch = baseline_switch(topology, d, &want.items, f)?;
+        switches.insert(d.name.clone(), switch);
+    }
+    Ok(switches)
+}
+
+/// One switch's model for its protocol and dialect, loaded from `items`
+/// rendered in that dialect.
+fn baseline_switch(
+    topology: &Topology,
+    d: &crate::topology::Device,
+    items: &BTreeSet<Item>,
+    f: Arc<Faults>,
+) -> Result<Switch, EmuError> {
+    let text = dialect::dialect(d.mgmt.dialect).render(items);
+    let bad = |message: String| EmuError::BaselineConfig {
+        device: d.name.clone(),
+        message,
+    };
+    let switch = match (d.mgmt.protocol, d.mgmt.dialect) {
+        (Protocol::SshCli, Dialect::HuaweiCe) => {
+            let initial =
+                VrpConfig::parse(&text).map_err(|(line, e)| bad(format!("line {line}: {e}")))?;
+            Switch::Cli(SwitchDevice::with_interfaces(
+                &d.name,
+                initial,
+                f,
+                device_ports(topology, d),
+            ))
+        }
+        (Protocol::SshCli, Dialect::Sonic) => {
+            let db = vclos_drivers::configdb::parse(&text).map_err(bad)?;
+            let kind = match d.role {
+                Role::Spine => "SpineRouter",
+                _ => "ToRRouter",
+            };
+            let initial = validate::initial(db, kind);
+            Switch::Sonic(SonicDevice::new(&d.name, initial, f).map_err(bad)?)
+        }
+        (Protocol::Netconf, Dialect::Openconfig) => {
+            let initial = Element::parse(&text).map_err(|e| bad(e.to_string()))?;
+            Switch::Netconf(NetconfDevice::new(&d.name, initial, f))
+        }
+        (protocol, dialect) => {
+            return Err(EmuError::Unsupported {
+                device: d.name.clone(),
+                dialect,
+                protocol,
+            })
+        }
+    };
+    Ok(switch)
+}
+
+/// Every OCS's model behind a TL1 server, its endpoint added to `endpoints`.
+async fn serve_ocs(
+    topology: &Topology,
+    busy: &Arc<dyn BusyOracle>,
+    faults: &BTreeMap<String, Arc<Faults>>,
+    opts: &FabricOptions,
+    endpoints: &mut BTreeMap<String, Endpoint>,
+) -> Result<(Vec<Arc<OcsModel>>, Vec<Tl1Server>), EmuError> {
+    let mut ocs = Vec::new();
+    let mut servers = Vec::new();
+    for (i, o) in topology.ocs.iter().enumerate() {
+        let model = Arc::new(
+            OcsModel::new(OcsId(i as u32), o, busy.clone()).with_switching_delay(opts.switch_delay),
+        );
+        let bind = SocketAddr::new(opts.listen, 0);
+        let options = Tl1Options {
+            bind,
+            login: opts.login.clone(),
+            faults: faults[&*o.name].clone(),
+            timeouts: opts.timeouts,
+        };
+        let server = tl1::serve(model.clone(), options)
+            .await
+            .map_err(|source| EmuError::Bind {
+                device: o.name.to_string(),
+                addr: bind,
+                source,
+            })?;
+        endpoints.insert(
+            o.name.to_string(),
+            Endpoint {
+                protocol: Protocol::TelnetTl1,
+                host: server.local_addr().ip().to_string(),
+                port: server.local_addr().port(),
+            },
+        );
+        ocs.push(model);
+        servers.push(server);
+    }
+    Ok((ocs, servers))
+}
+
+/// Every switch behind an SSH server, its endpoint added to `endpoints`;
+/// also the servers' known_hosts lines.
+async fn serve_switches(
+    switches: &BTreeMap<String, Switch>,
+    opts: &FabricOptions,
+    endpoints: &mut BTreeMap<String, Endpoint>,
+) -> Result<(Vec<SshServer>, String), EmuError> {
+    let mut ssh_servers = Vec::new();
+    let mut known_hosts = String::new();
+    for (name, switch) in switches {
+        let service = match switch {
+            Switch::Cli(dev) => Service::Cli(dev.clone()),
+            Switch::Sonic(dev) => Service::Cli(dev.clone()),
+            Switch::Netconf(dev) => Service::Netconf(dev.clone()),
+        };
+        let bind = SocketAddr::new(opts.listen, 0).to_string();
+        let server = ssh::serve_with(&bind, service, opts.login.clone(), opts.timeouts)
+            .await
+            .map_err(|e| EmuError::Ssh {
+                device: name.clone(),
+                message: e.to_string(),
+            })?;
+        known_hosts.push_str(&server.known_hosts_line());
+        known_hosts.push('\n');
+        let protocol = match switch {
+            Switch::Cli(_) | Switch::Sonic(_) => Protocol::SshCli,
+            Switch::Netconf(_) => Protocol::Netconf,
+        };
+        endpoints.insert(
+            name.clone(),
+            Endpoint {
+                protocol,
+                host: server.local_addr().ip().to_string(),
+                port: server.local_addr().port(),
+            },
+        );
+        ssh_servers.push(server);
+    }
+    Ok((ssh_servers, known_hosts))
+}
+
 impl EmulatedFabric {
     /// Build every device of `topology` and start its endpoint. Every
     /// switch starts from the topology's baseline configuration (rendered in
@@ -197,51 +347,7 @@ impl EmulatedFabric {
             .map(|d| (d.name.clone(), Arc::new(Faults::new())))
             .collect();
         // Switch models first: the OCS's busy oracle reads their configs.
-        let mut switches = BTreeMap::new();
-        for (d, want) in topology.devices.iter().zip(&baseline.devices) {
-            if d.role == Role::Ocs {
-                continue;
-            }
-            let f = faults[&d.name].clone();
-            let text = dialect::dialect(d.mgmt.dialect).render(&want.items);
-            let bad = |message: String| EmuError::BaselineConfig {
-                device: d.name.clone(),
-                message,
-            };
-            let switch = match (d.mgmt.protocol, d.mgmt.dialect) {
-                (Protocol::SshCli, Dialect::HuaweiCe) => {
-                    let initial = VrpConfig::parse(&text)
-                        .map_err(|(line, e)| bad(format!("line {line}: {e}")))?;
-                    Switch::Cli(SwitchDevice::with_interfaces(
-                        &d.name,
-                        initial,
-                        f,
-                        device_ports(&topology, d),
-                    ))
-                }
-                (Protocol::SshCli, Dialect::Sonic) => {
-                    let db = vclos_drivers::configdb::parse(&text).map_err(bad)?;
-                    let kind = match d.role {
-                        Role::Spine => "SpineRouter",
-                        _ => "ToRRouter",
-                    };
-                    let initial = validate::initial(db, kind);
-                    Switch::Sonic(SonicDevice::new(&d.name, initial, f).map_err(bad)?)
-                }
-                (Protocol::Netconf, Dialect::Openconfig) => {
-                    let initial = Element::parse(&text).map_err(|e| bad(e.to_string()))?;
-                    Switch::Netconf(NetconfDevice::new(&d.name, initial, f))
-                }
-                (protocol, dialect) => {
-                    return Err(EmuError::Unsupported {
-                        device: d.name.clone(),
-                        dialect,
-                        protocol,
-                    })
-                }
-            };
-            switches.insert(d.name.clone(), switch);
-        }
+        let switches = baseline_switches(&topology, &baseline, &faults)?;
         let traffic = Arc::new(StaticBusy::new());
         let steered = Arc::new(SteeredBusy::new(topology.clone(), |name| {
             switches.get(name).cloned()
@@ -249,71 +355,9 @@ impl EmulatedFabric {
         let stage = Arc::new(StageBusy::new());
         let busy: Arc<dyn BusyOracle> =
             Arc::new(AnyBusy(vec![traffic.clone(), stage.clone(), steered]));
-        let mut ocs = Vec::new();
-        let mut servers = Vec::new();
         let mut endpoints = BTreeMap::new();
-        for (i, o) in topology.ocs.iter().enumerate() {
-            let model = Arc::new(
-                OcsModel::new(OcsId(i as u32), o, busy.clone())
-                    .with_switching_delay(opts.switch_delay),
-            );
-            let bind = SocketAddr::new(opts.listen, 0);
-            let options = Tl1Options {
-                bind,
-                login: opts.login.clone(),
-                faults: faults[&*o.name].clone(),
-                timeouts: opts.timeouts,
-            };
-            let server =
-                tl1::serve(model.clone(), options)
-                    .await
-                    .map_err(|source| EmuError::Bind {
-                        device: o.name.to_string(),
-                        addr: bind,
-                        source,
-                    })?;
-            endpoints.insert(
-                o.name.to_string(),
-                Endpoint {
-                    protocol: Protocol::TelnetTl1,
-                    host: server.local_addr().ip().to_string(),
-                    port: server.local_addr().port(),
-                },
-            );
-            ocs.push(model);
-            servers.push(server);
-        }
-        let mut ssh_servers = Vec::new();
-        let mut known_hosts = String::new();
-        for (name, switch) in &switches {
-            let service = match switch {
-                Switch::Cli(dev) => Service::Cli(dev.clone()),
-                Switch::Sonic(dev) => Service::Cli(dev.clone()),
-                Switch::Netconf(dev) => Service::Netconf(dev.clone()),
-            };
-            let bind = SocketAddr::new(opts.listen, 0).to_string();
-            let server = ssh::serve_with(&bind, service, opts.login.clone(), opts.timeouts)
-                .await
-                .map_err(|e| EmuError::Ssh {
-                    device: name.clone(),
-                    message: e.to_string(),
-                })?;
-            known_hosts.push_str(&server.known_hosts_line());
-            known_hosts.push('\n');
-            let protocol = match switch {
-                Switch::Cli(_) | Switch::Sonic(_) => Protocol::SshCli,
-                Switch::Netconf(_) => Protocol::Netconf,
-            };
-            endpoints.insert(
-                name.clone(),
-                Endpoint {
-                    protocol,
-                    host: server.local_addr().ip().to_string(),
-                    port: server.local_addr().port(),
-                },
-            );
-            ssh_servers.push(server);
-        }
+        let (ocs, servers) = serve_ocs(&topology, &busy, &faults, &opts, &mut endpoints).await?;
+        let (ssh_servers, known_hosts) = serve_switches(&switches, &opts, &mut endpoints).await?;
         Ok(EmulatedFabric {
             topology,
             ocs,

@@ -215,6 +215,20 @@ impl controller::Guard for TxGuard<'_> {
     }
 }
 
+/// A plan checked against the held state ([`Fabric::apply`]): the state it
+/// leads to and the change set that configures it.
+struct Checked {
+    /// The decisions held now.
+    held: Vec<Decision>,
+    /// The committed state read; the new one is written against its version.
+    read: Committed,
+    /// The state after the plan, and its decisions.
+    next: FabricState,
+    new: Vec<Decision>,
+    op: Operation,
+    set: controller::ChangeSet,
+}
+
 /// A fabric under management: topology, committed state, device access.
 pub struct Fabric {
     topo: Arc<Topology>,
@@ -794,6 +808,85 @@ impl Fabric {
         plan: &Plan,
         progress: &dyn Progress,
     ) -> Result<ApplyReport, JobsError> {
+        let Checked {
+            held,
+            read,
+            next,
+            new,
+            op,
+            set,
+        } = self.check_plan(plan).await?;
+        let devices: Vec<String> = set.changes.iter().map(|c| c.device.clone()).collect();
+        // Foreign steering: the devices the change set does not prepare are
+        // read now; the others are checked on prepare's read (TxGuard).
+        let touched = foreign::touched(&self.topo, &plan.devices);
+        let outside: Vec<String> = (touched.keys())
+            .filter(|d| !devices.contains(d))
+            .cloned()
+            .collect();
+        let outside = self.read_for_foreign(&touched, &outside).await?;
+        let j = self.journal_for(plan, op, held, new.clone(), devices.clone());
+        // Named now (the exclusive create), made durable while the devices
+        // prepare; no device commits before it is (see `journal`).
+        let unsynced = self.store.begin(&j).await?;
+        let (done, synced) = tokio::sync::oneshot::channel();
+        let sync = tokio::spawn(async move {
+            let r = unsynced.sync().await;
+            let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
+            r
+        });
+        // No device commits before the journal is durable, the devices are
+        // checked for foreign steering and, on a store whose lock can be
+        // lost (etcd), the lock is checked still held with time to spare
+        // (issue 18's fencing: the journal carries the term, the save
+        // compares the lock again).
+        let mut guard = TxGuard::new(&self.topo, touched, self.lock.as_deref(), synced);
+        guard.outside = outside;
+        let factory = self.factory.as_ref();
+        let applied =
+            controller::apply_guarded(set, factory, &self.options, progress, &guard).await;
+        let refused = guard.refused();
+        let synced = sync.await.unwrap_or_else(|e| {
+            Err(JobsError::Journal {
+                file: self.store.journal_name(),
+                message: format!("the task writing it failed: {e}"),
+            })
+        });
+        let report = match (applied, synced) {
+            (Ok(report), Ok(())) => report,
+            (Err(e), _) => {
+                self.store.remove_journal().await?;
+                return Err(e.into());
+            }
+            // Never durable, so nothing was committed (the gate held it).
+            (Ok(_), Err(e)) => {
+                self.store.remove_journal().await?;
+                return Err(e);
+            }
+        };
+        if report.is_committed() {
+            self.save_committed(plan, &devices, read.version, &new, next)
+                .await?;
+        } else if report.is_unchanged() {
+            self.store.remove_journal().await?;
+            if !refused.is_empty() {
+                return Err(JobsError::ForeignSteering(refused));
+            }
+            // Nothing changed; if the lock's check is what stopped it, say
+            // that (a leader steps down on it) rather than a device refusal.
+            if let Some(l) = &self.lock {
+                l.check().await?;
+            }
+        } else {
+            // Some device could not be put back: keep the journal so the
+            // next open (or `vclos reconcile`) settles it from the devices.
+            warn!(job = %plan.job, "rollback failed; journal kept for recovery");
+        }
+        Ok(report)
+    }
+
+    /// Check a plan against the held state before anything is written.
+    async fn check_plan(&self, plan: &Plan) -> Result<Checked, JobsError> {
         if self.store.journal().await?.is_some() {
             return Err(JobsError::PendingJournal(self.store.journal_name()));
         }
@@ -835,99 +928,68 @@ impl Fabric {
                 "its device changes are not those the current state gives".into(),
             ));
         }
-        let devices: Vec<String> = set.changes.iter().map(|c| c.device.clone()).collect();
-        // Foreign steering: the devices the change set does not prepare are
-        // read now; the others are checked on prepare's read (TxGuard).
-        let touched = foreign::touched(&self.topo, &plan.devices);
-        let outside: Vec<String> = (touched.keys())
-            .filter(|d| !devices.contains(d))
-            .cloned()
-            .collect();
-        let outside = self.read_for_foreign(&touched, &outside).await?;
+        Ok(Checked {
+            held,
+            read,
+            next,
+            new,
+            op,
+            set,
+        })
+    }
+
+    /// The journal of applying `plan`, with the writer lock's holder and term.
+    fn journal_for(
+        &self,
+        plan: &Plan,
+        op: Operation,
+        held: Vec<Decision>,
+        new: Vec<Decision>,
+        devices: Vec<String>,
+    ) -> Journal {
         let mut j = Journal::new(
             &self.topo.name,
             op,
             plan.decision.clone(),
             held,
-            new.clone(),
-            devices.clone(),
+            new,
+            devices,
         );
         j.owner = self.lock.as_ref().map(|l| l.holder().clone());
         j.term = self.lock.as_ref().and_then(|l| l.term());
-        // Named now (the exclusive create), made durable while the devices
-        // prepare; no device commits before it is (see `journal`).
-        let unsynced = self.store.begin(&j).await?;
-        let (done, synced) = tokio::sync::oneshot::channel();
-        let sync = tokio::spawn(async move {
-            let r = unsynced.sync().await;
-            let _ = done.send(r.as_ref().map(|_| ()).map_err(ToString::to_string));
-            r
-        });
-        // No device commits before the journal is durable, the devices are
-        // checked for foreign steering and, on a store whose lock can be
-        // lost (etcd), the lock is checked still held with time to spare
-        // (issue 18's fencing: the journal carries the term, the save
-        // compares the lock again).
-        let mut guard = TxGuard::new(&self.topo, touched, self.lock.as_deref(), synced);
-        guard.outside = outside;
-        let factory = self.factory.as_ref();
-        let applied =
-            controller::apply_guarded(set, factory, &self.options, progress, &guard).await;
-        let refused = guard.refused();
-        let synced = sync.await.unwrap_or_else(|e| {
-            Err(JobsError::Journal {
-                file: self.store.journal_name(),
-                message: format!("the task writing it failed: {e}"),
-            })
-        });
-        let report = match (applied, synced) {
-            (Ok(report), Ok(())) => report,
-            (Err(e), _) => {
-                self.store.remove_journal().await?;
-                return Err(e.into());
-            }
-            // Never durable, so nothing was committed (the gate held it).
-            (Ok(_), Err(e)) => {
-                self.store.remove_journal().await?;
-                return Err(e);
-            }
+        j
+    }
+
+    /// Every device committed: save the new state against the version read,
+    /// adopt it, remove the journal (a failure is [`JobsError::NotSaved`]).
+    async fn save_committed(
+        &mut self,
+        plan: &Plan,
+        devices: &[String],
+        read: Version,
+        new: &[Decision],
+        next: FabricState,
+    ) -> Result<(), JobsError> {
+        let not_saved = |stage: &str, cause: String| JobsError::NotSaved {
+            job: plan.job.clone(),
+            action: plan.action,
+            devices: devices.to_vec(),
+            stage: stage.to_string(),
+            cause,
         };
-        if report.is_committed() {
-            let not_saved = |stage: &str, cause: String| JobsError::NotSaved {
-                job: plan.job.clone(),
-                action: plan.action,
-                devices: devices.clone(),
-                stage: stage.to_string(),
-                cause,
-            };
-            let state = self.store.state_name();
-            let version = (self.store.save(read.version, &new).await)
-                .map_err(|e| not_saved(&format!("{state} could not be written"), e.to_string()))?;
-            self.state = next;
-            self.version = version;
-            self.store.remove_journal().await.map_err(|e| {
-                not_saved(
-                    &format!("{state} was saved but the journal could not be removed"),
-                    e.to_string(),
-                )
-            })?;
-            info!(job = %plan.job, action = plan.action, "committed; state saved");
-        } else if report.is_unchanged() {
-            self.store.remove_journal().await?;
-            if !refused.is_empty() {
-                return Err(JobsError::ForeignSteering(refused));
-            }
-            // Nothing changed; if the lock's check is what stopped it, say
-            // that (a leader steps down on it) rather than a device refusal.
-            if let Some(l) = &self.lock {
-                l.check().await?;
-            }
-        } else {
-            // Some device could not be put back: keep the journal so the
-            // next open (or `vclos reconcile`) settles it from the devices.
-            warn!(job = %plan.job, "rollback failed; journal kept for recovery");
-        }
-        Ok(report)
+        let state = self.store.state_name();
+        let version = (self.store.save(read, new).await)
+            .map_err(|e| not_saved(&format!("{state} could not be written"), e.to_string()))?;
+        self.state = next;
+        self.version = version;
+        self.store.remove_journal().await.map_err(|e| {
+            not_saved(
+                &format!("{state} was saved but the journal could not be removed"),
+                e.to_string(),
+            )
+        })?;
+        info!(job = %plan.job, action = plan.action, "committed; state saved");
+        Ok(())
     }
 
     /// Place, plan and apply a job.

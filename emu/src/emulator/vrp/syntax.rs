@@ -205,53 +205,19 @@ pub(super) fn check_leaf(ctx: Ctx, line: &str, undo: bool) -> Result<(), VrpErro
     let w = Words::new(line, undo);
     let first = w.get(0).unwrap_or_default();
     match (ctx, first, w.get(1)) {
-        (_, "description", _) => {
-            // description TEXT (1-242 characters, blanks allowed).
-            if w.need(1)?.is_some() && line.len() - "description ".len() > 242 {
-                return Err(w.wrong(1));
-            }
-            Ok(())
-        }
+        (_, "description", _) => description(&w, line),
         (Ctx::System, "sysname", _) => {
             w.value(1, |s| name(s, 246))?;
             w.end_at(2)
         }
         (Ctx::System, "ip", Some("route-static")) => route_static(&w),
-        (Ctx::System, "vlan", Some("batch")) => {
-            // vlan batch { vlan-id1 [ to vlan-id2 ] } &<1-10>
-            w.value(2, |s| number(s, 1, 4094))?;
-            let mut i = 3;
-            while let Some(x) = w.get(i) {
-                if x == "to" {
-                    w.value(i + 1, |s| number(s, 1, 4094))?;
-                    i += 2;
-                } else if number(x, 1, 4094) {
-                    i += 1;
-                } else {
-                    return Err(w.wrong(i));
-                }
-            }
-            Ok(())
-        }
+        (Ctx::System, "vlan", Some("batch")) => vlan_batch(&w),
         (Ctx::System, _, _) => w.end_at(match first {
             "lldp" | "dhcp" => 2,
             "stelnet" => 3,
             _ => w.len(),
         }),
-        (Ctx::Interface, "ip", Some("address")) => {
-            // ip address ip-address { mask | mask-length } [ sub ]
-            let Some(a) = w.need(2)? else { return Ok(()) };
-            let a = ipv4(a).ok_or_else(|| w.wrong(2))?;
-            let Some(m) = w.need(3)? else { return Ok(()) };
-            let len = mask(m).ok_or_else(|| w.wrong(3))?;
-            if !host_address(a, len) {
-                return Err(w.wrong(2));
-            }
-            if w.get(4) == Some("sub") {
-                return w.end_at(5);
-            }
-            w.end_at(4)
-        }
+        (Ctx::Interface, "ip", Some("address")) => ip_address(&w),
         (Ctx::Interface, "ip", Some("binding")) => {
             // ip binding vpn-instance vpn-instance-name
             w.keyword(2, &["vpn-instance"])?;
@@ -275,46 +241,15 @@ pub(super) fn check_leaf(ctx: Ctx, line: &str, undo: bool) -> Result<(), VrpErro
             w.value(1, |s| number(s, 1, 20))?;
             w.end_at(2)
         }
-        (Ctx::Classifier, "if-match", _) => {
-            // if-match acl { acl-number | acl-name }, if-match any
-            match w.keyword(1, &["acl", "any"])? {
-                Some("acl") => {
-                    w.value(2, |s| name(s, 64))?;
-                    w.end_at(3)
-                }
-                _ => w.end_at(2),
-            }
-        }
+        (Ctx::Classifier, "if-match", _) => if_match(&w),
         (Ctx::Behavior, "redirect", _) => redirect(&w),
         (Ctx::Behavior, "permit" | "deny", _) => w.end_at(1),
-        (Ctx::Behavior, "remark", _) => {
-            // remark dscp dscp-value | remark 8021p 8021p-value
-            match w.keyword(1, &["dscp", "8021p"])? {
-                Some("dscp") => w.value(2, |s| number(s, 0, 63))?,
-                Some(_) => w.value(2, |s| number(s, 0, 7))?,
-                None => return Ok(()),
-            };
-            w.end_at(3)
-        }
+        (Ctx::Behavior, "remark", _) => remark(&w),
         (Ctx::Behavior | Ctx::Policy, "statistics", _) => {
             w.keyword(1, &["enable"])?;
             w.end_at(2)
         }
-        (Ctx::Policy, "classifier", _) => {
-            // classifier classifier-name behavior behavior-name [ precedence p ]
-            w.value(1, |s| name(s, 127))?;
-            if undo && w.len() == 2 {
-                return Ok(());
-            }
-            w.keyword(2, &["behavior"])?;
-            w.value(3, |s| name(s, 127))?;
-            if w.get(4).is_some() {
-                w.keyword(4, &["precedence"])?;
-                w.value(5, |s| number(s, 1, 5119))?;
-                return w.end_at(6);
-            }
-            w.end_at(4)
-        }
+        (Ctx::Policy, "classifier", _) => classifier(&w, undo),
         (Ctx::VpnAf, "route-distinguisher", _) => {
             // route-distinguisher { as:nn | ip:nn }
             w.value(1, route_distinguisher)?;
@@ -322,6 +257,84 @@ pub(super) fn check_leaf(ctx: Ctx, line: &str, undo: bool) -> Result<(), VrpErro
         }
         _ => Ok(()),
     }
+}
+
+/// `description TEXT` (1-242 characters, blanks allowed).
+fn description(w: &Words<'_>, line: &str) -> Result<(), VrpError> {
+    if w.need(1)?.is_some() && line.len() - "description ".len() > 242 {
+        return Err(w.wrong(1));
+    }
+    Ok(())
+}
+
+/// `vlan batch { vlan-id1 [ to vlan-id2 ] } &<1-10>`
+fn vlan_batch(w: &Words<'_>) -> Result<(), VrpError> {
+    w.value(2, |s| number(s, 1, 4094))?;
+    let mut i = 3;
+    while let Some(x) = w.get(i) {
+        if x == "to" {
+            w.value(i + 1, |s| number(s, 1, 4094))?;
+            i += 2;
+        } else if number(x, 1, 4094) {
+            i += 1;
+        } else {
+            return Err(w.wrong(i));
+        }
+    }
+    Ok(())
+}
+
+/// `ip address ip-address { mask | mask-length } [ sub ]`
+fn ip_address(w: &Words<'_>) -> Result<(), VrpError> {
+    let Some(a) = w.need(2)? else { return Ok(()) };
+    let a = ipv4(a).ok_or_else(|| w.wrong(2))?;
+    let Some(m) = w.need(3)? else { return Ok(()) };
+    let len = mask(m).ok_or_else(|| w.wrong(3))?;
+    if !host_address(a, len) {
+        return Err(w.wrong(2));
+    }
+    if w.get(4) == Some("sub") {
+        return w.end_at(5);
+    }
+    w.end_at(4)
+}
+
+/// `if-match acl { acl-number | acl-name }`, `if-match any`
+fn if_match(w: &Words<'_>) -> Result<(), VrpError> {
+    match w.keyword(1, &["acl", "any"])? {
+        Some("acl") => {
+            w.value(2, |s| name(s, 64))?;
+            w.end_at(3)
+        }
+        _ => w.end_at(2),
+    }
+}
+
+/// `remark dscp dscp-value | remark 8021p 8021p-value`
+fn remark(w: &Words<'_>) -> Result<(), VrpError> {
+    match w.keyword(1, &["dscp", "8021p"])? {
+        Some("dscp") => w.value(2, |s| number(s, 0, 63))?,
+        Some(_) => w.value(2, |s| number(s, 0, 7))?,
+        None => return Ok(()),
+    };
+    w.end_at(3)
+}
+
+/// `classifier classifier-name behavior behavior-name [ precedence p ]`
+/// (`undo classifier classifier-name` alone is whole).
+fn classifier(w: &Words<'_>, undo: bool) -> Result<(), VrpError> {
+    w.value(1, |s| name(s, 127))?;
+    if undo && w.len() == 2 {
+        return Ok(());
+    }
+    w.keyword(2, &["behavior"])?;
+    w.value(3, |s| name(s, 127))?;
+    if w.get(4).is_some() {
+        w.keyword(4, &["precedence"])?;
+        w.value(5, |s| number(s, 1, 5119))?;
+        return w.end_at(6);
+    }
+    w.end_at(4)
 }
 
 /// Check the arguments of a view header (the view's key words were found
