@@ -272,6 +272,40 @@ fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
     }
 }
 
+/// A fabric crowded for sharing, for the tests here and above (feature
+/// `test-fixtures`). narrow: 3 leaves x 2 servers x 4 GPUs, 4 uplinks per
+/// leaf. With one server of every leaf held (`h0`-`h2`, no links), `a` (8
+/// GPUs) takes a server on two leaves and all their uplinks; then the
+/// holder on `a`'s first leaf leaves. A 2-server job then has an idle
+/// server on `a`'s first leaf and one on the third, whose uplinks are
+/// free: no isolated slice. Returns the placer (`options` on) and the
+/// holders still held.
+#[cfg(any(test, feature = "test-fixtures"))]
+#[allow(clippy::unwrap_used)]
+pub fn crowded(options: SliceOptions) -> (super::VclosPlacer, Vec<JobId>) {
+    use super::{Outcome, Placer};
+    let id = |s: &str| JobId::new(s).unwrap();
+    let topo = crate::topology::generate::narrow_topology();
+    let mut st = crate::state::FabricState::new(std::sync::Arc::clone(&topo));
+    for leaf in 0..3u32 {
+        let server = topo.leaf(crate::topology::LeafId(leaf)).servers[1];
+        let gpus = super::local::whole(&[server], topo.gpus_per_server);
+        let d = Plan::local(crate::decision::Stage::Server, gpus)
+            .to_decision(&topo, &id(&format!("h{leaf}")));
+        st.admit(&d).unwrap();
+    }
+    let mut p = super::VclosPlacer::with_state(st).with_options(options);
+    let Ok(Outcome::Placed(a)) = p.place(&JobRequest::new(id("a"), 8)) else {
+        panic!("a is not placed");
+    };
+    assert_eq!(a.vclos.links.len(), 8);
+    let first = topo.leaf_id(&a.vclos.leaves[0].leaf).unwrap();
+    let gone = id(&format!("h{}", first.index()));
+    p.release(&gone).unwrap();
+    let left = (0..3).map(|i| id(&format!("h{i}"))).filter(|h| *h != gone);
+    (p, left.collect())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -304,32 +338,6 @@ mod tests {
             sharing: Some(SharingMode::default()),
             ..SliceOptions::default()
         }
-    }
-
-    /// narrow: 3 leaves x 2 servers x 4 GPUs, 4 uplinks per leaf. With
-    /// one server of every leaf held (`h0`-`h2`, no links), `a` (8 GPUs)
-    /// takes a server on two leaves and all their uplinks; then the holder
-    /// on `a`'s first leaf leaves. A 2-server job then has an idle server
-    /// on `a`'s first leaf and one on the third, whose uplinks are free:
-    /// no isolated slice. Returns the holders still held.
-    fn crowded(options: SliceOptions) -> (VclosPlacer, Vec<JobId>) {
-        let topo = narrow_topology();
-        let mut st = crate::state::FabricState::new(Arc::clone(&topo));
-        for leaf in 0..3u32 {
-            let server = topo.leaf(crate::topology::LeafId(leaf)).servers[1];
-            let gpus = super::super::local::whole(&[server], topo.gpus_per_server);
-            let d = Plan::local(crate::decision::Stage::Server, gpus)
-                .to_decision(&topo, &id(&format!("h{leaf}")));
-            st.admit(&d).unwrap();
-        }
-        let mut p = VclosPlacer::with_state(st).with_options(options);
-        let a = placed(p.place(&req("a", 8)).unwrap());
-        assert_eq!(a.vclos.links.len(), 8);
-        let first = topo.leaf_id(&a.vclos.leaves[0].leaf).unwrap();
-        let gone = id(&format!("h{}", first.index()));
-        p.release(&gone).unwrap();
-        let left = (0..3).map(|i| id(&format!("h{i}"))).filter(|h| *h != gone);
-        (p, left.collect())
     }
 
     #[test]

@@ -264,37 +264,6 @@ vclos:
     );
 }
 
-/// A job on `narrow` (3 leaves x 2 servers x 4 GPUs, 4 uplinks per leaf)
-/// that has no isolated slice and shares links with `a` (sharing mode on):
-/// with one server of every leaf held (`h0`-`h2`), `a` (8 GPUs) takes a
-/// server on two leaves and all their uplinks; then the holder on `a`'s
-/// first leaf leaves. The placer with `a` and two holders held.
-fn crowded_sharing() -> crate::placement::VclosPlacer {
-    use crate::placement::given::{place_on, Allocation, Given};
-    use crate::placement::{JobRequest, Placer, Policy, SharingMode, SliceOptions, VclosPlacer};
-    let topo = generate::narrow_topology();
-    let mut st = crate::state::FabricState::new(Arc::clone(&topo));
-    for leaf in 0..3u32 {
-        let server = topo.leaf(LeafId(leaf)).servers[1];
-        let job = JobRequest::new(id(&format!("h{leaf}")), u32::from(topo.gpus_per_server));
-        let alloc = Allocation::Servers(vec![server]);
-        match place_on(Policy::Vclos, &st, SliceOptions::default(), &job, &alloc).unwrap() {
-            Given::Placed(d) => st.admit(&d).unwrap(),
-            Given::Refused(r) => panic!("{r:?}"),
-        }
-    }
-    let options = SliceOptions {
-        sharing: Some(SharingMode::default()),
-        ..SliceOptions::default()
-    };
-    let mut p = VclosPlacer::with_state(st).with_options(options);
-    let a = placed(p.place(&JobRequest::new(id("a"), 8)).unwrap());
-    assert_eq!(a.vclos.links.len(), 8);
-    let first = topo.leaf_id(&a.vclos.leaves[0].leaf).unwrap();
-    p.release(&id(&format!("h{}", first.index()))).unwrap();
-    p
-}
-
 fn id(s: &str) -> crate::names::JobId {
     crate::names::JobId::new(s).unwrap()
 }
@@ -310,8 +279,12 @@ fn placed(o: crate::placement::Outcome) -> Decision {
 fn the_verifier_follows_each_job_through_its_own_interface_of_a_shared_link() {
     use crate::intent::Item;
     use crate::placement::Placer;
+    use crate::placement::{shared::crowded, SharingMode, SliceOptions};
     use std::collections::{BTreeMap, BTreeSet};
-    let mut p = crowded_sharing();
+    let (mut p, _) = crowded(SliceOptions {
+        sharing: Some(SharingMode::default()),
+        ..SliceOptions::default()
+    });
     let b = placed(
         p.place(&crate::placement::JobRequest::new(id("b"), 8))
             .unwrap(),
