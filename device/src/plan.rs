@@ -20,7 +20,7 @@ use tracing::{debug, info_span};
 use crate::decision::Decision;
 use crate::dialect::{dialect, ParseError};
 use crate::diff::{device_diff, DeviceDiff};
-use crate::intent::{self, FabricIntent, IntentError, Item};
+use crate::intent::{self, DeviceIntent, FabricIntent, IntentError, Item};
 use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::{Role, Topology};
@@ -147,22 +147,25 @@ pub fn plan(
 ) -> Result<Plan, PlanError> {
     let base = intent::Base::new(topo)?;
     let intents = |d: &[Decision]| intent::build_on(&base, topo, d).map(Arc::new);
-    plan_on(topo, held, &intents, running, action)
+    let state = FabricState::from_decisions(Arc::clone(topo), held)?;
+    plan_on(&state, &intents, running, action)
 }
 
 /// Builds (or finds) the intent of a list of decisions.
 pub type Intents<'a> = dyn Fn(&[Decision]) -> Result<Arc<FabricIntent>, IntentError> + 'a;
 
-/// [`plan`] with the intents of `held` and of the fabric after `action`
-/// from `intents` (a fabric under management keeps them between calls).
+/// [`plan`] on a fabric in `state`, with the intents of its decisions and
+/// of the fabric after `action` from `intents` (a fabric under management
+/// keeps them between calls).
 pub fn plan_on(
-    topo: &Arc<Topology>,
-    held: &[Decision],
+    state: &FabricState,
     intents: &Intents<'_>,
     running: &Running,
     action: Action,
 ) -> Result<Plan, PlanError> {
-    let current = intents(held)?;
+    let topo = state.topology();
+    let held: Vec<Decision> = state.decisions().into_iter().cloned().collect();
+    let current = intents(&held)?;
     let (job, decision, admit, candidate) = match action {
         Action::Admit(d) => {
             if held.iter().any(|h| h.job == d.job) {
@@ -170,9 +173,8 @@ pub fn plan_on(
             }
             // The fabric state is the authority on what is free: a decision
             // it refuses (busy port, wrong cabling) never gets a plan.
-            let mut state = FabricState::from_decisions(Arc::clone(topo), held)?;
-            state.admit(&d)?;
-            let mut all = held.to_vec();
+            state.check_admit(&d)?;
+            let mut all = held;
             all.push(d.clone());
             (d.job.clone(), d, true, intents(&all)?)
         }
@@ -207,8 +209,9 @@ pub fn device_commands(
         .devices
         .iter()
         .zip(&candidate.devices)
-        // Equal sets first: comparing them is cheaper than their difference.
-        .filter(|(cur, cand)| cur.items != cand.items)
+        // Equal sets first: comparing them is cheaper than their difference
+        // (and a device a kept intent did not rebuild is the same `Arc`).
+        .filter(|(cur, cand)| !Arc::ptr_eq(cur, cand) && cur.items != cand.items)
         .filter_map(|(cur, cand)| {
             let commands = crate::diff::device_commands(cur, cand)?;
             Some((stage(cand.role, admit), cand.device.clone(), commands))
@@ -254,7 +257,7 @@ pub fn device_plans(
                     .collect();
                 (cand.with_items(items), true)
             }
-            None => (cur.clone(), false),
+            None => (DeviceIntent::clone(cur), false),
         };
         let diff = device_diff(&run, cand);
         if diff.is_empty() {

@@ -6,6 +6,7 @@
 //! naming the job and the offending value, before any item is produced.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use tracing::debug;
 
@@ -19,12 +20,14 @@ use crate::topology::{DeviceId, LeafId, Member, OcsId, PortRef, Spine, SpineId, 
 /// The intent of every managed device, indexed like [`Topology::devices`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FabricIntent {
-    pub devices: Vec<DeviceIntent>,
+    /// Shared: a device an incremental build did not touch is the same
+    /// allocation in both intents, so comparing it is a pointer compare.
+    pub devices: Vec<Arc<DeviceIntent>>,
 }
 
 impl FabricIntent {
     pub fn device(&self, name: &str) -> Option<&DeviceIntent> {
-        self.devices.iter().find(|d| d.device == name)
+        self.devices.iter().find(|d| d.device == name).map(|d| &**d)
     }
 }
 
@@ -75,12 +78,21 @@ pub fn build_on(
     topo: &Topology,
     decisions: &[Decision],
 ) -> Result<FabricIntent, IntentError> {
-    let mut devices = base.devices.clone();
+    let sorted = unique_by_job(decisions)?;
+    let resolved = (sorted.iter())
+        .map(|d| Ok((&d.job, resolve(topo, d)?)))
+        .collect::<Result<Vec<_>, IntentError>>()?;
+    let jobs: Vec<(&JobId, &Resolved)> = resolved.iter().map(|(j, r)| (*j, r)).collect();
+    let sets = device_sets(base, topo, &jobs, None)?;
+    Ok(FabricIntent {
+        devices: (topo.devices.iter().zip(sets))
+            .map(|(dev, items)| Arc::new(device_intent(dev, items.unwrap_or_default())))
+            .collect(),
+    })
+}
 
-    // Job items, with per-port ownership to catch overlapping decisions.
-    let mut owner: HashMap<(DeviceId, String), JobId> = HashMap::new();
-    let mut cross: Vec<(OcsId, u16, u16, JobId)> = Vec::new();
-    let mut hops: Vec<(JobId, OcsId, u16, u16)> = Vec::new();
+/// `decisions` sorted by job, or the error for a job held twice.
+pub(super) fn unique_by_job(decisions: &[Decision]) -> Result<Vec<&Decision>, IntentError> {
     let mut sorted: Vec<&Decision> = decisions.iter().collect();
     sorted.sort_by(|a, b| a.job.cmp(&b.job));
     for w in sorted.windows(2) {
@@ -91,60 +103,90 @@ pub fn build_on(
             });
         }
     }
-    for d in sorted {
-        let r = resolve(topo, d)?;
-        for (dev, items) in r.items {
+    Ok(sorted)
+}
+
+pub(super) fn device_intent(dev: &crate::topology::Device, items: BTreeSet<Item>) -> DeviceIntent {
+    DeviceIntent {
+        device: dev.name.clone(),
+        role: dev.role,
+        dialect: dev.mgmt.dialect,
+        items,
+    }
+}
+
+/// The item set of every device in `only` (every device when `None`;
+/// the others are `None`) with the resolved `jobs` held, sorted by job:
+/// baseline, job items, OCS tables, and every check on those devices
+/// (two jobs on one port's address or source route, a reserved link over
+/// an unpatched OCS pair, two VRFs with one route distinguisher).
+///
+/// A device's set, and every check on it, depends only on the baseline
+/// and the jobs whose items, cross-connects or OCS hops are on it, so
+/// building a few devices gives what the whole build gives for them
+/// ([`super::kept`] rebuilds only the devices a change touches).
+pub(super) fn device_sets(
+    base: &Base,
+    topo: &Topology,
+    jobs: &[(&JobId, &Resolved)],
+    only: Option<&BTreeSet<DeviceId>>,
+) -> Result<Vec<Option<BTreeSet<Item>>>, IntentError> {
+    let wanted = |dev: DeviceId| only.is_none_or(|o| o.contains(&dev));
+    let mut devices: Vec<Option<BTreeSet<Item>>> = (base.devices.iter().enumerate())
+        .map(|(i, b)| wanted(DeviceId(i as u32)).then(|| b.clone()))
+        .collect();
+    // Job items, with per-port ownership to catch overlapping decisions.
+    let mut owner: HashMap<(DeviceId, String), &JobId> = HashMap::new();
+    let mut cross: Vec<(OcsId, u16, u16, JobId)> = Vec::new();
+    let mut hops: Vec<(JobId, OcsId, u16, u16)> = Vec::new();
+    let ocs_wanted = |o: OcsId| wanted(topo.ocs_dev(o).device);
+    for &(job, r) in jobs {
+        for (&dev, items) in &r.items {
+            let Some(set) = devices[dev.index()].as_mut() else {
+                continue;
+            };
             for item in items {
-                let key = match &item {
+                let key = match item {
                     Item::Address { port, .. } => Some(format!("address of {port}")),
                     Item::Redirect { port, .. } => Some(format!("source route of {port}")),
                     _ => None,
                 };
                 if let Some(key) = key {
-                    if let Some(prev) = owner.insert((dev, key.clone()), d.job.clone()) {
-                        if prev != d.job {
+                    if let Some(prev) = owner.insert((dev, key.clone()), job) {
+                        if prev != job {
                             return Err(IntentError::Conflict {
-                                a: prev,
-                                b: d.job.clone(),
+                                a: prev.clone(),
+                                b: job.clone(),
                                 what: format!("{} on {}", key, topo.device(dev).name),
                             });
                         }
                     }
                     // A job's address on a port displaces the baseline one.
-                    if let Item::Address { port, .. } = &item {
+                    if let Item::Address { port, .. } = item {
                         if let Some(b) = base.addr.get(&(dev, port.clone())) {
-                            devices[dev.index()].remove(b);
+                            set.remove(b);
                         }
                     }
                 }
                 if !matches!(item, Item::Patch { .. }) {
-                    devices[dev.index()].insert(item);
+                    set.insert(item.clone());
                 }
             }
         }
         cross.extend(
-            r.cross
-                .into_iter()
-                .map(|(o, a, b)| (o, a, b, d.job.clone())),
+            (r.cross.iter())
+                .filter(|c| ocs_wanted(c.0))
+                .map(|&(o, a, b)| (o, a, b, job.clone())),
         );
-        hops.extend(r.hops.into_iter().map(|(o, a, b)| (d.job.clone(), o, a, b)));
+        hops.extend(
+            (r.hops.iter())
+                .filter(|h| ocs_wanted(h.0))
+                .map(|&(o, a, b)| (job.clone(), o, a, b)),
+        );
     }
-    ocs_tables(topo, &cross, &hops, &mut devices)?;
+    ocs_tables(topo, &cross, &hops, &ocs_wanted, &mut devices)?;
     check_route_distinguishers(topo, &devices)?;
-
-    Ok(FabricIntent {
-        devices: topo
-            .devices
-            .iter()
-            .zip(devices)
-            .map(|(dev, items)| DeviceIntent {
-                device: dev.name.clone(),
-                role: dev.role,
-                dialect: dev.mgmt.dialect,
-                items,
-            })
-            .collect(),
-    })
+    Ok(devices)
 }
 
 fn port(name: &str) -> Result<PortName, IntentError> {
@@ -231,14 +273,25 @@ fn baseline_items(
 }
 
 /// A decision resolved against the topology.
-struct Resolved {
-    items: BTreeMap<DeviceId, BTreeSet<Item>>,
-    cross: Vec<(OcsId, u16, u16)>,
+#[derive(Debug)]
+pub(super) struct Resolved {
+    pub(super) items: BTreeMap<DeviceId, BTreeSet<Item>>,
+    pub(super) cross: Vec<(OcsId, u16, u16)>,
     /// OCS hops of reserved links: (ocs, leaf side, far side) must be patched.
-    hops: Vec<(OcsId, u16, u16)>,
+    pub(super) hops: Vec<(OcsId, u16, u16)>,
 }
 
-fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
+impl Resolved {
+    /// Every device the decision puts something on or needs patched.
+    pub(super) fn devices(&self, topo: &Topology) -> BTreeSet<DeviceId> {
+        let ocs = (self.cross.iter().map(|c| c.0))
+            .chain(self.hops.iter().map(|h| h.0))
+            .map(|o| topo.ocs_dev(o).device);
+        self.items.keys().copied().chain(ocs).collect()
+    }
+}
+
+pub(super) fn resolve(topo: &Topology, d: &Decision) -> Result<Resolved, IntentError> {
     let mut r = Resolver {
         topo,
         d,
@@ -789,7 +842,8 @@ fn ocs_tables(
     topo: &Topology,
     cross: &[(OcsId, u16, u16, JobId)],
     hops: &[(JobId, OcsId, u16, u16)],
-    devices: &mut [BTreeSet<Item>],
+    wanted: &dyn Fn(OcsId) -> bool,
+    devices: &mut [Option<BTreeSet<Item>>],
 ) -> Result<(), IntentError> {
     let mut used: HashMap<(OcsId, u16), &JobId> = HashMap::new();
     for (o, a, b, job) in cross {
@@ -813,6 +867,9 @@ fn ocs_tables(
         cross.iter().map(|(o, a, b, _)| (*o, *a, *b)).collect();
     for (oi, ocs) in topo.ocs.iter().enumerate() {
         let o = OcsId(oi as u32);
+        if !wanted(o) {
+            continue;
+        }
         for &(a, b) in &ocs.patches {
             if !used.contains_key(&(o, a)) && !used.contains_key(&(o, b)) {
                 table.insert((o, a.min(b), a.max(b)));
@@ -833,7 +890,10 @@ fn ocs_tables(
     }
     for (o, a, b) in table {
         let ocs = topo.ocs_dev(o);
-        devices[ocs.device.index()].insert(Item::patch(
+        let Some(set) = devices[ocs.device.index()].as_mut() else {
+            continue;
+        };
+        set.insert(Item::patch(
             port(&ocs.ports[a as usize])?,
             port(&ocs.ports[b as usize])?,
         ));
@@ -843,9 +903,12 @@ fn ocs_tables(
 
 fn check_route_distinguishers(
     topo: &Topology,
-    devices: &[BTreeSet<Item>],
+    devices: &[Option<BTreeSet<Item>>],
 ) -> Result<(), IntentError> {
     for (i, items) in devices.iter().enumerate() {
+        let Some(items) = items else {
+            continue;
+        };
         let mut seen: HashMap<u32, &VrfName> = HashMap::new();
         for item in items {
             if let Item::Vrf { name } = item {

@@ -27,6 +27,7 @@
 
 pub mod addressing;
 mod build;
+pub mod kept;
 pub mod name;
 
 use std::collections::BTreeSet;
@@ -37,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use build::{baseline, build, build_on, job_items, spine_downlink, Base, FabricIntent};
+pub use kept::Kept;
 pub use name::{Description, Hostname, PortName, VrfName};
 
 use crate::names::{JobId, NameError};

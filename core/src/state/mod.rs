@@ -320,6 +320,14 @@ impl FabricState {
         &self.topo
     }
 
+    /// What [`FabricState::admit`] would say of `d`, changing nothing.
+    pub fn check_admit(&self, d: &Decision) -> Result<(), StateError> {
+        if self.by_id.contains_key(&d.job) {
+            return Err(StateError::DuplicateJob(d.job.clone()));
+        }
+        validate::resolve(self, d).map(drop)
+    }
+
     /// Validate `d` against the topology and the current state, then hold
     /// everything it uses and make its cross-connects. Nothing changes if
     /// validation fails.

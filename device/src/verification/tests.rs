@@ -294,7 +294,7 @@ fn the_verifier_follows_each_job_through_its_own_interface_of_a_shared_link() {
     let items: BTreeMap<String, BTreeSet<Item>> = (crate::intent::build(&topo, &held).unwrap())
         .devices
         .into_iter()
-        .map(|d| (d.device, d.items))
+        .map(|d| (d.device.clone(), d.items.clone()))
         .collect();
     let violations = |items: &BTreeMap<String, BTreeSet<Item>>, held: &[Decision]| {
         let fwd = forwarding_state(&topo, items);

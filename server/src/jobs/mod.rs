@@ -238,14 +238,13 @@ pub struct Fabric {
     /// The version `state` was read (or last written) at.
     version: Version,
     base: Arc<FabricIntent>,
-    /// What every device has whatever jobs are held, to build intents on.
-    intent_base: Arc<intent::Base>,
-    /// The last intents built, with the decisions each was built from
-    /// (most recent first): building a fabric's intent takes tens of ms on
-    /// thousands of GPUs, and a change needs the current one twice (its
-    /// plan, apply's check) and the one after it twice (plan, apply), and
-    /// leaves the latter as the next change's current one.
-    intents: std::sync::Mutex<Vec<(Vec<Decision>, Arc<FabricIntent>)>>,
+    /// The last intents built ([`intent::Kept`]): building a whole
+    /// fabric's intent takes tens of ms on thousands of GPUs, and a change
+    /// needs the current one twice (its plan, apply's check) and the one
+    /// after it twice (plan, apply), and leaves the latter as the next
+    /// change's current one, which the change after rebuilds only where it
+    /// touches devices.
+    intents: std::sync::Mutex<intent::Kept>,
     factory: Arc<dyn DriverFactory>,
     /// The session pool behind `factory`, when [`Fabric::load`] made one.
     pool: Option<Arc<SessionPool>>,
@@ -481,7 +480,7 @@ impl Fabric {
         version: Version,
         factory: Arc<dyn DriverFactory>,
     ) -> Result<Self, JobsError> {
-        let intent_base = Arc::new(intent::Base::new(&topo)?);
+        let intent_base = intent::Base::new(&topo)?;
         let base = Arc::new(intent::build_on(&intent_base, &topo, &[])?);
         let policy = if topo.ocs.is_empty() {
             Policy::Vclos
@@ -494,8 +493,7 @@ impl Fabric {
             state,
             version,
             base,
-            intent_base,
-            intents: std::sync::Mutex::new(Vec::new()),
+            intents: std::sync::Mutex::new(intent::Kept::new(intent_base)),
             factory,
             pool: None,
             policy,
@@ -675,27 +673,13 @@ impl Fabric {
         Ok(FabricIntent::clone(&*self.intent_of(&self.jobs())?))
     }
 
-    /// The intent of `held`, from the cache when it was built for exactly
-    /// these decisions (whatever changed the state since: a commit, a
-    /// re-read, recovery).
+    /// The intent of `held` ([`intent::Kept`]: kept when it was built for
+    /// exactly these decisions, whatever changed the state since (a
+    /// commit, a re-read, recovery); else rebuilt where one decision
+    /// changes it, else built whole).
     fn intent_of(&self, held: &[Decision]) -> Result<Arc<FabricIntent>, intent::IntentError> {
-        /// The current state's and the next one's.
-        const KEPT: usize = 2;
-        let mut cache = self.intents.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = cache.iter().position(|(d, _)| d.as_slice() == held) {
-            let hit = cache.remove(at);
-            let i = Arc::clone(&hit.1);
-            cache.insert(0, hit);
-            return Ok(i);
-        }
-        let i = Arc::new(intent::build_on(&self.intent_base, &self.topo, held)?);
-        cache.insert(0, (held.to_vec(), Arc::clone(&i)));
-        cache.truncate(KEPT);
-        Ok(i)
-    }
-
-    fn build_intent(&self, held: &[Decision]) -> Result<FabricIntent, JobsError> {
-        Ok(intent::build_on(&self.intent_base, &self.topo, held)?)
+        let mut kept = self.intents.lock().unwrap_or_else(|e| e.into_inner());
+        kept.intent(&self.topo, held)
     }
 
     /// A journal left by an interrupted run, if any.
@@ -761,10 +745,8 @@ impl Fabric {
 
     /// Plan admitting a decision (placed, or hand-written). Touches nothing.
     pub fn plan_decision(&self, decision: Decision) -> Result<Plan, JobsError> {
-        let held = self.jobs();
         Ok(plan::plan_on(
-            &self.topo,
-            &held,
+            &self.state,
             &|d: &[Decision]| self.intent_of(d),
             &Running::new(),
             Action::Admit(decision),
@@ -773,10 +755,8 @@ impl Fabric {
 
     /// Plan releasing a held job. Touches nothing.
     pub fn plan_release(&self, job: &JobId) -> Result<Plan, JobsError> {
-        let held = self.jobs();
         Ok(plan::plan_on(
-            &self.topo,
-            &held,
+            &self.state,
             &|d: &[Decision]| self.intent_of(d),
             &Running::new(),
             Action::Release(job.clone()),
@@ -1154,7 +1134,7 @@ impl Fabric {
                 message: format!("cannot recover: {d} cannot be read: {e}"),
             });
         }
-        let new_intent = self.build_intent(&j.new)?;
+        let new_intent = self.intent_of(&j.new)?;
         let drift = self.drifts(&new_intent, &running);
         if drift.iter().all(Drift::holds_intent) {
             let version = self.store.save(read, &j.new).await?;
@@ -1171,7 +1151,7 @@ impl Fabric {
         }
         // Put back what differs from the old intent, undoing in the reverse
         // order of the interrupted operation.
-        let old_intent = self.build_intent(&j.old)?;
+        let old_intent = self.intent_of(&j.old)?;
         let undo_admit = j.operation == Operation::Admit;
         let plans = plan::device_plans(&self.topo, &old_intent, &old_intent, &running, !undo_admit);
         // A foreign policy on a port the rollback configures: the journal
