@@ -24,7 +24,7 @@
 //! leave the candidate (`commit`, `return`, `rollback`, `save`, ...), and any
 //! `Error:` line while loading clears the candidate before failing.
 //!
-//! Loading types the lines in batches of [`PIPELINE`], one write each, and
+//! Loading types the lines in batches of `PIPELINE`, one write each, and
 //! reads the replies back per line ([`crate::pipeline`]): a batch costs one
 //! round trip instead of one per line. The lines after a failing one in its
 //! batch have run too (in whatever view the failure left), but only in the

@@ -10,7 +10,7 @@
 //! fabric"). A change admits or releases one decision, and a device's
 //! item set, and every check on it, depends only on the baseline and the
 //! decisions with items, cross-connects or OCS hops on it
-//! ([`super::build::device_sets`]). So [`Kept::intent`]:
+//! (`super::build::device_sets`). So [`Kept::intent`]:
 //!
 //! 1. returns an intent it built for exactly these decisions;
 //! 2. else, when a kept intent's decisions differ from these by one

@@ -1,6 +1,6 @@
 //! Validated words that may appear inside rendered device configuration.
 //!
-//! Renderers only accept these types (and [`JobId`](crate::names::JobId)),
+//! Renderers only accept these types (and [`JobId`]),
 //! never a bare `String`, so a name that was not checked cannot reach a
 //! device: the check happens when the value is built (including when it is
 //! deserialised), long before anything is rendered. Every charset excludes

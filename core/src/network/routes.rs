@@ -34,7 +34,7 @@
 //!   A run of consecutive flows of one leaf pair and one weight (an
 //!   all-to-all job's flows from one server to a leaf's servers: 512 at
 //!   4096 GPUs) is routed at once where the pair's paths share no link
-//!   ([`Router::fill`], with the argument why its choices are the
+//!   (`Router::fill`, with the argument why its choices are the
 //!   one-at-a-time ones to the bit), flow by flow otherwise.
 //! * [`Routing::Peak`] (`titan`): each flow on the first equal-cost path
 //!   (in the order above) on whose links the routed jobs' per-phase peaks
@@ -434,7 +434,7 @@ impl Router {
     }
 
     /// Balanced routing one flow at a time, as the model states it, instead
-    /// of in runs ([`Router::route_run`]): the reference the runs are
+    /// of in runs (`Router::route_run`): the reference the runs are
     /// tested against (the choices, loads and sums are the same).
     pub fn one_flow_at_a_time(&mut self) {
         self.runs = false;

@@ -2,11 +2,11 @@
 //! port-level constraint relaxed to counting, to tell how much of the gap
 //! between OCS-vClos and `best` any better search could close.
 //!
-//! It runs OCS-vClos's stages in the engine's order ([`super::ocs`]) with
+//! It runs OCS-vClos's stages in the engine's order (`super::ocs`) with
 //! the same choices of leaves and spines, but admits a job as soon as the
 //! counts allow it:
 //!
-//! * stages 0-1 as every policy ([`super::place_local`]);
+//! * stages 0-1 as every policy (`super::place_local`);
 //! * **two leaves** (Section 7.2): two leaves with `k/2` idle servers each
 //!   (no OCS port is checked);
 //! * **one spine** (Stage 2): one spine with `k * T` free ports, servers

@@ -9,7 +9,7 @@
 //! and phase), shared or not ([`crate::decision::Sharing`]).
 //!
 //! **Candidates (Section 4.4.2: up to [`MAX_CANDIDATES`]).** vClos's
-//! Stage 2 (a `K_{l,s}` biclique, [`super::vclos::find_slice`]) on a view
+//! Stage 2 (a `K_{l,s}` biclique, `super::vclos::find_slice`) on a view
 //! where a (leaf, spine) pair is usable over an unused link, or else over
 //! a *shareable* held link (the rules of `crate::state`'s sharing module:
 //! held whole by jobs that all opted in, used as patched, fewer than

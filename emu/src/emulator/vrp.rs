@@ -67,7 +67,7 @@
 //! Each view accepts only the commands listed in `leaf_valid` (others are
 //! `Unrecognized`, even in system view: the emulator does not pretend to
 //! configure what it does not model), and every argument is checked by
-//! [`syntax`] against the CloudEngine V200R00x command forms
+//! `syntax` against the CloudEngine V200R00x command forms
 //! (`docs/devices/huawei-ce.md` cites each): IPv4 addresses, masks (length
 //! or contiguous dotted) and wildcards; interface addresses neither the
 //! subnet's network nor broadcast address; static-route destinations that

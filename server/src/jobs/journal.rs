@@ -29,8 +29,8 @@
 //!    configuration (the driver contract), and no device commits before it
 //!    returned ([`crate::controller::apply_gated`]).
 //! 2. After the transaction, state.json is replaced with
-//!    [`store::save_journaled`](crate::state::store::save_journaled) (one
-//!    commit), then journal.json is removed without an fsync.
+//!    [`store::save_journaled`] (one commit), then journal.json is removed
+//!    without an fsync.
 //!
 //! A `kill -9` tears nothing: every file is complete in the page cache
 //! before it gets its name. A power loss can leave:

@@ -28,7 +28,7 @@
 //! # Where the state lives
 //!
 //! A fabric reads and writes its state, journal and writer lock through a
-//! [`Store`](crate::store::Store): the state directory by default
+//! [`Store`]: the state directory by default
 //! ([`Fabric::load`], [`Fabric::open`]; the files and the fsync order this
 //! module and [`journal`] describe), or any other store
 //! ([`Fabric::load_store`]; etcd with the `etcd` feature). Below, "state.json"

@@ -9,7 +9,7 @@
 //!   stops, so no CLI writer can interleave with it. With `--store etcd`
 //!   the lock (a key on a kept-alive lease, `crate::store::etcd`) is
 //!   campaigned for instead and is the leadership among several instances
-//!   ([`leader`], docs/ha.md): followers answer writes 503 with the
+//!   (`leader`, docs/ha.md): followers answer writes 503 with the
 //!   leader's URL and serve reads from the store. Every change goes through one async
 //!   mutex around the [`Fabric`]: admissions and releases are applied one
 //!   at a time, each one device transaction with the journal discipline of
@@ -37,19 +37,19 @@
 //!   runs longer than [`Config::request_timeout`] is answered `503` (the
 //!   transaction it started, if any, still completes or rolls back: the
 //!   future holding the fabric is never dropped mid-transaction, see
-//!   [`App::change`]).
+//!   `App::change`).
 //! * **Shutdown** (SIGTERM, Ctrl-C, or the caller's future): the listener
 //!   stops accepting, requests in flight finish — a transaction completes or
 //!   rolls back — and the lock is released when the fabric is dropped.
 //!
-//! * **Observability**: `GET /v1/events` (server-sent events, [`events`]),
-//!   `GET /metrics` (Prometheus text, [`metrics`]); `POST /v1/plan` (a dry
+//! * **Observability**: `GET /v1/events` (server-sent events, `events`),
+//!   `GET /metrics` (Prometheus text, `metrics`); `POST /v1/plan` (a dry
 //!   run with per-device diffs) and `GET /v1/status` (jobs, each device's
 //!   reachability and drift, the pending journal) answer what the CLI's
 //!   `plan` and `status` do.
 //!
 //! * **`/openapi.json`**: the OpenAPI 3.1 document, generated from the
-//!   handlers' attributes ([`openapi`]).
+//!   handlers' attributes (`openapi`).
 //!
 //! * **A scheduler's allocation**: `servers` (or `gpus_on`, GPUs by
 //!   index per server) in `POST /v1/jobs` (and in `POST /v1/plan`'s
@@ -143,7 +143,7 @@ pub struct Config {
     pub max_waiting: usize,
     /// `None`: plain HTTP.
     pub tls: Option<Tls>,
-    /// Leader election ([`leader`]): start as a follower and campaign for
+    /// Leader election (`leader`): start as a follower and campaign for
     /// the store's writer lock, advertising `Some(url)` (or, with
     /// `Some(None)`, the listening address) to followers. `None`: the fabric
     /// already holds the lock for the service's life (the state directory).

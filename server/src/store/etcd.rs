@@ -72,7 +72,7 @@
 //! split or truncated: a fabric whose state outgrows the limit raises etcd's
 //! `--max-request-bytes` together with `max_value_bytes`, or keeps its
 //! state in a state directory. Reads are bounded by
-//! [`MAX_STATE_BYTES`](crate::state::store::MAX_STATE_BYTES), like the files.
+//! [`MAX_STATE_BYTES`], like the files.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -14,7 +14,7 @@
 //!    blocked — head-of-line blocking, as in the paper — or the queue is
 //!    empty;
 //! 4. with `--backfill easy`, while the head is blocked, starts jobs behind
-//!    it that do not delay its reservation ([`backfill`]).
+//!    it that do not delay its reservation (`backfill`).
 //!
 //! A blocked head is retried only after something changed (a release, or a
 //! different job reached the head), since a placer decides on its state

@@ -14,7 +14,7 @@ pub struct Report {
     pub policy: String,
     pub queue: QueuePolicy,
     /// `none`, or `easy` when jobs may start behind a blocked head
-    /// (`--backfill`, [`super::backfill`]).
+    /// (`--backfill`, `super::backfill`).
     pub backfill: String,
     pub topology: String,
     /// Jobs in the trace.

@@ -5,8 +5,8 @@
 //! [`schedule`] is the document the planner emits and the OCS controller
 //! installs. The planner is pure: [`job`] (the jobs file, Eq. 8),
 //! [`traffic`] (Eq. 4-5), [`ring`] (Algorithm 3), [`circuits`] (Algorithm 2,
-//! Eq. 2 and 6), [`grouping`] (Eq. 1-3, Algorithm 1) and [`plan`] (pod
-//! groups, cross-connect ports, the [`Schedule`] documents). Applying one:
+//! Eq. 2 and 6), [`grouping`] (Eq. 1-3, Algorithm 1) and [`plan`](mod@plan)
+//! (pod groups, cross-connect ports, the [`Schedule`] documents). Applying one:
 //! [`transition`] checks a schedule against a topology and computes each
 //! stage barrier's minimal OCS change under the idle-link rule; [`run`]
 //! installs the schedule on the OCS through their TL1 drivers and switches

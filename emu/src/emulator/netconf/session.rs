@@ -4,8 +4,9 @@
 //!
 //! What a message must be before anything runs (in this order):
 //! no NUL character (XML 1.0 section 2.2 excludes it from `Char`; libyang
-//! reads C strings), nesting and element count within [`Limits`]
-//! (`too-big`, RFC 6241 Appendix A), well-formed (`malformed-message`),
+//! reads C strings), nesting and element count within
+//! [`Limits`](super::datastore::Limits) (`too-big`, RFC 6241 Appendix A),
+//! well-formed (`malformed-message`),
 //! an `<rpc>` in the base namespace `urn:ietf:params:xml:ns:netconf:base:1.0`
 //! (RFC 6241 4.1; `unknown-element` / `unknown-namespace`), with a
 //! `message-id` (`missing-attribute`), whose operation element is in the

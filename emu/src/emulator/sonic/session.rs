@@ -3,7 +3,7 @@
 //! `/tmp` written with `printf`/`echo` redirections.
 //!
 //! Commands: `show runningconfiguration all`; `sonic-cfggen -d
-//! --print-data`; `config ...` ([`super::gcu`]; it needs root: `sudo`, as
+//! --print-data`; `config ...` (`super::gcu`; it needs root: `sudo`, as
 //! on a real switch); `printf FORMAT ARGS...` (`%s`, `%%`, `\n`, `\t`,
 //! `\\`), `echo [-n]`, `cat`, `rm [-f]`, `true`, `false`; `sudo CMD`;
 //! `exit [N]`/`logout`. Anything else is `-bash: X: command not found`

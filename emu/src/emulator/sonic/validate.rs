@@ -46,7 +46,7 @@
 //!   port: leafref) and `INTERFACE_IPPREFIX_LIST` (key `name ip-prefix`);
 //!   `vrf_name` a leafref to `VRF`.
 //! * `yang-models/sonic-vlan-sub-interface.yang`, `VLAN_SUB_INTERFACE`:
-//!   see [`super::subif`] (names, parents, `vlan`, leafrefs, addresses).
+//!   see `super::subif` (names, parents, `vlan`, leafrefs, addresses).
 //! * `yang-models/sonic-static-route.yang`, `STATIC_ROUTE_LIST` key
 //!   `vrf_name prefix` (`default`, `mgmt` or `Vrf...`); `nexthop` a
 //!   comma-separated address list.
@@ -78,11 +78,11 @@
 //! a target after the colon), `DO_NOT_NAT`, `DISABLE_TRIM`, or a
 //! `REDIRECT_ACTION: <target>`; `getRedirectObjectId`: the target is a
 //! physical port or a LAG — a sub-interface is refused — or a next hop
-//! `<ip>[@<alias>]` that exists on the switch ([`super::subif`]);
+//! `<ip>[@<alias>]` that exists on the switch (`super::subif`);
 //! `AclRule::validateAddPriority`: a priority in the switch's range (the
 //! model's 0..999999 here); and a rule needs a priority and an action.
 //! Likewise a sub-interface intfmgrd could not create (a second one with
-//! the same VLAN on a parent, [`super::subif`]) is refused.
+//! the same VLAN on a parent, `super::subif`) is refused.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
