@@ -454,6 +454,25 @@ impl Router {
         self.peaks.as_ref().map_or(&[], Peaks::held)
     }
 
+    /// [`Routing::Peak`]: how much of a new job's traffic, in line rates,
+    /// leaf `l` can still send and receive over its uplinks in flows of
+    /// `rate` each: per uplink, as many such flows as fit beside the held
+    /// peaks in both directions, times `rate`, added up. An upper bound on
+    /// what a route will find (the spines' links down to the far leaves
+    /// count too), for choosing leaves; a route still checks every link.
+    pub fn leaf_room(&self, l: LeafId, rate: f64) -> f64 {
+        let f = &self.fabric;
+        let uplinks = f.uplink.get(l.index()).map_or(0, |u| u.len() as u16);
+        let held = self.held_peaks();
+        let at = |k: LinkId| held.get(k as usize).copied().unwrap_or(0.0);
+        (0..uplinks)
+            .map(|u| {
+                let busy = at(f.out_of(l, u)).max(at(Fabric::into(f, l, u)));
+                ((1.0 - busy + super::peak::SLACK) / rate).floor().max(0.0) * rate
+            })
+            .sum()
+    }
+
     fn route_placed(
         &mut self,
         key: u64,
