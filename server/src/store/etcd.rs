@@ -80,7 +80,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetResponse, KeyValue, KvClient, PutOptions, Txn,
-    TxnOp, TxnOpResponse, TxnResponse,
+    TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
 };
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
@@ -178,6 +178,35 @@ struct StateDoc {
 }
 
 impl EtcdStore {
+    /// Wait until `key` changes after revision `seen` (a watch from the
+    /// next revision, so a release between the read and the watch is not
+    /// missed: etcd's watch API replays history from a start revision), or
+    /// `limit` passes. `false` when no watch could be opened or it ended
+    /// early (the caller falls back to a pause).
+    ///
+    /// Why (the etcd client's own lock recipe, `concurrency.Mutex`, waits
+    /// on the key before it the same way): polled with back-off, a waiter
+    /// slept up to 500 ms after the lock was free, and a writer taking the
+    /// lock again at once won it over every sleeping waiter
+    /// (`examples/lock_handoff.rs`, docs/performance.md).
+    async fn wait_change(&self, key: &str, seen: i64, limit: Duration) -> bool {
+        let mut client = self.client.clone();
+        let opts = WatchOptions::new().with_start_revision(seen + 1);
+        let watch = async move {
+            let mut stream = client.watch(key, Some(opts)).await.ok()?;
+            loop {
+                let r = stream.message().await.ok()??;
+                if r.canceled() {
+                    return None;
+                }
+                if !r.events().is_empty() {
+                    return Some(());
+                }
+            }
+        };
+        !matches!(tokio::time::timeout(limit, watch).await, Ok(None))
+    }
+
     /// Connect to etcd for the fabric of topology `topology` (nothing is
     /// read or written yet).
     pub async fn connect(options: EtcdOptions, topology: &str) -> Result<Self, JobsError> {
@@ -943,9 +972,17 @@ impl Store for EtcdStore {
                 warned = true;
                 warn!(store = %self.location(), "waiting up to {} s for the writer lock held by {}", wait.as_secs(), who(other.as_ref()));
             }
+            // Until the key changes (released, or its lease expired), but no
+            // longer than the wait left or the waiting lease's half TTL.
             let left = wait.saturating_sub(start.elapsed());
-            tokio::time::sleep(pause.min(left).max(Duration::from_millis(1))).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
+            let renew = granted.map_or(Duration::ZERO, |(_, at)| {
+                (self.options.lease_ttl / 2).saturating_sub(at.elapsed())
+            });
+            let limit = left.min(renew).max(Duration::from_millis(1));
+            if !self.wait_change(&key, revision(&r), limit).await {
+                tokio::time::sleep(pause.min(limit)).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
         }
     }
 
