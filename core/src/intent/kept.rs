@@ -198,6 +198,12 @@ mod tests {
     use crate::placement::{self, JobRequest, Outcome, Policy, Rng};
     use crate::topology::generate;
 
+    /// The decisions `p` holds, in admission order.
+    fn held_by(p: &dyn placement::Placer) -> Vec<Decision> {
+        let state = p.fabric().unwrap();
+        state.decisions().into_iter().cloned().collect()
+    }
+
     /// Admit and release jobs at random on an OCS fabric (OCS-vClos
     /// rewires, so cross-connects and static patches come and go) and on
     /// a plain one; after every change the kept intent equals the whole
@@ -224,13 +230,7 @@ mod tests {
                     let id = held.remove(rng.below(held.len() as u64) as usize);
                     p.release(&id).unwrap();
                 }
-                let now: Vec<Decision> = p
-                    .fabric()
-                    .unwrap()
-                    .decisions()
-                    .into_iter()
-                    .cloned()
-                    .collect();
+                let now = held_by(&*p);
                 rewired += now
                     .iter()
                     .filter(|d| !d.vclos.cross_connects.is_empty())
@@ -272,13 +272,7 @@ mod tests {
                 Outcome::Placed(_)
             ));
         }
-        let held: Vec<Decision> = p
-            .fabric()
-            .unwrap()
-            .decisions()
-            .into_iter()
-            .cloned()
-            .collect();
+        let held = held_by(&*p);
         kept.intent(&topo, &held).unwrap();
         let mut refused = 0;
         for d in &held {
