@@ -11,6 +11,10 @@
 //! name, locked, then hard-linked under its number (`link(2)` fails with
 //! `EEXIST` instead of replacing: the next number is tried), so no waiter
 //! ever sees a numbered ticket that is not locked while its owner lives.
+//! (A writer killed between creating its private file and removing it
+//! leaves that dot-file behind; it is never read as a ticket, and nobody
+//! removes another's private file, which a live writer may be about to
+//! link.)
 //!
 //! The queue orders waiters; it never excludes anyone: exclusion is the
 //! lock's own `flock`. A writer that ignores the queue (an older vclos)
