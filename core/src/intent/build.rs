@@ -83,12 +83,16 @@ pub fn build_on(
         .map(|d| Ok((&d.job, resolve(topo, d)?)))
         .collect::<Result<Vec<_>, IntentError>>()?;
     let jobs: Vec<(&JobId, &Resolved)> = resolved.iter().map(|(j, r)| (*j, r)).collect();
-    let sets = device_sets(base, topo, &jobs, None)?;
-    Ok(FabricIntent {
+    Ok(assemble(topo, device_sets(base, topo, &jobs, None)?))
+}
+
+/// The fabric's intent from every device's item set.
+pub(super) fn assemble(topo: &Topology, sets: Vec<Option<BTreeSet<Item>>>) -> FabricIntent {
+    FabricIntent {
         devices: (topo.devices.iter().zip(sets))
             .map(|(dev, items)| Arc::new(device_intent(dev, items.unwrap_or_default())))
             .collect(),
-    })
+    }
 }
 
 /// `decisions` sorted by job, or the error for a job held twice.

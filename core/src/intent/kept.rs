@@ -32,7 +32,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::build::{device_intent, device_sets, resolve, unique_by_job, Base, Resolved};
+use super::build::{assemble, device_intent, device_sets, resolve, unique_by_job, Base, Resolved};
 use super::{FabricIntent, IntentError};
 use crate::decision::Decision;
 use crate::names::JobId;
@@ -160,12 +160,7 @@ fn whole(
     topo: &Topology,
     jobs: &[(JobId, Arc<Resolved>)],
 ) -> Result<FabricIntent, IntentError> {
-    let sets = device_sets(base, topo, &refs(jobs), None)?;
-    Ok(FabricIntent {
-        devices: (topo.devices.iter().zip(sets))
-            .map(|(dev, items)| Arc::new(device_intent(dev, items.unwrap_or_default())))
-            .collect(),
-    })
+    Ok(assemble(topo, device_sets(base, topo, &refs(jobs), None)?))
 }
 
 /// `prev` with the devices in `touched` rebuilt from every held job on

@@ -341,7 +341,7 @@ impl TitanPlacer {
             self.global_pick(n, free, &all_partial, global),
         ));
         out.extend(leaf_pick.map(|p| (Kind::OneLeaf, p)));
-        out.push((Kind::FewestLeaves, fewest_leaves(n, free)));
+        out.extend(fewest_leaves(n, free).map(|p| (Kind::FewestLeaves, p)));
         out.extend(self.roomiest(n, c, free).map(|p| (Kind::Roomiest, p)));
         out
     }
@@ -353,38 +353,12 @@ impl TitanPlacer {
     /// first), then idle ones.
     fn roomiest(&self, n: u32, c: Collective, free: &Free) -> Option<Pick> {
         let rate = peak_rate(c, n);
-        let mut leaves: Vec<(u32, usize)> = (0..free.idle.len())
-            .map(|l| {
-                // A GPU sends at most one line rate in any phase.
-                let room = self.twin.leaf_room(LeafId(l as u32), rate);
-                let gpus = (room + SLACK).floor() as u32;
-                (free.on_leaf(l).min(gpus), l)
-            })
-            .filter(|&(cap, _)| cap > 0)
-            .collect();
-        leaves.sort_by_key(|&(cap, l)| (std::cmp::Reverse(cap), l));
-        if leaves.iter().map(|&(cap, _)| cap).sum::<u32>() < n {
-            return None;
-        }
-        let mut out = Vec::new();
-        let mut left = n;
-        for (cap, l) in leaves {
-            let mut here = cap.min(left);
-            let servers =
-                (free.partial[l].iter().copied()).chain(free.idle[l].iter().map(|&s| (free.t, s)));
-            for (f, s) in servers {
-                if here == 0 {
-                    break;
-                }
-                let c = u32::from(f).min(here);
-                out.push((s, c as u16));
-                (here, left) = (here - c, left - c);
-            }
-            if left == 0 {
-                return Some(out);
-            }
-        }
-        None
+        let leaves = most_first((0..free.idle.len()).map(|l| {
+            // A GPU sends at most one line rate in any phase.
+            let room = self.twin.leaf_room(LeafId(l as u32), rate);
+            (free.on_leaf(l).min((room + SLACK).floor() as u32), l)
+        }));
+        fill(n, free, &leaves)
     }
 
     /// Candidate 2: the global optimum `(i*, k*)`.
@@ -434,37 +408,41 @@ impl TitanPlacer {
 
 /// Candidate 4: leaves by free GPUs, most first, each giving its partly
 /// used servers (most free first), then its idle servers.
-fn fewest_leaves(n: u32, free: &Free) -> Pick {
-    let t = free.t;
-    let mut leaves: Vec<(u32, usize)> = (0..free.idle.len())
-        .map(|l| {
-            let f = free.partial[l]
-                .iter()
-                .map(|&(f, _)| u32::from(f))
-                .sum::<u32>()
-                + free.idle[l].len() as u32 * u32::from(t);
-            (f, l)
-        })
-        .filter(|&(f, _)| f > 0)
-        .collect();
-    leaves.sort_by_key(|&(f, l)| (std::cmp::Reverse(f), l));
+fn fewest_leaves(n: u32, free: &Free) -> Option<Pick> {
+    let leaves = most_first((0..free.idle.len()).map(|l| (free.on_leaf(l), l)));
+    fill(n, free, &leaves)
+}
+
+/// `(GPUs, leaf)` with GPUs, most first (then by leaf).
+fn most_first(leaves: impl Iterator<Item = (u32, usize)>) -> Vec<(u32, usize)> {
+    let mut v: Vec<(u32, usize)> = leaves.filter(|&(g, _)| g > 0).collect();
+    v.sort_by_key(|&(g, l)| (std::cmp::Reverse(g), l));
+    v
+}
+
+/// `n` GPUs from `leaves` in that order, at most its count from each, a
+/// leaf's partly used servers (most free first) before its idle ones;
+/// `None` when the leaves do not add up to `n`.
+fn fill(n: u32, free: &Free, leaves: &[(u32, usize)]) -> Option<Pick> {
     let mut out = Vec::new();
     let mut left = n;
-    for (_, l) in leaves {
-        let servers = free.partial[l]
-            .iter()
-            .copied()
-            .chain(free.idle[l].iter().map(|&s| (t, s)));
+    for &(cap, l) in leaves {
+        let mut here = cap.min(left);
+        let servers =
+            (free.partial[l].iter().copied()).chain(free.idle[l].iter().map(|&s| (free.t, s)));
         for (f, s) in servers {
-            if left == 0 {
-                return out;
+            if here == 0 {
+                break;
             }
-            let c = u32::from(f).min(left);
+            let c = u32::from(f).min(here);
             out.push((s, c as u16));
-            left -= c;
+            (here, left) = (here - c, left - c);
+        }
+        if left == 0 {
+            return Some(out);
         }
     }
-    out
+    None
 }
 
 /// `pick` grouped leaf by leaf (leaves in first-appearance order), the
