@@ -272,6 +272,9 @@ pub struct Router {
     strict: bool,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
     peak_picks: Vec<(usize, u32)>,
+    /// [`Router::without_spines`]: per leaf, its links up (`[2 l]`) and
+    /// down (`[2 l + 1]`) as one-link paths; empty otherwise.
+    sides: Vec<Vec<Path>>,
 }
 
 /// What `admit` of [`Router::route_gpus`] sees: `n` flows of one share
@@ -346,6 +349,7 @@ impl Router {
             peaks: (routing == Routing::Peak).then(|| Peaks::new(fabric.links)),
             strict: false,
             peak_picks: Vec::new(),
+            sides: Vec::new(),
             fabric,
             routing,
             load,
@@ -371,6 +375,28 @@ impl Router {
                 .collect();
         }
         r
+    }
+
+    /// A measuring tool, not a router (issue 15): [`Routing::Peak`] with
+    /// the spines taken out, so that a flow needs only room on some link up
+    /// from its leaf and on some link down into the other, each chosen by
+    /// first fit on its own, not on two links meeting at one spine. Any
+    /// flow the real router fits, this fits on the same peaks (the two
+    /// links of its path are among the choices), so a placer checked by it
+    /// admits at least what the real check admits on any one state: it
+    /// stands for a perfect router ([`crate::placement::titan::TitanPlacer::without_spines`]).
+    pub fn without_spines(&mut self) {
+        let f = &self.fabric;
+        self.sides = (0..f.leaves.len() as u32)
+            .flat_map(|l| {
+                let n = f.uplink[l as usize].len() as u16;
+                let l = LeafId(l);
+                [
+                    (0..n).map(|u| Path([f.out_of(l, u), 0], 1)).collect(),
+                    (0..n).map(|u| Path([f.into(l, u), 0], 1)).collect(),
+                ]
+            })
+            .collect();
     }
 
     /// Every path from leaf `from` to leaf `to` (as cabled and patched).
@@ -630,6 +656,10 @@ impl Router {
     /// `false` when a strict route meets a flow that fits no path, or
     /// `admit` refused.
     fn route_run_peak(&mut self, pair: usize, r: &Run, admit: &mut Admit<'_>) -> bool {
+        if !self.sides.is_empty() {
+            let (up, down) = (2 * r.from.index(), 2 * r.to.index() + 1);
+            return self.route_side(up, r, admit) && self.route_side(down, r, admit);
+        }
         let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
         let peaks = peaks.expect("Routing::Peak keeps peaks");
         if paths.is_empty() {
@@ -659,6 +689,26 @@ impl Router {
         }
         self.peak_picks = picks;
         ok
+    }
+
+    /// [`Router::without_spines`]: the run `r` over the one-link paths of
+    /// `sides[side]` by first fit, as [`Router::route_run_peak`] does over
+    /// two-link paths (strict: `false` at a flow with no room).
+    fn route_side(&mut self, side: usize, r: &Run, admit: &mut Admit<'_>) -> bool {
+        let (paths, peaks) = (&self.sides[side], self.peaks.as_mut());
+        let peaks = peaks.expect("Routing::Peak keeps peaks");
+        let (mut left, mut from, mut picks) = (r.flows, 0, Vec::new());
+        while left > 0 {
+            let Some(i) = peaks.first_fit(paths, from, &r.share) else {
+                return false;
+            };
+            let k = peaks.take(&paths[i], &r.share, left);
+            picks.push((paths[i], k));
+            (left, from) = (left - k, i + 1);
+        }
+        picks
+            .into_iter()
+            .all(|(p, times)| self.charge(&p, &r.share, times, admit))
     }
 
     /// Count `times` flows of `share` on `p` in the job's sums, then ask
@@ -1546,6 +1596,53 @@ mod ocs_tests {
             }
         }
         (refused, admitted)
+    }
+
+    /// [`Router::without_spines`] is a relaxation: on the same held peaks,
+    /// every job the real strict router admits it admits too, and it
+    /// admits some the real one refuses (their links up and down do not
+    /// meet at a spine with room).
+    #[test]
+    fn routing_without_spines_admits_whatever_the_spines_admit() {
+        let mut rng = crate::placement::Rng(0x5b1e_0001);
+        let (mut both, mut only_relaxed) = (0, 0);
+        for t in [uniform_topology(4, 8, 4, 0), uniform_topology(8, 8, 2, 0)] {
+            let mut real = Router::new(&t, Routing::Peak);
+            real.strict(true);
+            let mut relaxed = real.clone();
+            relaxed.without_spines();
+            let mut held: Vec<Class> = Vec::new();
+            for step in 0..400 {
+                if !held.is_empty() && rng.below(3) == 0 {
+                    let c = held.swap_remove(rng.below(held.len() as u64) as usize);
+                    real.unroute(&c);
+                    relaxed.unroute(&c);
+                    continue;
+                }
+                let job = some_job(&t, &mut rng);
+                let c = Collective::ALL[rng.below(3) as usize];
+                let relaxed_admits = relaxed
+                    .clone()
+                    .route_gpus(0, &job, c, &mut |_, _, _| true)
+                    .is_some();
+                match real.route_gpus(0, &job, c, &mut |_, _, _| true) {
+                    Some(k) => {
+                        assert!(relaxed_admits, "step {step}: {c} admitted with spines only");
+                        both += 1;
+                        // The relaxed router holds exactly the real peaks.
+                        relaxed.add(&k, 1.0);
+                        relaxed.peaks.as_mut().expect("peak").hold(&k.peaks, 1.0);
+                        held.push(k);
+                    }
+                    None => only_relaxed += u32::from(relaxed_admits),
+                }
+                assert_eq!(bits(real.held_peaks()), bits(relaxed.held_peaks()));
+            }
+        }
+        assert!(
+            both > 100 && only_relaxed >= 10,
+            "{both} both, {only_relaxed} relaxed only"
+        );
     }
 
     #[test]

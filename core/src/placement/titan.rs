@@ -169,6 +169,20 @@ impl TitanPlacer {
         p
     }
 
+    /// A measuring tool, not a policy (issue 15): titan with a perfect
+    /// router, its twin checking only room up from and down into each
+    /// leaf ([`Router::without_spines`]). Replayed beside `titan` and
+    /// `best` (`examples/titan_bound.rs`), it tells how much of titan's
+    /// wait any better routing could win: if it still waits longer than
+    /// `best`, the gap is in the bandwidth constraint on these links, not
+    /// in the router. Its decisions are checked against the relaxed twin
+    /// only, so they are not titan's guarantee.
+    pub fn without_spines(topology: Arc<Topology>) -> Self {
+        let mut p = Self::new(topology);
+        p.twin.without_spines();
+        p
+    }
+
     /// Route `gpus` (rank order) on the twin ([`Routing::Peak`]): its class
     /// with its peak per link, counted on the twin; `None`, with nothing
     /// counted, when some flow has no path within line rate in its phase

@@ -1,0 +1,58 @@
+//! Diagnostic (issue 15): how much of titan's wait could a better router
+//! win? Replays a trace with `best`, `titan` and
+//! `TitanPlacer::without_spines` (titan whose check needs room only on
+//! some link up from and some link down into each leaf, not on two links
+//! meeting at one spine: a perfect router; module doc of
+//! `network::routes`, `Router::without_spines`), under the ideal network
+//! (titan's jobs run at full rate in the fair-share model, so their times
+//! are the same), and prints avg JWT, blocks and utilisation of each.
+//!
+//! `cargo run --release --example titan_bound -- TOPOLOGY TRACE`
+#![allow(clippy::unwrap_used)]
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use vclos::placement::titan::TitanPlacer;
+use vclos::placement::{self, Placer, Policy};
+use vclos::replay::{self, Ledger, ReplayOptions};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let topo = Arc::new(vclos::topology::load(Path::new(&a[1])).unwrap());
+    let trace = vclos::trace::load(Path::new(&a[2])).unwrap();
+    let placers: Vec<(&str, Box<dyn Placer + Send>)> = vec![
+        (
+            "best",
+            placement::placer(Policy::Best, Arc::clone(&topo)).unwrap(),
+        ),
+        (
+            "titan",
+            placement::placer(Policy::Titan, Arc::clone(&topo)).unwrap(),
+        ),
+        (
+            "titan, no spines",
+            Box::new(TitanPlacer::without_spines(Arc::clone(&topo))),
+        ),
+    ];
+    for (name, mut p) in placers {
+        let opts = ReplayOptions {
+            topology: topo.name.clone(),
+            total_gpus: Some(topo.gpu_count() as u32),
+            ledger: Ledger::from_topology(&topo),
+            ..ReplayOptions::default()
+        };
+        let r = replay::replay(p.as_mut(), &trace, opts).unwrap();
+        println!(
+            "{name:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}",
+            r.avg_jwt_s,
+            r.avg_jct_s,
+            r.blocked_gpu,
+            r.blocked_network,
+            r.utilization.unwrap_or(0.0),
+        );
+    }
+}
