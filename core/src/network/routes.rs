@@ -380,11 +380,13 @@ impl Router {
     /// A measuring tool, not a router (issue 15): [`Routing::Peak`] with
     /// the spines taken out, so that a flow needs only room on some link up
     /// from its leaf and on some link down into the other, each chosen by
-    /// first fit on its own, not on two links meeting at one spine. Any
-    /// flow the real router fits, this fits on the same peaks (the two
-    /// links of its path are among the choices), so a placer checked by it
-    /// admits at least what the real check admits on any one state: it
-    /// stands for a perfect router ([`crate::placement::titan::TitanPlacer::without_spines`]).
+    /// first fit on its own, not on two links meeting at one spine. The
+    /// real router's paths use links up and down with room, and within a
+    /// phase a job's flows have one rate, so first fit on each side packs
+    /// as many of them as any choice of links could: any job the real
+    /// router fits, this fits on the same peaks (tested), and a placer
+    /// checked by it admits at least what the real check admits on any one
+    /// state. It stands for a perfect router ([`crate::placement::titan::TitanPlacer::without_spines`]).
     pub fn without_spines(&mut self) {
         let f = &self.fabric;
         self.sides = (0..f.leaves.len() as u32)
