@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use vclos::placement::{self, Policy};
-use vclos::replay::{self, Ledger, ReplayOptions, Report};
+use vclos::replay::{self, ReplayOptions, Report};
 use vclos::topology::{self, generate as topogen, Topology};
 use vclos::trace::generate::{self, Sizes};
 use vclos::trace::Job;
@@ -65,12 +65,7 @@ fn trace(gpus: u32) -> Vec<Job> {
 
 fn run(policy: Policy, topo: &Arc<Topology>, jobs: &[Job]) -> Report {
     let mut placer = placement::placer(policy, Arc::clone(topo)).expect("placer");
-    let opts = ReplayOptions {
-        topology: topo.name.clone(),
-        total_gpus: Some(topo.gpu_count() as u32),
-        ledger: Ledger::from_topology(topo),
-        ..ReplayOptions::default()
-    };
+    let opts = ReplayOptions::for_topology(topo);
     replay::replay(placer.as_mut(), jobs, opts).expect("replay")
 }
 

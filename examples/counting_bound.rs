@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use vclos::placement::bound::CountingPlacer;
 use vclos::placement::{self, Placer, Policy};
-use vclos::replay::{self, Ledger, ReplayOptions};
+use vclos::replay::{self, ReplayOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -28,12 +28,7 @@ fn main() {
         Box::new(CountingPlacer::new(Arc::clone(&topo))),
     ];
     for mut p in placers {
-        let opts = ReplayOptions {
-            topology: topo.name.clone(),
-            total_gpus: Some(topo.gpu_count() as u32),
-            ledger: Ledger::from_topology(&topo),
-            ..ReplayOptions::default()
-        };
+        let opts = ReplayOptions::for_topology(&topo);
         let name = p.name();
         let r = replay::replay(p.as_mut(), &trace, opts).unwrap();
         println!(

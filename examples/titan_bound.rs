@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use vclos::placement::titan::TitanPlacer;
 use vclos::placement::{self, Placer, Policy};
-use vclos::replay::{self, Ledger, ReplayOptions};
+use vclos::replay::{self, ReplayOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -39,12 +39,7 @@ fn main() {
         ),
     ];
     for (name, mut p) in placers {
-        let opts = ReplayOptions {
-            topology: topo.name.clone(),
-            total_gpus: Some(topo.gpu_count() as u32),
-            ledger: Ledger::from_topology(&topo),
-            ..ReplayOptions::default()
-        };
+        let opts = ReplayOptions::for_topology(&topo);
         let r = replay::replay(p.as_mut(), &trace, opts).unwrap();
         println!(
             "{name:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}",

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vclos::network::model::Congestion;
 use vclos::network::routes::{Router, Routing};
 use vclos::placement::{self, Policy};
-use vclos::replay::{self, Backfill, Ledger, QueuePolicy, ReplayOptions, Report};
+use vclos::replay::{self, Backfill, QueuePolicy, ReplayOptions, Report};
 use vclos::sharing::profile::Profiles;
 use vclos::{topology, trace};
 
@@ -119,13 +119,11 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     let opts = ReplayOptions {
         queue: a.queue,
         backfill: a.backfill.mode(),
-        topology: topo.name.clone(),
-        total_gpus: u32::try_from(topo.gpu_count()).ok(),
-        ledger: Ledger::from_topology(&topo),
         network: (a.network == NetworkModel::FairShare)
             .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
         profiles,
         congestion: a.congestion,
+        ..ReplayOptions::for_topology(&topo)
     };
     let bar = progress_bar(jobs.len(), "jobs");
     let report = replay::replay_with_progress(placer.as_mut(), &jobs, opts, &mut |p| {

@@ -55,6 +55,7 @@ use crate::network::model::{Congestion, Contention};
 use crate::network::routes::{Router, Unknown};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
+use crate::topology::Topology;
 use crate::trace::Job;
 use backfill::{Allowed, Running};
 use occupancy::Occupancy;
@@ -83,6 +84,20 @@ pub struct ReplayOptions {
     /// How the fair-share model treats links shared by jobs placed in a
     /// sharing mode ([`Congestion`]; `Fair`: as every other link).
     pub congestion: Congestion,
+}
+
+impl ReplayOptions {
+    /// A replay on `topo`: its name and GPU count in the report and its
+    /// isolation ledger; everything else as [`ReplayOptions::default`]
+    /// (FIFO, no backfilling, the ideal network).
+    pub fn for_topology(topo: &Topology) -> Self {
+        ReplayOptions {
+            topology: topo.name.clone(),
+            total_gpus: u32::try_from(topo.gpu_count()).ok(),
+            ledger: Ledger::from_topology(topo),
+            ..ReplayOptions::default()
+        }
+    }
 }
 
 /// Failures that end a replay (bugs in a placer, not blocked jobs).

@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::network::model::Congestion;
 use crate::network::routes::{Router, Routing};
 use crate::placement::{self, PlacementError, Policy, SharingMode, SliceOptions};
-use crate::replay::{self, Backfill, Ledger, QueuePolicy, ReplayError, ReplayOptions, Report};
+use crate::replay::{self, Backfill, QueuePolicy, ReplayError, ReplayOptions, Report};
 use crate::topology::Topology;
 use crate::trace::generate::{self, GenError, Params, Sizes};
 use crate::trace::Job;
@@ -258,14 +258,12 @@ fn one(
     let opts = ReplayOptions {
         queue,
         backfill: grid.backfill,
-        topology: topo.name.clone(),
-        total_gpus: u32::try_from(topo.gpu_count()).ok(),
-        ledger: Ledger::from_topology(topo),
         network: grid
             .fair_share
             .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
         profiles: None,
         congestion: policy.sharing.unwrap_or_default(),
+        ..ReplayOptions::for_topology(topo)
     };
     let report =
         replay::replay(placer.as_mut(), jobs, opts).map_err(|source| SweepError::Replay {
