@@ -6,7 +6,6 @@
 //! avg JCT, utilisation and network-blocked jobs of each.
 //!
 //! `cargo run --release --example counting_bound -- TOPOLOGY TRACE`
-#![allow(clippy::unwrap_used)]
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -18,19 +17,25 @@ use vclos::placement::bound::CountingPlacer;
 use vclos::placement::{self, Placer, Policy};
 use vclos::replay::{self, ReplayOptions};
 
-fn main() {
+fn main() -> anyhow::Result<()> {
+    use anyhow::Context as _;
     let a: Vec<String> = std::env::args().collect();
-    let topo = Arc::new(vclos::topology::load(Path::new(&a[1])).unwrap());
-    let trace = vclos::trace::load(Path::new(&a[2])).unwrap();
+    let [_, topo, trace] = &a[..] else {
+        anyhow::bail!("usage: cargo run --release --example counting_bound -- TOPOLOGY TRACE");
+    };
+    let topo = Arc::new(
+        vclos::topology::load(Path::new(topo)).with_context(|| format!("topology {topo}"))?,
+    );
+    let trace = vclos::trace::load(Path::new(trace)).with_context(|| format!("trace {trace}"))?;
     let placers: Vec<Box<dyn Placer + Send>> = vec![
-        placement::placer(Policy::Best, Arc::clone(&topo)).unwrap(),
-        placement::placer(Policy::OcsVclos, Arc::clone(&topo)).unwrap(),
+        placement::placer(Policy::Best, Arc::clone(&topo))?,
+        placement::placer(Policy::OcsVclos, Arc::clone(&topo))?,
         Box::new(CountingPlacer::new(Arc::clone(&topo))),
     ];
     for mut p in placers {
         let opts = ReplayOptions::for_topology(&topo);
         let name = p.name();
-        let r = replay::replay(p.as_mut(), &trace, opts).unwrap();
+        let r = replay::replay(p.as_mut(), &trace, opts)?;
         println!(
             "{name:15} avg JCT {:9.0} s  utilisation {:.3}  network-blocked jobs {:5}  completed {}",
             r.avg_jct_s,
@@ -39,4 +44,5 @@ fn main() {
             r.completed
         );
     }
+    Ok(())
 }

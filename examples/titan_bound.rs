@@ -8,7 +8,6 @@
 //! are the same), and prints avg JWT, blocks and utilisation of each.
 //!
 //! `cargo run --release --example titan_bound -- TOPOLOGY TRACE`
-#![allow(clippy::unwrap_used)]
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -20,18 +19,21 @@ use vclos::placement::titan::TitanPlacer;
 use vclos::placement::{self, Placer, Policy};
 use vclos::replay::{self, ReplayOptions};
 
-fn main() {
+fn main() -> anyhow::Result<()> {
+    use anyhow::Context as _;
     let a: Vec<String> = std::env::args().collect();
-    let topo = Arc::new(vclos::topology::load(Path::new(&a[1])).unwrap());
-    let trace = vclos::trace::load(Path::new(&a[2])).unwrap();
+    let [_, topo, trace] = &a[..] else {
+        anyhow::bail!("usage: cargo run --release --example titan_bound -- TOPOLOGY TRACE");
+    };
+    let topo = Arc::new(
+        vclos::topology::load(Path::new(topo)).with_context(|| format!("topology {topo}"))?,
+    );
+    let trace = vclos::trace::load(Path::new(trace)).with_context(|| format!("trace {trace}"))?;
     let placers: Vec<(&str, Box<dyn Placer + Send>)> = vec![
-        (
-            "best",
-            placement::placer(Policy::Best, Arc::clone(&topo)).unwrap(),
-        ),
+        ("best", placement::placer(Policy::Best, Arc::clone(&topo))?),
         (
             "titan",
-            placement::placer(Policy::Titan, Arc::clone(&topo)).unwrap(),
+            placement::placer(Policy::Titan, Arc::clone(&topo))?,
         ),
         (
             "titan, no spines",
@@ -40,7 +42,7 @@ fn main() {
     ];
     for (name, mut p) in placers {
         let opts = ReplayOptions::for_topology(&topo);
-        let r = replay::replay(p.as_mut(), &trace, opts).unwrap();
+        let r = replay::replay(p.as_mut(), &trace, opts)?;
         println!(
             "{name:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}",
             r.avg_jwt_s,
@@ -50,4 +52,5 @@ fn main() {
             r.utilization.unwrap_or(0.0),
         );
     }
+    Ok(())
 }
