@@ -4,7 +4,9 @@
 #   - Debian: cmake + libpcre2-dev (libyang, built by the `yang2` crate's
 #     `bundled` feature), libyang2-tools (yanglint), openssh-client, sshpass,
 #     telnet, curl (the service's tests), openssl (their TLS certificates);
-#   - PyPI into a venv: ncclient, netmiko (real NETCONF / CLI clients);
+#   - PyPI into a venv: ncclient, netmiko (real NETCONF / CLI clients),
+#     highspy (the HiGHS ILP solver that checks the exact Stage 3 search:
+#     tools/stage3_ilp.py, tests/stage3_ilp.rs);
 #   - PyPI sdist `ydk-models-openconfig` (OpenConfig models, 2020-05-06
 #     bundle): its .yang files are extracted, with pattern anchors removed
 #     (see unanchor-patterns.py).
@@ -25,9 +27,9 @@ done
 apt_install ${need[@]+"${need[@]}"}
 
 py="$dest/venv/bin/python"
-if ! "$py" -c 'import ncclient, netmiko' 2>/dev/null; then
+if ! "$py" -c 'import ncclient, netmiko, highspy' 2>/dev/null; then
   python3 -m venv "$dest/venv"
-  "$py" -m pip install -q --disable-pip-version-check 'ncclient==0.7.*' 'netmiko==4.*'
+  "$py" -m pip install -q --disable-pip-version-check 'ncclient==0.7.*' 'netmiko==4.*' 'highspy==1.*'
 fi
 
 yang="$dest/openconfig-yang"

@@ -49,6 +49,8 @@ pub use ocs::OcsVclosPlacer;
 pub use packing::{Packing, PackingPlacer};
 pub use shared::SharingMode;
 use sizing::{Probe, Sizes};
+#[doc(hidden)]
+pub use stage3::{record_instances, Outcome as Stage3Outcome};
 pub use titan::TitanPlacer;
 pub use vclos::VclosPlacer;
 

@@ -37,12 +37,14 @@
 //! path, budget and slice, at about a third of the time per search at
 //! 8192 GPUs (issue 13; docs/performance.md, "Cheaper decisions").
 
+use std::cell::RefCell;
+
 use super::assign::{assign_exact, Assignment, Budget, Cutoff};
 use super::cuts::Cuts;
 use super::flow::Flow;
 
 /// One Stage 3 instance, leaves and spines in preference order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Problem {
     /// Most virtual leaves each leaf can host (idle servers, usable ports).
     pub leaf_max: Vec<u32>,
@@ -66,7 +68,63 @@ pub struct Solution {
 
 /// Find a slice of `l` virtual leaves x `s` slots, or prove there is none.
 pub fn solve(p: &Problem, l: u32, s: u32, budget: &mut Budget) -> Result<Option<Solution>, Cutoff> {
-    solve_with(p, (l, s), budget, true)
+    let found = solve_with(p, (l, s), budget, true);
+    RECORDED.with_borrow_mut(|rec| {
+        if let Some(rec) = rec {
+            let outcome = match &found {
+                Ok(Some(_)) => Outcome::Slice,
+                Ok(None) => Outcome::None,
+                Err(Cutoff) => Outcome::Cutoff,
+            };
+            rec.push(Instance {
+                outcome,
+                l,
+                s,
+                problem: p.clone(),
+            });
+        }
+    });
+    found
+}
+
+/// What one exact search concluded, with the instance it searched: the
+/// diagnostic record of [`record_instances`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Instance {
+    pub outcome: Outcome,
+    pub l: u32,
+    pub s: u32,
+    pub problem: Problem,
+}
+
+/// A search's answer: a slice found, none exists (proven), or the budget
+/// ran out first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Slice,
+    None,
+    Cutoff,
+}
+
+thread_local! {
+    /// The instances [`solve`] searched on this thread while recording.
+    static RECORDED: RefCell<Option<Vec<Instance>>> = const { RefCell::new(None) };
+}
+
+/// Diagnostic only (`examples/stage3_instances.rs`, docs/performance.md
+/// "What the cut-off shapes are"): with `on`, start recording every
+/// instance the exact search is given on this thread (and its answer);
+/// either way, return what was recorded since the last call. An
+/// independent solver (`scripts/stage3_ilp.py`, an ILP of Appendix A.3)
+/// can then check each `none` and say whether a `cutoff` had a slice.
+#[doc(hidden)]
+pub fn record_instances(on: bool) -> Vec<Instance> {
+    RECORDED.with_borrow_mut(|rec| {
+        let out = rec.take().unwrap_or_default();
+        *rec = on.then(Vec::new);
+        out
+    })
 }
 
 /// [`solve`]; with `cuts`, the relaxations are checked as minimum cuts

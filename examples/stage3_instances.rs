@@ -1,0 +1,50 @@
+//! Diagnostic (issue 13): every instance OCS-vClos's exact Stage 3 search
+//! is given while a trace is replayed, one JSON object a line, with the
+//! search's answer (`slice`, `none` or `cutoff`). `scripts/stage3_ilp.py`
+//! solves them again as an ILP of the paper's Appendix A.3 (HiGHS): it
+//! checks every `none` (a proof of "no slice") and says which `cutoff`
+//! shapes had a slice (docs/performance.md, "What the cut-off shapes are").
+//!
+//! `cargo run --release --example stage3_instances -- TOPOLOGY TRACE > instances.jsonl`
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use vclos::placement::{self, Policy};
+use vclos::replay::{self, ReplayOptions};
+
+fn main() -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let a: Vec<String> = std::env::args().collect();
+    let [_, topo, trace] = &a[..] else {
+        anyhow::bail!("usage: cargo run --release --example stage3_instances -- TOPOLOGY TRACE");
+    };
+    let topo = Arc::new(
+        vclos::topology::load(Path::new(topo)).with_context(|| format!("topology {topo}"))?,
+    );
+    let trace = vclos::trace::load(Path::new(trace)).with_context(|| format!("trace {trace}"))?;
+    let mut placer = placement::placer(Policy::OcsVclos, Arc::clone(&topo))?;
+    placement::record_instances(true);
+    let report = replay::replay(placer.as_mut(), &trace, ReplayOptions::for_topology(&topo))?;
+    let found = placement::record_instances(false);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for inst in &found {
+        serde_json::to_writer(&mut out, inst)?;
+        writeln!(out)?;
+    }
+    out.flush()?;
+    eprintln!(
+        "{} instances ({} cut off; the replay counted {} search cutoffs)",
+        found.len(),
+        found
+            .iter()
+            .filter(|i| i.outcome == placement::Stage3Outcome::Cutoff)
+            .count(),
+        report.search_cutoffs
+    );
+    Ok(())
+}
