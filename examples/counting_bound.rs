@@ -10,7 +10,8 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 
 use vclos::placement::bound::CountingPlacer;
@@ -18,15 +19,7 @@ use vclos::placement::{self, Placer, Policy};
 use vclos::replay::{self, ReplayOptions};
 
 fn main() -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let a: Vec<String> = std::env::args().collect();
-    let [_, topo, trace] = &a[..] else {
-        anyhow::bail!("usage: cargo run --release --example counting_bound -- TOPOLOGY TRACE");
-    };
-    let topo = Arc::new(
-        vclos::topology::load(Path::new(topo)).with_context(|| format!("topology {topo}"))?,
-    );
-    let trace = vclos::trace::load(Path::new(trace)).with_context(|| format!("trace {trace}"))?;
+    let (topo, trace) = common::topology_and_trace("counting_bound")?;
     let placers: Vec<Box<dyn Placer + Send>> = vec![
         placement::placer(Policy::Best, Arc::clone(&topo))?,
         placement::placer(Policy::OcsVclos, Arc::clone(&topo))?,

@@ -10,23 +10,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod common;
+
 use std::io::Write as _;
-use std::path::Path;
 use std::sync::Arc;
 
 use vclos::placement::{self, Policy};
 use vclos::replay::{self, ReplayOptions};
 
 fn main() -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let a: Vec<String> = std::env::args().collect();
-    let [_, topo, trace] = &a[..] else {
-        anyhow::bail!("usage: cargo run --release --example stage3_instances -- TOPOLOGY TRACE");
-    };
-    let topo = Arc::new(
-        vclos::topology::load(Path::new(topo)).with_context(|| format!("topology {topo}"))?,
-    );
-    let trace = vclos::trace::load(Path::new(trace)).with_context(|| format!("trace {trace}"))?;
+    let (topo, trace) = common::topology_and_trace("stage3_instances")?;
     let mut placer = placement::placer(Policy::OcsVclos, Arc::clone(&topo))?;
     placement::record_instances(true);
     let report = replay::replay(placer.as_mut(), &trace, ReplayOptions::for_topology(&topo))?;
