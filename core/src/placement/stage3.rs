@@ -27,7 +27,9 @@
 //! work (issue 13: -13% of a whole replay's instructions). So if the shape has a
 //! slice, it is found, unless the node `budget` runs out first, which is
 //! reported as [`Cutoff`] (the replay counts them as `search_cutoffs`);
-//! tests check the answer against brute force on small fabrics.
+//! tests check the answer against brute force on small fabrics, and
+//! against an ILP of A.3 (HiGHS) on every instance a 512-GPU replay gives
+//! the search (`tests/stage3_ilp.rs`, through [`record_instances`]).
 //! The objective (eq. 12) only orders the search: the first slice found is
 //! returned, not a proven optimum.
 //!
