@@ -74,23 +74,40 @@ fn the_ilp_agrees_with_every_answer_the_exact_search_settled() {
     assert_eq!(row("slice kOptimal"), slice, "{stdout}");
 }
 
-#[test]
-fn the_ilp_tool_names_the_line_of_a_bad_instance() {
-    let Some(py) = interop::python_with(&["highspy"]) else {
-        return;
-    };
+/// The tool's error for a file whose lines are `lines`.
+fn tool_error(py: &Path, lines: &[String]) -> String {
     let mut file = tempfile::NamedTempFile::new().unwrap();
-    writeln!(file, r#"{{"outcome":"none","l":2,"s":2,"problem":{{"leaf_max":[1],"leaf_cap":[[1,1]],"spine_cap":[[1]],"direct":[[0]]}}}}"#).unwrap();
+    for l in lines {
+        writeln!(file, "{l}").unwrap();
+    }
     file.flush().unwrap();
     let out = std::process::Command::new(py)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/stage3_ilp.py"))
         .arg(file.path())
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_ilp_tool_names_the_line_of_a_bad_instance() {
+    let Some(py) = interop::python_with(&["highspy"]) else {
+        return;
+    };
+    let ragged = r#"{"outcome":"none","l":2,"s":2,"problem":{"leaf_max":[1],"leaf_cap":[[1,1]],"spine_cap":[[1]],"direct":[[0]]}}"#;
+    let err = tool_error(&py, &[ragged.to_string()]);
     assert!(
         err.contains(":1: field problem.leaf_cap: expected 1 rows of 1"),
         "{err}"
     );
+    // A well-formed instance whose ILP would not fit in memory is refused
+    // before a variable is made.
+    let (nl, ns) = (4000, 100);
+    let huge = serde_json::json!({"outcome": "cutoff", "l": 2, "s": 2, "problem": {
+        "leaf_max": vec![1000; nl], "leaf_cap": vec![vec![1]; nl],
+        "spine_cap": vec![vec![1]; ns], "direct": vec![vec![0; ns]; nl]}});
+    let fine = ragged.replace("[[1,1]]", "[[1]]");
+    let err = tool_error(&py, &[fine, huge.to_string()]);
+    assert!(err.contains(":2: instance too large for the ILP"), "{err}");
 }

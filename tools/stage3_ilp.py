@@ -32,6 +32,7 @@ import highspy
 
 MAX_LINE = 4 << 20  # bytes: an 8192-GPU instance is about 60 KB
 MAX_DIM = 4096  # leaves, spines or OCSes in one instance
+MAX_CELLS = 4_000_000  # (leaf, spine) pairs times OCSes and values of a_n: the model's size
 
 
 class BadInput(Exception):
@@ -78,6 +79,10 @@ def parse(line):
     matrix(lc, nl, no, "leaf_cap")
     matrix(sc, ns, no, "spine_cap")
     matrix(p.get("direct"), nl, ns, "direct")
+    cells = nl * ns * (no + 1 + max(lm, default=0))
+    if cells > MAX_CELLS:
+        raise BadInput(f"instance too large for the ILP: {nl} leaves x {ns} spines x "
+                       f"({no} OCSes + values of a_n) = {cells} > {MAX_CELLS} variables")
     return d
 
 
@@ -93,6 +98,8 @@ def feasible(d, time_limit):
     # The same per-leaf and per-spine bounds the search starts from.
     amax = [min(p["leaf_max"][n], (sum(lc[n]) + sum(direct[n])) // s) for n in range(nl)]
     tmax = [(sum(sc[m]) + sum(direct[n][m] for n in range(nl))) // l for m in range(ns)]
+    if sum(amax) < l or sum(tmax) < s:
+        return "kInfeasible"  # not enough virtual leaves or slots at all
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
