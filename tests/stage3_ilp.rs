@@ -6,6 +6,8 @@
 //! every `slice` feasible (the ILP's own sanity). The search's brute-force
 //! tests cover tiny fabrics; this covers the 512-GPU one under load.
 
+#![allow(clippy::unwrap_used)]
+
 #[path = "interop/mod.rs"]
 mod interop;
 
