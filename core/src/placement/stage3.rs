@@ -118,7 +118,7 @@ thread_local! {
 /// "What the cut-off shapes are"): with `on`, start recording every
 /// instance the exact search is given on this thread (and its answer);
 /// either way, return what was recorded since the last call. An
-/// independent solver (`scripts/stage3_ilp.py`, an ILP of Appendix A.3)
+/// independent solver (`tools/stage3_ilp.py`, an ILP of Appendix A.3)
 /// can then check each `none` and say whether a `cutoff` had a slice.
 #[doc(hidden)]
 pub fn record_instances(on: bool) -> Vec<Instance> {

@@ -44,12 +44,12 @@
 //! left unsettled (`search_cutoffs`, +5..15%): they are the hard instances,
 //! most of which stay unsettled after a thousand times the budget
 //! (docs/performance.md, "Placement at scale"). An ILP of A.3 (HiGHS,
-//! `tools/stage3_ilp.py`) shows 86-89% of them have a slice, spread thinly
-//! (one virtual leaf per leaf, one slot per spine), which the exact
-//! search's compact-first order reaches too late; a second search in the
-//! spread order found a quarter to a half of them but did not lower avg
-//! JCT and raised the decision p99 past 1 ms, so it was not kept
-//! (docs/performance.md, "What the cut-off shapes are").
+//! `tools/stage3_ilp.py`) shows 86-89% of them have a slice, thin in
+//! leaves (one virtual leaf per leaf), which the exact search's
+//! compact-first order reaches too late; a second search in another order
+//! (three were tried) settled a sixth to a half of them but did not lower
+//! avg JCT (-2% to +7% per trace) and raised the decision p99, so it was
+//! not kept (docs/performance.md, "What the cut-off shapes are").
 //!
 //! The uniform cabling (vClos's slice, no rewiring) is no longer tried
 //! first: on it a virtual leaf of `s` ports needs `s` different spines, so
