@@ -1,6 +1,6 @@
 //! Diagnostic (issue 13): every instance OCS-vClos's exact Stage 3 search
 //! is given while a trace is replayed, one JSON object a line, with the
-//! search's answer (`slice`, `none` or `cutoff`). `scripts/stage3_ilp.py`
+//! search's answer (`slice`, `none` or `cutoff`). `tools/stage3_ilp.py`
 //! solves them again as an ILP of the paper's Appendix A.3 (HiGHS): it
 //! checks every `none` (a proof of "no slice") and says which `cutoff`
 //! shapes had a slice (docs/performance.md, "What the cut-off shapes are").
