@@ -277,6 +277,15 @@ pub struct Router {
     sides: Vec<Vec<Path>>,
 }
 
+/// The paths a [`Routing::Peak`] run is fitted on: a leaf pair's
+/// equal-cost paths, or (for [`Router::without_spines`]) one leaf's links
+/// up (`2 l`) or down (`2 l + 1`).
+#[derive(Debug, Clone, Copy)]
+enum Fits {
+    Pair(usize),
+    Side(usize),
+}
+
 /// What `admit` of [`Router::route_gpus`] sees: `n` flows of one share
 /// routed on one path.
 pub type Admit<'a> = dyn FnMut(&Share, &Path, u32) -> bool + 'a;
@@ -656,14 +665,33 @@ impl Router {
     /// [`Routing::Peak`]: the run `r` of leaf pair `pair`, as many flows
     /// on each first fitting path as fit it ([`super::peak`], "Runs");
     /// `false` when a strict route meets a flow that fits no path, or
-    /// `admit` refused.
+    /// `admit` refused. [`Router::without_spines`] runs the same first fit
+    /// twice instead, over the links up from `r`'s leaf and then down into
+    /// the other, each a one-link path.
     fn route_run_peak(&mut self, pair: usize, r: &Run, admit: &mut Admit<'_>) -> bool {
-        if !self.sides.is_empty() {
-            let (up, down) = (2 * r.from.index(), 2 * r.to.index() + 1);
-            return self.route_side(up, r, admit) && self.route_side(down, r, admit);
+        if self.sides.is_empty() {
+            return self.first_fit_run(Fits::Pair(pair), r, admit);
         }
-        let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
-        let peaks = peaks.expect("Routing::Peak keeps peaks");
+        let (up, down) = (2 * r.from.index(), 2 * r.to.index() + 1);
+        self.first_fit_run(Fits::Side(up), r, admit)
+            && self.first_fit_run(Fits::Side(down), r, admit)
+    }
+
+    /// The paths `which` names, in first-fit order.
+    fn fits(&self, which: Fits) -> &[Path] {
+        match which {
+            Fits::Pair(i) => &self.paths[i],
+            Fits::Side(i) => &self.sides[i],
+        }
+    }
+
+    /// [`Router::route_run_peak`] over the paths `which` names.
+    fn first_fit_run(&mut self, which: Fits, r: &Run, admit: &mut Admit<'_>) -> bool {
+        let paths = match which {
+            Fits::Pair(i) => &self.paths[i],
+            Fits::Side(i) => &self.sides[i],
+        };
+        let peaks = self.peaks.as_mut().expect("Routing::Peak keeps peaks");
         if paths.is_empty() {
             return true; // no path: the flows are not routed
         }
@@ -686,31 +714,11 @@ impl Router {
         }
         let mut ok = true;
         for &(i, times) in &picks {
-            let p = self.paths[pair][i];
+            let p = self.fits(which)[i];
             ok = ok && self.charge(&p, &r.share, times, admit);
         }
         self.peak_picks = picks;
         ok
-    }
-
-    /// [`Router::without_spines`]: the run `r` over the one-link paths of
-    /// `sides[side]` by first fit, as [`Router::route_run_peak`] does over
-    /// two-link paths (strict: `false` at a flow with no room).
-    fn route_side(&mut self, side: usize, r: &Run, admit: &mut Admit<'_>) -> bool {
-        let (paths, peaks) = (&self.sides[side], self.peaks.as_mut());
-        let peaks = peaks.expect("Routing::Peak keeps peaks");
-        let (mut left, mut from, mut picks) = (r.flows, 0, Vec::new());
-        while left > 0 {
-            let Some(i) = peaks.first_fit(paths, from, &r.share) else {
-                return false;
-            };
-            let k = peaks.take(&paths[i], &r.share, left);
-            picks.push((paths[i], k));
-            (left, from) = (left - k, i + 1);
-        }
-        picks
-            .into_iter()
-            .all(|(p, times)| self.charge(&p, &r.share, times, admit))
     }
 
     /// Count `times` flows of `share` on `p` in the job's sums, then ask
@@ -1577,10 +1585,7 @@ mod ocs_tests {
             one.one_flow_at_a_time();
             let mut held: Vec<Class> = Vec::new();
             for step in 0..300 {
-                if !held.is_empty() && rng.below(3) == 0 {
-                    let c = held.swap_remove(rng.below(held.len() as u64) as usize);
-                    runs.unroute(&c);
-                    one.unroute(&c);
+                if release_some(&mut rng, &mut held, [&mut runs, &mut one]) {
                     continue;
                 }
                 let job = some_job(t, &mut rng);
@@ -1600,6 +1605,23 @@ mod ocs_tests {
         (refused, admitted)
     }
 
+    /// One time in three (when jobs are held), a random held job leaves
+    /// both routers; `true` if one did.
+    fn release_some(
+        rng: &mut crate::placement::Rng,
+        held: &mut Vec<Class>,
+        routers: [&mut Router; 2],
+    ) -> bool {
+        if held.is_empty() || rng.below(3) != 0 {
+            return false;
+        }
+        let c = held.swap_remove(rng.below(held.len() as u64) as usize);
+        for r in routers {
+            r.unroute(&c);
+        }
+        true
+    }
+
     /// [`Router::without_spines`] is a relaxation: on the same held peaks,
     /// every job the real strict router admits it admits too, and it
     /// admits some the real one refuses (their links up and down do not
@@ -1615,10 +1637,7 @@ mod ocs_tests {
             relaxed.without_spines();
             let mut held: Vec<Class> = Vec::new();
             for step in 0..400 {
-                if !held.is_empty() && rng.below(3) == 0 {
-                    let c = held.swap_remove(rng.below(held.len() as u64) as usize);
-                    real.unroute(&c);
-                    relaxed.unroute(&c);
+                if release_some(&mut rng, &mut held, [&mut real, &mut relaxed]) {
                     continue;
                 }
                 let job = some_job(&t, &mut rng);
