@@ -5,7 +5,11 @@
 //! meeting at one spine: a perfect router; module doc of
 //! `network::routes`, `Router::without_spines`), under the ideal network
 //! (titan's jobs run at full rate in the fair-share model, so their times
-//! are the same), and prints avg JWT, blocks and utilisation of each.
+//! are the same), and prints avg JWT, blocks and utilisation of each;
+//! then `TitanPlacer::spine_sets` (titan that moves running jobs' flows to
+//! other spines to make room: `placement::spine_sets`, docs/titan.md 6.6)
+//! with what it moved. The last is slow (minutes on a 3 000-job trace at
+//! load 0.9): each refused candidate may place every running job again.
 //!
 //! `cargo run --release --example titan_bound -- TOPOLOGY TRACE`
 
@@ -43,6 +47,21 @@ fn main() -> anyhow::Result<()> {
             r.blocked_gpu,
             r.blocked_network,
             r.utilization.unwrap_or(0.0),
+        );
+    }
+    if let Some(mut p) = TitanPlacer::spine_sets(Arc::clone(&topo)) {
+        let opts = ReplayOptions::for_topology(&topo);
+        let r = replay::replay(&mut p, &trace, opts)?;
+        println!(
+            "{:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}\n{:17} {:?}",
+            "titan, spine sets",
+            r.avg_jwt_s,
+            r.avg_jct_s,
+            r.blocked_gpu,
+            r.blocked_network,
+            r.utilization.unwrap_or(0.0),
+            "",
+            p.moves().unwrap_or_default(),
         );
     }
     Ok(())

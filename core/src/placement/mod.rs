@@ -21,6 +21,7 @@ pub mod packing;
 mod plan;
 pub mod shared;
 pub mod sizing;
+pub mod spine_sets;
 mod stage3;
 #[cfg(test)]
 mod tests;

@@ -107,6 +107,8 @@ pub struct TitanPlacer {
     twin: Router,
     /// The class (loads and peaks) each held job was routed with.
     held: HashMap<JobId, Class>,
+    /// With [`TitanPlacer::spine_sets`]: the check instead of the twin.
+    sets: Option<super::spine_sets::SpineSets>,
 }
 
 /// GPUs taken per server, in rank order.
@@ -152,6 +154,7 @@ impl TitanPlacer {
         let mut p = TitanPlacer {
             twin: Router::new(&topo, Routing::Peak),
             held: HashMap::new(),
+            sets: None,
             state: state.ideal_network(),
         };
         let held: Vec<(JobId, Vec<(ServerId, u16)>)> = p
@@ -181,6 +184,25 @@ impl TitanPlacer {
         let mut p = Self::new(topology);
         p.twin.without_spines();
         p
+    }
+
+    /// A measuring tool, not a policy (issue 15, docs/titan.md 6.6): titan
+    /// whose check puts each multi-leaf candidate's flows on spines with
+    /// held jobs' flows moved to make room (rearrangement,
+    /// [`super::spine_sets`]), instead of the twin's first fit around
+    /// them. Replayed beside `titan` by `examples/titan_bound.rs`, it tells
+    /// how much of titan's wait moving running jobs' routes would win. The
+    /// replay's network model does not follow the moves, so its decisions
+    /// are not titan's guarantee; `None` on a fabric without spines.
+    pub fn spine_sets(topology: Arc<Topology>) -> Option<Self> {
+        let mut p = Self::new(topology);
+        p.sets = Some(super::spine_sets::SpineSets::new(p.state.topology())?);
+        Some(p)
+    }
+
+    /// What the spine sets did ([`TitanPlacer::spine_sets`]).
+    pub fn moves(&self) -> Option<super::spine_sets::Moves> {
+        self.sets.as_ref().map(|s| s.moves)
     }
 
     /// Route `gpus` (rank order) on the twin ([`Routing::Peak`]): its class
@@ -369,7 +391,12 @@ impl TitanPlacer {
         let rate = peak_rate(c, n);
         let leaves = most_first((0..free.idle.len()).map(|l| {
             // A GPU sends at most one line rate in any phase.
-            let room = self.twin.leaf_room(LeafId(l as u32), rate);
+            // With spine sets, the twin holds nothing: the spines free both
+            // ways at the leaf.
+            let room = match &self.sets {
+                Some(sets) => f64::from(sets.free_at(l)) * ((1.0 + SLACK) / rate).floor() * rate,
+                None => self.twin.leaf_room(LeafId(l as u32), rate),
+            };
             (free.on_leaf(l).min((room + SLACK).floor() as u32), l)
         }));
         fill(n, free, &leaves)
@@ -492,6 +519,12 @@ impl TitanPlacer {
             if leaves.len() <= 1 {
                 return Some((kind, gpus, Class::default()));
             }
+            if let Some(sets) = &mut self.sets {
+                if sets.admit(&topo, &job.id, &gpus, c) {
+                    return Some((kind, gpus, Class::default()));
+                }
+                continue;
+            }
             if let Some(class) = self.route(&gpus, c) {
                 return Some((kind, gpus, class));
             }
@@ -531,6 +564,9 @@ impl Placer for TitanPlacer {
 
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
         let d = release_held(&mut self.state, job)?;
+        if let Some(sets) = &mut self.sets {
+            sets.release(job);
+        }
         if let Some(class) = self.held.remove(job) {
             if !class.links.is_empty() {
                 self.twin.unroute(&class);
@@ -552,7 +588,7 @@ mod tests {
     use crate::network::peak::SLACK;
     use crate::placement::Policy;
     use crate::placement::Rng;
-    use crate::topology::generate::{loaded, Params};
+    use crate::topology::generate::leaf_spine_topology;
     use crate::trace::Workload;
 
     fn req(id: &str, gpus: u32, c: Collective) -> JobRequest {
@@ -566,15 +602,7 @@ mod tests {
     }
 
     fn fabric(leaves: u32, servers: u32, t: u32, spines: u32) -> Arc<Topology> {
-        loaded(&Params {
-            name: "titan".into(),
-            leaves,
-            spines,
-            gpus_per_server: t,
-            servers_per_leaf: Some(servers),
-            ocs: 0,
-            allow_oversubscription: spines < servers * t,
-        })
+        leaf_spine_topology(leaves, servers, t, spines)
     }
 
     fn placed(o: Outcome) -> Arc<Decision> {

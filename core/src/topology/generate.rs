@@ -49,6 +49,27 @@ pub fn uniform_topology(
     loaded(&Params::uniform("g", leaves, spines, gpus_per_server, ocs))
 }
 
+/// A loaded fabric of `leaves` leaves with `servers` servers of `t` GPUs
+/// each and `spines` spines (oversubscribed when fewer spines than GPUs
+/// per leaf), for unit tests.
+#[cfg(any(test, feature = "test-fixtures"))]
+pub fn leaf_spine_topology(
+    leaves: u32,
+    servers: u32,
+    t: u32,
+    spines: u32,
+) -> std::sync::Arc<super::Topology> {
+    loaded(&Params {
+        name: "leaf-spine".into(),
+        leaves,
+        spines,
+        gpus_per_server: t,
+        servers_per_leaf: Some(servers),
+        ocs: 0,
+        allow_oversubscription: spines < servers * t,
+    })
+}
+
 /// A loaded fabric with fewer uplinks than server ports, for unit tests:
 /// 3 leaves x 2 servers x 4 GPUs, 4 spines. A virtual leaf then has at most
 /// 4 uplinks (one server) and a slice at most 3 leaves, so 4, 5 and 6
