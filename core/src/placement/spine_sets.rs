@@ -195,6 +195,8 @@ impl SpineSets {
         false
     }
 
+    /// Tests only: the link table is what the held jobs' groups (and
+    /// `extra`, the job being admitted) say, at each step of an admission.
     #[cfg(test)]
     fn audit(&self, extra: Option<(u32, &Held)>, at: &str) {
         let mut want = vec![FREE; self.links.len()];
@@ -224,6 +226,7 @@ impl SpineSets {
         true
     }
 
+    /// Every link of `job` freed (nothing when it holds none).
     pub fn release(&mut self, job: &JobId) {
         let Some(slot) = self.by_job.remove(job) else {
             return;
