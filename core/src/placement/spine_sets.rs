@@ -157,7 +157,7 @@ impl SpineSets {
         gpus: &[(ServerId, u16)],
         c: Collective,
     ) -> bool {
-        let (groups, _) = groups(topo, gpus, c);
+        let groups = groups(topo, gpus, c, None);
         if groups.is_empty() {
             return true;
         }
@@ -432,10 +432,12 @@ impl SpineSets {
             .collect();
         order.sort_by_key(|&(n, i)| (std::cmp::Reverse(n), i));
         let mut trial = SpineSets {
+            spines: self.spines,
             links: vec![FREE; self.links.len()],
             busy: vec![0; self.spines as usize],
             slots: vec![None; self.slots.len()],
-            ..self.clone()
+            by_job: HashMap::new(),
+            moves: Moves::default(),
         };
         for &(_, i) in &order {
             let old = if i == slot {
@@ -476,8 +478,14 @@ struct Routed {
     group: usize,
 }
 
-/// A job's groups (module doc), busiest phase first, and its flows.
-fn groups(topo: &Topology, gpus: &[(ServerId, u16)], c: Collective) -> (Vec<Group>, Vec<Routed>) {
+/// A job's groups (module doc), busiest phase first; its flows into
+/// `flows` when given (the tests check the links' loads with them).
+fn groups(
+    topo: &Topology,
+    gpus: &[(ServerId, u16)],
+    c: Collective,
+    mut flows: Option<&mut Vec<Routed>>,
+) -> Vec<Group> {
     let servers: Vec<ServerId> = gpus.iter().map(|g| g.0).collect();
     let leaf = |i: u32| topo.server(servers[i as usize]).leaf.index();
     let t = Traffic::new(&servers);
@@ -501,7 +509,7 @@ fn groups(topo: &Topology, gpus: &[(ServerId, u16)], c: Collective) -> (Vec<Grou
         phases[p].2.push((la, lz, b.count()));
     }
     phases.sort_by_key(|p| std::cmp::Reverse(p.2.iter().map(|e| e.2).sum::<u32>()));
-    let (mut out, mut flows) = (Vec::new(), Vec::new());
+    let mut out = Vec::new();
     for (bit, &(_, rate, ref edges)) in phases.iter().enumerate() {
         let per = ((1.0 + SLACK) / rate).floor().max(1.0) as u32;
         let phase = 1u64 << bit.min(63);
@@ -509,15 +517,17 @@ fn groups(topo: &Topology, gpus: &[(ServerId, u16)], c: Collective) -> (Vec<Grou
         let (parts, of) = split(&packed, phase);
         let base = out.len();
         out.extend(parts);
-        flows.extend(packed.iter().zip(of).map(|(&(up, down, _), g)| Routed {
-            up,
-            down,
-            phase,
-            rate,
-            group: base + g,
-        }));
+        if let Some(flows) = flows.as_deref_mut() {
+            flows.extend(packed.iter().zip(of).map(|(&(up, down, _), g)| Routed {
+                up,
+                down,
+                phase,
+                rate,
+                group: base + g,
+            }));
+        }
     }
-    (out, flows)
+    out
 }
 
 /// Flows of one phase from one leaf to another: `(sender, receiver,
@@ -654,7 +664,8 @@ mod tests {
         let mut peak: HashMap<(usize, u32), f64> = HashMap::new();
         let mut holder: HashMap<(usize, u32), u32> = HashMap::new();
         for (job, (gpus, c)) in held {
-            let (groups, flows) = groups(topo, gpus, *c);
+            let mut flows = Vec::new();
+            let groups = groups(topo, gpus, *c, Some(&mut flows));
             let Some(&slot) = sets.by_job.get(job) else {
                 assert!(groups.is_empty(), "{job} held with no groups");
                 continue;
@@ -745,7 +756,8 @@ mod tests {
         for _ in 0..200 {
             let gpus = some_job(&topo, &mut rng);
             let c = Collective::ALL[rng.below(3) as usize];
-            let (groups, flows) = groups(&topo, &gpus, c);
+            let mut flows = Vec::new();
+            let groups = groups(&topo, &gpus, c, Some(&mut flows));
             let mut at_end: HashMap<(usize, usize), f64> = HashMap::new();
             for f in &flows {
                 assert_ne!(f.up, f.down, "a flow under one leaf");
