@@ -41,25 +41,29 @@ fn main() -> anyhow::Result<()> {
         let opts = ReplayOptions::for_topology(&topo);
         let r = replay::replay(p.as_mut(), &trace, opts)?;
         println!(
-            "{name:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}",
+            "{name:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}  decision p99 / max {:.2} / {:.1} ms",
             r.avg_jwt_s,
             r.avg_jct_s,
             r.blocked_gpu,
             r.blocked_network,
             r.utilization.unwrap_or(0.0),
+            r.decision_p99_us / 1e3,
+            r.decision_max_us / 1e3,
         );
     }
     if let Some(mut p) = TitanPlacer::spine_sets(Arc::clone(&topo)) {
         let opts = ReplayOptions::for_topology(&topo);
         let r = replay::replay(&mut p, &trace, opts)?;
         println!(
-            "{:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}\n{:17} {:?}",
+            "{:17} avg JWT {:8.0} s  avg JCT {:8.0} s  blocked GPU / network jobs {:4} / {:4}  utilisation {:.3}  decision p99 / max {:.2} / {:.1} ms\n{:17} {:?}",
             "titan, spine sets",
             r.avg_jwt_s,
             r.avg_jct_s,
             r.blocked_gpu,
             r.blocked_network,
             r.utilization.unwrap_or(0.0),
+            r.decision_p99_us / 1e3,
+            r.decision_max_us / 1e3,
             "",
             p.moves().unwrap_or_default(),
         );

@@ -1,5 +1,5 @@
 //! Spines with rearrangement: a measuring model for titan (issue 15,
-//! docs/titan.md 6.5 B and 6.6).
+//! docs/titan.md 6.5 B, 6.6 and 6.7).
 //!
 //! **Groups.** A job's cross-leaf flows are split by phase
 //! ([`crate::network::traffic`]); within a phase, flows that may share a
@@ -22,17 +22,36 @@
 //! phase first), each the spine whose links at its ends the job already
 //! holds at the most ends (reuse across phases), then the spine busy at the
 //! most links (best fit, keeping spines free everywhere for jobs that span
-//! many leaves). A group left without a spine tries Paull's step one level
-//! deep (M. C. Paull, "Reswitching of connection networks", Bell Syst.
-//! Tech. J. 41, 1962): a spine whose links at its ends other jobs' groups
-//! hold (at most 4 of them, `MOST_BLOCKERS`), each of which moves to another
-//! spine open for it. When that fails too, every held job is placed again
-//! from scratch with the new one among them (most group ends first), and
-//! the new state is taken if all fit. Moving a held group is a new leaf
-//! source route for a running job: a three-stage Clos network allows it
-//! (rearrangeable networks: V. E. Beneš, "Mathematical Theory of
-//! Connecting Networks and Telephone Traffic", 1965), at the price of
-//! reordering that job's packets while it happens.
+//! many leaves). Then, for each group left without a spine:
+//!
+//! 1. **Kőnig's alternating path** within the job's own phase (D. Kőnig,
+//!    "Über Graphen und ihre Anwendung auf Determinantentheorie und
+//!    Mengenlehre", Math. Ann. 77, 1916: a bipartite multigraph's edges
+//!    colour with as many colours as its largest degree; the proof swaps
+//!    two colours along an alternating path): a spine `s` closed to the
+//!    group only by the job's own groups of that phase is freed by
+//!    swapping them between `s` and another spine `t`, together with every
+//!    group of the phase they meet on the other spine, transitively (the
+//!    component of the path; groups may have several ends, so the
+//!    component is checked, not assumed, not to come back to the group's
+//!    ends on `s`). Only the new job's own groups move, and only onto
+//!    links no other job holds.
+//! 2. **Paull's step** (M. C. Paull, "Reswitching of connection networks",
+//!    Bell Syst. Tech. J. 41, 1962): a spine whose links at the group's
+//!    ends other jobs' groups hold (at most 4 of them, `MOST_BLOCKERS`),
+//!    each moved to another spine open for it; every spine one level deep
+//!    first, then two levels deep: a blocker with no open spine gets one by
+//!    moving its own blockers in turn (never onto a spine being freed
+//!    further up), at most `NESTED_BUDGET` spines tried per group.
+//! 3. When that fails too, every held job is placed again from scratch
+//!    with the new one among them (most group ends first), and the new
+//!    state is taken if all fit.
+//!
+//! Moving a held group is a new leaf source route for a running job: a
+//! three-stage Clos network allows it (rearrangeable networks: V. E.
+//! Beneš, "Mathematical Theory of Connecting Networks and Telephone
+//! Traffic", 1965), at the price of reordering that job's packets while it
+//! happens.
 //!
 //! This is a model for measuring what titan could admit with rearrangement
 //! (`examples/titan_bound.rs`), not a router: it assumes one link per
@@ -101,6 +120,12 @@ pub struct Moves {
     pub moved: u64,
     /// Jobs refused.
     pub refused: u64,
+    /// Admissions (placed or not) in which the new job's own groups were
+    /// swapped between two spines (Kőnig's alternating path).
+    pub swapped: u64,
+    /// Of the jobs placed by Paull's step, those whose step went two
+    /// levels deep.
+    pub deeper: u64,
 }
 
 /// The held jobs' groups and spines (module doc).
@@ -170,6 +195,13 @@ impl SpineSets {
         let left = self.place(slot, &mut h);
         #[cfg(test)]
         self.audit(Some((slot, &h)), "place");
+        let before = left.len();
+        let left = self.swap_own(slot, &mut h, left);
+        #[cfg(test)]
+        self.audit(Some((slot, &h)), "swap");
+        if left.len() < before {
+            self.moves.swapped += 1;
+        }
         if left.is_empty() {
             return self.keep(job, slot, h, |m| m.direct += 1);
         }
@@ -252,10 +284,10 @@ impl SpineSets {
             .count()
     }
 
-    /// The best allowed spine for group `g` (module doc), other than `not`.
-    fn best(&self, slot: u32, g: &Group, not: u32) -> Option<u32> {
+    /// The best allowed spine for group `g` (module doc), none of `not`.
+    fn best(&self, slot: u32, g: &Group, not: &[u32]) -> Option<u32> {
         (0..self.spines)
-            .filter(|&s| s != not && self.allowed(slot, g, s))
+            .filter(|&s| !not.contains(&s) && self.allowed(slot, g, s))
             .max_by_key(|&s| {
                 (
                     self.reuse(slot, g, s),
@@ -314,7 +346,7 @@ impl SpineSets {
             if h.spine[i] != NONE {
                 continue;
             }
-            match self.best(slot, &h.groups[i], NONE) {
+            match self.best(slot, &h.groups[i], &[]) {
                 Some(s) => {
                     self.put(slot, &h.groups[i], s);
                     h.spine[i] = s;
@@ -325,22 +357,139 @@ impl SpineSets {
         left
     }
 
+    /// Kőnig's alternating path within the job's own phase (module doc):
+    /// for each group of `left`, a spine `s` closed to it only by the job's
+    /// own groups of its phase, freed by swapping those groups, and every
+    /// group of the phase they meet there, between `s` and another spine
+    /// `t`. The groups still left; the swaps made stay (they move only the
+    /// job's own groups, so [`SpineSets::unplace_all`] undoes them).
+    fn swap_own(&mut self, slot: u32, h: &mut Held, left: Vec<usize>) -> Vec<usize> {
+        let mut still = Vec::new();
+        for i in left {
+            let open: Vec<u32> = (0..self.spines)
+                .filter(|&s| self.only_own(slot, &h.groups[i], s))
+                .collect();
+            let done = (open.into_iter())
+                .any(|s| (0..self.spines).any(|t| t != s && self.swap_for(slot, h, i, s, t)));
+            if !done {
+                still.push(i);
+            }
+        }
+        still
+    }
+
+    /// Whether spine `s` is closed to group `g` of the job in `slot` by
+    /// that job's own groups of its phase alone.
+    fn only_own(&self, slot: u32, g: &Group, s: u32) -> bool {
+        let mut own = false;
+        for row in g.ends() {
+            let k = self.links[self.at(row, s)];
+            if k.slot != NONE && k.slot != slot {
+                return false;
+            }
+            own |= k.slot == slot && k.phases & g.phases != 0;
+        }
+        own
+    }
+
+    /// Group `i` of `h` (not placed) put on spine `s` by swapping the job's
+    /// own groups of its phase between `s` and `t` (one alternating
+    /// component, grown from the groups that close `s` to it): `true` with
+    /// the group placed, `false` with nothing changed when another job
+    /// holds a link the swap needs or the component would bring a group
+    /// of the phase to one of `g`'s ends on `s`.
+    fn swap_for(&mut self, slot: u32, h: &mut Held, i: usize, s: u32, t: u32) -> bool {
+        let g = &h.groups[i];
+        let same = |j: usize| j != i && h.groups[j].phases & g.phases != 0;
+        let meets = |a: &Group, b: &Group| a.ends().any(|r| b.ends().any(|q| q == r));
+        // The component: groups of the phase on `s` that meet `g`, then
+        // every group of the phase on the other spine meeting one in it.
+        let mut comp: Vec<usize> = (0..h.groups.len())
+            .filter(|&j| same(j) && h.spine[j] == s && meets(&h.groups[j], g))
+            .collect();
+        let others = |row: usize, sp: u32| {
+            let k = self.links[self.at(row, sp)];
+            k.slot != NONE && k.slot != slot
+        };
+        // Those must move to `t`.
+        if comp.is_empty()
+            || comp
+                .iter()
+                .any(|&j| h.groups[j].ends().any(|r| others(r, t)))
+        {
+            return false;
+        }
+        let mut k = 0;
+        while k < comp.len() {
+            let (j, to) = (comp[k], if h.spine[comp[k]] == s { t } else { s });
+            if to == s && meets(&h.groups[j], g) {
+                return false;
+            }
+            for x in 0..h.groups.len() {
+                if same(x)
+                    && h.spine[x] == to
+                    && !comp.contains(&x)
+                    && meets(&h.groups[x], &h.groups[j])
+                {
+                    comp.push(x);
+                }
+            }
+            k += 1;
+        }
+        // No other job may hold a link the component moves onto.
+        for &j in &comp {
+            let to = if h.spine[j] == s { t } else { s };
+            if h.groups[j].ends().any(|r| others(r, to)) {
+                return false;
+            }
+        }
+        let to: Vec<u32> = (comp.iter())
+            .map(|&j| if h.spine[j] == s { t } else { s })
+            .collect();
+        for &j in &comp {
+            self.take(h, j);
+            h.spine[j] = NONE;
+        }
+        for (&j, &sp) in comp.iter().zip(&to) {
+            self.put(slot, &h.groups[j], sp);
+            h.spine[j] = sp;
+        }
+        // The component held every group of the phase at `g`'s ends on
+        // `s`, and none of those it brought to `s` meets `g`.
+        debug_assert!(self.allowed(slot, &h.groups[i], s));
+        let g = h.groups[i].clone();
+        self.put(slot, &g, s);
+        h.spine[i] = s;
+        true
+    }
+
     /// Paull's step for each group in `left` (module doc); the held jobs
     /// moved, or `None` with every move undone (the job's placed groups
     /// stay placed).
     fn repair(&mut self, slot: u32, h: &mut Held, left: &[usize]) -> Option<u64> {
-        let mut log: Vec<(u32, usize, u32)> = Vec::new();
+        let mut step = Step {
+            log: Vec::new(),
+            depth: 0,
+            closed: Vec::new(),
+            budget: 0,
+            deeper: false,
+        };
         for (n, &i) in left.iter().enumerate() {
             let g = h.groups[i].clone();
-            let Some(s) = (0..self.spines).find(|&s| self.free_by_moving(slot, &g, s, &mut log))
-            else {
+            // One level deep on every spine first, then two.
+            step.budget = NESTED_BUDGET;
+            let found = (0..2).find_map(|depth| {
+                step.depth = depth;
+                (0..self.spines).find(|&s| self.free_by_moving(slot, &g, s, &mut step))
+            });
+            let Some(s) = found else {
                 // The groups placed here first: they sit where the moves
                 // made room.
                 for &j in &left[..n] {
                     self.take(h, j);
                     h.spine[j] = NONE;
                 }
-                for &(o, j, from) in log.iter().rev() {
+                for &(o, j, from) in step.log.iter().rev() {
                     self.shift(o, j, from);
                 }
                 return None;
@@ -348,22 +497,83 @@ impl SpineSets {
             self.put(slot, &g, s);
             h.spine[i] = s;
         }
-        let mut moved: Vec<u32> = log.iter().map(|x| x.0).collect();
+        self.moves.deeper += u64::from(step.deeper);
+        let mut moved: Vec<u32> = step.log.iter().map(|x| x.0).collect();
         moved.sort_unstable();
         moved.dedup();
         Some(moved.len() as u64)
     }
 
     /// Make spine `s` allowed for group `g` of the job in `slot` by moving
-    /// the other jobs' groups on its links (at most [`MOST_BLOCKERS`]);
-    /// `true` when it is, with the moves in `log`; `false` with none made.
-    fn free_by_moving(
-        &mut self,
-        slot: u32,
-        g: &Group,
-        s: u32,
-        log: &mut Vec<(u32, usize, u32)>,
-    ) -> bool {
+    /// the other jobs' groups on its links (at most [`MOST_BLOCKERS`]),
+    /// each to a spine open for it or, `step.depth` levels deeper, one
+    /// made open by moving its own blockers in turn (never onto `s` or a
+    /// spine being freed further up); `true` when it is, with the moves in
+    /// `step.log`; `false` with none made.
+    fn free_by_moving(&mut self, slot: u32, g: &Group, s: u32, step: &mut Step) -> bool {
+        let Some(blockers) = self.blockers(slot, g, s) else {
+            return false;
+        };
+        let (mark, was) = (step.log.len(), step.deeper);
+        step.closed.push(s);
+        let mut ok = true;
+        for &(o, j) in &blockers {
+            let Some(og) = self.slots[o as usize].as_ref().map(|x| x.groups[j].clone()) else {
+                ok = false;
+                break;
+            };
+            let to = self.best(o, &og, &step.closed);
+            let to = to.or_else(|| self.free_deeper(o, &og, step));
+            let Some(to) = to else {
+                ok = false;
+                break;
+            };
+            step.log.push((o, j, s));
+            self.shift(o, j, to);
+        }
+        step.closed.pop();
+        if !ok {
+            for &(o, j, from) in step.log[mark..].iter().rev() {
+                self.shift(o, j, from);
+            }
+            step.log.truncate(mark);
+            step.deeper = was;
+        }
+        ok
+    }
+
+    /// A spine for group `og` of the job in slot `o` made open by moving
+    /// its blockers one level deeper (within `step`'s budget), or `None`
+    /// with nothing moved.
+    fn free_deeper(&mut self, o: u32, og: &Group, step: &mut Step) -> Option<u32> {
+        if step.depth == 0 {
+            return None;
+        }
+        step.depth -= 1;
+        let mut found = None;
+        for u in 0..self.spines {
+            if step.budget == 0 {
+                break;
+            }
+            if step.closed.contains(&u) {
+                continue;
+            }
+            step.budget -= 1;
+            if self.free_by_moving(o, og, u, step) {
+                step.deeper = true;
+                found = Some(u);
+                break;
+            }
+        }
+        step.depth += 1;
+        found
+    }
+
+    /// The other jobs' groups on the links of spine `s` at group `g`'s
+    /// ends (of the job in `slot`), or `None` when the job's own groups of
+    /// `g`'s phase close it, or when there are more than
+    /// [`MOST_BLOCKERS`].
+    fn blockers(&self, slot: u32, g: &Group, s: u32) -> Option<Vec<(u32, usize)>> {
         let mut blockers: Vec<(u32, usize)> = Vec::new();
         for row in g.ends() {
             let k = self.links[self.at(row, s)];
@@ -372,37 +582,18 @@ impl SpineSets {
             }
             if k.slot == slot {
                 if k.phases & g.phases != 0 {
-                    return false;
+                    return None;
                 }
                 continue;
             }
-            let Some(o) = &self.slots[k.slot as usize] else {
-                return false;
-            };
+            let o = self.slots[k.slot as usize].as_ref()?;
             for (j, (og, &t)) in o.groups.iter().zip(&o.spine).enumerate() {
                 if t == s && og.ends().any(|r| r == row) && !blockers.contains(&(k.slot, j)) {
                     blockers.push((k.slot, j));
                 }
             }
         }
-        if blockers.len() > MOST_BLOCKERS {
-            return false;
-        }
-        let mark = log.len();
-        for &(o, j) in &blockers {
-            let og = self.slots[o as usize].as_ref().map(|x| x.groups[j].clone());
-            let to = og.and_then(|og| self.best(o, &og, s));
-            let Some(to) = to else {
-                for &(o, j, from) in log[mark..].iter().rev() {
-                    self.shift(o, j, from);
-                }
-                log.truncate(mark);
-                return false;
-            };
-            log.push((o, j, s));
-            self.shift(o, j, to);
-        }
-        true
+        (blockers.len() <= MOST_BLOCKERS).then_some(blockers)
     }
 
     /// Group `j` of the job in slot `o` to spine `to`.
@@ -465,6 +656,23 @@ impl SpineSets {
 /// The most other jobs' groups [`SpineSets::repair`] moves to free one
 /// spine for one group.
 const MOST_BLOCKERS: usize = 4;
+
+/// The most spines [`SpineSets::repair`] tries to free one level deeper,
+/// per group of the new job.
+const NESTED_BUDGET: u32 = 512;
+
+/// Paull's steps in progress ([`SpineSets::repair`]): the moves made (job
+/// slot, group, spine it left), how many levels deeper a step may still
+/// go, the spines being freed further up (no move may land on them), the
+/// spines the current group may still try one level deeper, and whether a
+/// step went deeper.
+struct Step {
+    log: Vec<(u32, usize, u32)>,
+    depth: u32,
+    closed: Vec<u32>,
+    budget: u32,
+    deeper: bool,
+}
 
 /// One cross-leaf flow of a job: its leaves, its phase (bit), its rate
 /// and its group (read by the tests, which check every link's load).
@@ -741,10 +949,17 @@ mod tests {
             total.repaired += m.repaired;
             total.rearranged += m.rearranged;
             total.refused += m.refused;
+            total.swapped += m.swapped;
+            total.deeper += m.deeper;
         }
         // Every admission path ran (and was checked) above.
         assert!(
-            total.direct > 50 && total.repaired > 5 && total.rearranged > 0 && total.refused > 5,
+            total.direct > 50
+                && total.repaired > 5
+                && total.rearranged > 0
+                && total.refused > 5
+                && total.swapped > 5
+                && total.deeper > 0,
             "{total:?}"
         );
     }
