@@ -7,7 +7,7 @@
 //! (titan's jobs run at full rate in the fair-share model, so their times
 //! are the same), and prints avg JWT, blocks and utilisation of each;
 //! then `TitanPlacer::spine_sets` (titan that moves running jobs' flows to
-//! other spines to make room: `placement::spine_sets`, docs/titan.md 6.6)
+//! other spines to make room: `placement::spine_sets`, docs/titan.md 6.6-6.7)
 //! with what it moved. The last is slow (minutes on a 3 000-job trace at
 //! load 0.9): each refused candidate may place every running job again.
 //!

@@ -186,7 +186,7 @@ impl TitanPlacer {
         p
     }
 
-    /// A measuring tool, not a policy (issue 15, docs/titan.md 6.6): titan
+    /// A measuring tool, not a policy (issue 15, docs/titan.md 6.6-6.7): titan
     /// whose check puts each multi-leaf candidate's flows on spines with
     /// held jobs' flows moved to make room (rearrangement,
     /// [`super::spine_sets`]), instead of the twin's first fit around
