@@ -743,36 +743,44 @@ fn groups(
 type Edge = (usize, usize, u32);
 
 /// One phase's flows packed `per` to a group at each end (module doc):
-/// `(sender, receiver, group)` per flow.
+/// `(sender, receiver, group)` per flow. Flow by flow, the group with room
+/// at both ends that already has most of the two ends, lowest first, else
+/// a new one. The flows of one edge are given in runs: the group chosen
+/// for one then has both ends, and no other group with room had (it would
+/// have been chosen), so it stays the choice until one of its ends is full
+/// (the flow-by-flow reference is a test, to the group).
 fn pack(edges: &[Edge], per: u32) -> Vec<(usize, usize, usize)> {
     // Flows per (leaf, up?, group), and each group's ends.
     let mut used: HashMap<(usize, bool, usize), u32> = HashMap::new();
     let mut ends: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
     let mut out = Vec::new();
     for &(la, lz, n) in edges {
-        for _ in 0..n {
-            let room = |k: usize| {
-                used.get(&(la, true, k)).copied().unwrap_or(0) < per
-                    && used.get(&(lz, false, k)).copied().unwrap_or(0) < per
+        let mut left = n;
+        while left > 0 {
+            let on = |k: usize, up: bool| {
+                let l = if up { la } else { lz };
+                used.get(&(l, up, k)).copied().unwrap_or(0)
             };
             let held =
                 |k: usize| u8::from(ends[k].0.contains(&la)) + u8::from(ends[k].1.contains(&lz));
             let k = (0..ends.len())
-                .filter(|&k| room(k))
+                .filter(|&k| on(k, true) < per && on(k, false) < per)
                 .max_by_key(|&k| (held(k), std::cmp::Reverse(k)))
                 .unwrap_or(ends.len());
             if k == ends.len() {
                 ends.push((Vec::new(), Vec::new()));
             }
+            let run = left.min(per - on(k, true)).min(per - on(k, false));
             if !ends[k].0.contains(&la) {
                 ends[k].0.push(la);
             }
             if !ends[k].1.contains(&lz) {
                 ends[k].1.push(lz);
             }
-            *used.entry((la, true, k)).or_default() += 1;
-            *used.entry((lz, false, k)).or_default() += 1;
-            out.push((la, lz, k));
+            *used.entry((la, true, k)).or_default() += run;
+            *used.entry((lz, false, k)).or_default() += run;
+            out.extend(std::iter::repeat_n((la, lz, k), run as usize));
+            left -= run;
         }
     }
     out
@@ -962,6 +970,63 @@ mod tests {
                 && total.deeper > 0,
             "{total:?}"
         );
+    }
+
+    /// [`pack`] one flow at a time, as the module doc states it.
+    fn pack_one_by_one(edges: &[Edge], per: u32) -> Vec<(usize, usize, usize)> {
+        // Flows per (leaf, up?, group), and each group's ends.
+        let mut used: HashMap<(usize, bool, usize), u32> = HashMap::new();
+        let mut ends: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+        let mut out = Vec::new();
+        for &(la, lz, n) in edges {
+            for _ in 0..n {
+                let room = |k: usize| {
+                    used.get(&(la, true, k)).copied().unwrap_or(0) < per
+                        && used.get(&(lz, false, k)).copied().unwrap_or(0) < per
+                };
+                let held = |k: usize| {
+                    u8::from(ends[k].0.contains(&la)) + u8::from(ends[k].1.contains(&lz))
+                };
+                let k = (0..ends.len())
+                    .filter(|&k| room(k))
+                    .max_by_key(|&k| (held(k), std::cmp::Reverse(k)))
+                    .unwrap_or(ends.len());
+                if k == ends.len() {
+                    ends.push((Vec::new(), Vec::new()));
+                }
+                if !ends[k].0.contains(&la) {
+                    ends[k].0.push(la);
+                }
+                if !ends[k].1.contains(&lz) {
+                    ends[k].1.push(lz);
+                }
+                *used.entry((la, true, k)).or_default() += 1;
+                *used.entry((lz, false, k)).or_default() += 1;
+                out.push((la, lz, k));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn packing_in_runs_makes_the_flow_by_flow_groups() {
+        let mut rng = Rng(0x5e75_0003);
+        for _ in 0..300 {
+            let leaves = 2 + rng.below(6) as usize;
+            let per = 1 + rng.below(20) as u32;
+            let edges: Vec<Edge> = (0..1 + rng.below(12))
+                .map(|_| {
+                    let a = rng.below(leaves as u64) as usize;
+                    let z = (a + 1 + rng.below(leaves as u64 - 1) as usize) % leaves;
+                    (a, z, 1 + rng.below(40) as u32)
+                })
+                .collect();
+            assert_eq!(
+                pack(&edges, per),
+                pack_one_by_one(&edges, per),
+                "{edges:?} per {per}"
+            );
+        }
     }
 
     #[test]
