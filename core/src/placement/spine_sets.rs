@@ -436,16 +436,14 @@ impl SpineSets {
             }
             k += 1;
         }
-        // No other job may hold a link the component moves onto.
-        for &j in &comp {
-            let to = if h.spine[j] == s { t } else { s };
-            if h.groups[j].ends().any(|r| others(r, to)) {
-                return false;
-            }
-        }
         let to: Vec<u32> = (comp.iter())
             .map(|&j| if h.spine[j] == s { t } else { s })
             .collect();
+        // No other job may hold a link the component moves onto.
+        let blocked = |(&j, &sp): (&usize, &u32)| h.groups[j].ends().any(|r| others(r, sp));
+        if comp.iter().zip(&to).any(blocked) {
+            return false;
+        }
         for &j in &comp {
             self.take(h, j);
             h.spine[j] = NONE;
