@@ -204,6 +204,15 @@ pub struct Sharing {
     /// them when it was admitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<SharedLink>,
+    /// `titan` (which reserves no links): how many directed fabric links
+    /// its routes time-share with jobs routed over them before it
+    /// (`crate::placement::titan`, "Time-shared links").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub time_shared_links: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 // `score` and the demands are finite (checked on admission), so equality

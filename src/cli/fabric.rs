@@ -55,7 +55,9 @@ pub struct SlicingArgs {
     /// vclos / ocs-vclos: when no isolated slice exists, share links with
     /// jobs whose communication interleaves with this one's (Cassini) and
     /// give it a time shift; every job placed so opts in to being shared.
-    /// Off by default: isolation only.
+    /// titan (`replay`): when no candidate fits beside the held peaks,
+    /// time-share links the same way (docs/titan.md 6.8). Off by default:
+    /// isolation only.
     #[arg(long, value_enum, value_name = "MODE")]
     pub sharing: Option<SharingArg>,
     /// With `--sharing`: the lowest compatibility score (Cassini's Eq. 4.2,

@@ -156,6 +156,11 @@ impl Contention {
         }
     }
 
+    /// The router whose paths the model charges (for audits and tests).
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
     /// Model links shared by periodic jobs as `congestion` says.
     pub fn with_congestion(mut self, congestion: Congestion) -> Self {
         self.congestion = congestion;

@@ -32,6 +32,16 @@
 //! half the network blocks and 7-36% lower average JWT at load 0.9;
 //! best fit by peak and balancing by peak were tried too (not kept).
 //!
+//! **Time-shared links** (`titan --sharing cassini`, docs/titan.md 6.8).
+//! A flow that fits no path may be put, by a router in a sharing mode
+//! ([`Peaks::lend`]) or by a replay's router that routes what was placed,
+//! on the first path where only *its own job's* peaks are counted
+//! ([`Peaks::first_fit_lent`]): the held peaks there are jobs whose
+//! communication the placer interleaves with this one's in time (Cassini,
+//! seed 001), which it scores before it admits the job. Strict fits come
+//! first in every run, so a job time-shares a link only where no path has
+//! room for the flow.
+//!
 //! **Runs.** Within a run of flows of one leaf pair and one phase, sums
 //! only grow, so a path that no longer fits never fits again: the first
 //! fitting path's index never decreases. So a run takes the first fitting
@@ -70,6 +80,9 @@ pub struct Peaks {
     phase: Vec<f64>,
     job: Vec<f64>,
     touched: Vec<usize>,
+    /// A strict router may put a flow that fits no path on a path where
+    /// only the job's own peaks count (module doc, "Time-shared links").
+    lend: bool,
 }
 
 impl Peaks {
@@ -79,7 +92,18 @@ impl Peaks {
             phase: vec![0.0; links * PHASES],
             job: vec![0.0; links],
             touched: Vec::new(),
+            lend: false,
         }
+    }
+
+    /// Let a strict route time-share held links (module doc).
+    pub fn lend(&mut self, on: bool) {
+        self.lend = on;
+    }
+
+    /// Whether a strict route may time-share held links.
+    pub fn lending(&self) -> bool {
+        self.lend
     }
 
     /// Every link's held peaks (for tests and audits).
@@ -89,18 +113,57 @@ impl Peaks {
 
     /// Does one more flow of `s` on `p` keep each of its links within line
     /// rate in its phase?
-    fn fits(&self, p: &Path, s: &Share) -> bool {
+    /// With `lent`, the held peaks are not counted (time-shared).
+    fn fits(&self, p: &Path, s: &Share, lent: bool) -> bool {
         let ph = dense_phase(s.phase);
         p.links().iter().all(|&l| {
             let l = l as usize;
             let now = self.phase[l * PHASES + ph] + s.rate;
-            self.held[l] + self.job[l].max(now) <= 1.0 + SLACK
+            self.held_by_others(l, lent) + self.job[l].max(now) <= 1.0 + SLACK
         })
+    }
+
+    /// The held peaks link `l`'s check counts (none when `lent`).
+    fn held_by_others(&self, l: usize, lent: bool) -> f64 {
+        if lent {
+            0.0
+        } else {
+            self.held[l]
+        }
     }
 
     /// The first of `paths[from..]` one more flow of `s` fits (module doc).
     pub fn first_fit(&self, paths: &[Path], from: usize, s: &Share) -> Option<usize> {
-        (from..paths.len()).find(|&i| self.fits(&paths[i], s))
+        (from..paths.len()).find(|&i| self.fits(&paths[i], s, false))
+    }
+
+    /// The indices of `paths` in the order lent fits are searched
+    /// ("Time-shared links"): by the held peaks on a path's busier link,
+    /// least first, ties in order (fewest jobs to interleave with).
+    pub fn lent_order(&self, paths: &[Path]) -> Vec<usize> {
+        let busier =
+            |p: &Path| (p.links().iter()).fold(0.0f64, |m, &l| m.max(self.held[l as usize]));
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        order.sort_by(|&a, &b| {
+            busier(&paths[a])
+                .total_cmp(&busier(&paths[b]))
+                .then(a.cmp(&b))
+        });
+        order
+    }
+
+    /// The first position of `order[from..]` whose path one more flow of
+    /// `s` fits when only its own job's peaks count ("Time-shared links").
+    /// The held peaks do not change while a job is routed, so neither does
+    /// the order.
+    pub fn first_fit_lent(
+        &self,
+        paths: &[Path],
+        order: &[usize],
+        from: usize,
+        s: &Share,
+    ) -> Option<usize> {
+        (from..order.len()).find(|&i| self.fits(&paths[order[i]], s, true))
     }
 
     /// How many of `most` more flows of `s` fit `p` one after another,
@@ -112,12 +175,13 @@ impl Peaks {
     /// `now` one add further and the first `job`: per link a count of
     /// adds, and the path takes the least count of its links (which are
     /// distinct: one up, one down).
-    pub fn take(&mut self, p: &Path, s: &Share, most: u32) -> u32 {
+    /// With `lent`, the held peaks are not counted (time-shared).
+    pub fn take(&mut self, p: &Path, s: &Share, most: u32, lent: bool) -> u32 {
         let ph = dense_phase(s.phase);
         let mut k = most;
         for &l in p.links() {
             let l = l as usize;
-            let (held, job) = (self.held[l], self.job[l]);
+            let (held, job) = (self.held_by_others(l, lent), self.job[l]);
             let mut now = self.phase[l * PHASES + ph];
             let mut fit = 0;
             while fit < k && held + job.max(now + s.rate) <= 1.0 + SLACK {
@@ -157,6 +221,13 @@ impl Peaks {
             self.phase[l * PHASES..(l + 1) * PHASES].fill(0.0);
         }
         out
+    }
+
+    /// Put back every link's held peaks as they were (`held` from
+    /// [`Peaks::held`]), exactly.
+    pub fn restore(&mut self, held: Vec<f64>) {
+        debug_assert_eq!(held.len(), self.held.len());
+        self.held = held;
     }
 
     /// Add (`sign` 1) or take away (-1) a job's peaks.

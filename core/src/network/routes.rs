@@ -486,6 +486,16 @@ impl Router {
         self.strict = on;
     }
 
+    /// [`Routing::Peak`]: with `true`, a strict route puts a flow that fits
+    /// no path on the first path where only its own job's peaks count, as
+    /// a replay's router always does (`super::peak`, "Time-shared links");
+    /// for a placer that scores the links it then shares.
+    pub fn lend(&mut self, on: bool) {
+        if let Some(p) = &mut self.peaks {
+            p.lend(on);
+        }
+    }
+
     /// [`Routing::Peak`]: the routed jobs' peaks added up, per link.
     pub fn held_peaks(&self) -> &[f64] {
         self.peaks.as_ref().map_or(&[], Peaks::held)
@@ -697,9 +707,29 @@ impl Router {
         }
         let mut picks = std::mem::take(&mut self.peak_picks);
         picks.clear();
-        let (mut left, mut from) = (r.flows, 0);
+        // Strict fits first; then, where lending, fits that count only the
+        // job's own peaks (`super::peak`, "Time-shared links"). Each kind's
+        // first fitting path only moves on within a run.
+        let lend = !self.strict || peaks.lending();
+        let (mut left, mut from, mut lent_from) = (r.flows, 0, 0);
+        let mut order = Vec::new();
         while left > 0 {
-            let Some(i) = peaks.first_fit(paths, from, &r.share) else {
+            let fit = match peaks.first_fit(paths, from, &r.share) {
+                Some(i) => Some((i, false)),
+                None if lend => {
+                    if order.is_empty() {
+                        order = peaks.lent_order(paths);
+                    }
+                    from = paths.len();
+                    let at = peaks.first_fit_lent(paths, &order, lent_from, &r.share);
+                    at.map(|k| {
+                        lent_from = k + 1;
+                        (order[k], true)
+                    })
+                }
+                None => None,
+            };
+            let Some((i, lent)) = fit else {
                 if self.strict {
                     self.peak_picks = picks;
                     return false;
@@ -708,9 +738,12 @@ impl Router {
                 picks.push((0, left));
                 break;
             };
-            let k = peaks.take(&paths[i], &r.share, left);
+            let k = peaks.take(&paths[i], &r.share, left, lent);
             picks.push((i, k));
-            (left, from) = (left - k, i + 1);
+            left -= k;
+            if !lent {
+                from = i + 1;
+            }
         }
         let mut ok = true;
         for &(i, times) in &picks {
@@ -746,6 +779,14 @@ impl Router {
     /// least-loaded choice the other way).
     pub fn restore(&mut self, loads: Vec<f64>) {
         self.load = loads;
+    }
+
+    /// [`Routing::Peak`]: put back the held peaks [`Router::held_peaks`]
+    /// returned, exactly (as [`Router::restore`] for loads).
+    pub fn restore_peaks(&mut self, held: Vec<f64>) {
+        if let Some(p) = &mut self.peaks {
+            p.restore(held);
+        }
     }
 
     /// Forget a routed job's load (and its peaks).
@@ -863,14 +904,23 @@ impl Router {
     }
 
     /// [`Routing::Peak`]: the first fitting path from leaf `from` to leaf
-    /// `to` for one flow of `share`, counted in the job's peaks (the first
-    /// path when none fits and the router is not strict); `Err` when a
-    /// strict route finds none.
+    /// `to` for one flow of `share`, counted in the job's peaks; when none
+    /// fits and the router lends (`super::peak`, "Time-shared links"), the
+    /// first that fits the job's own peaks; then the first path when the
+    /// router is not strict; `Err` when a strict route finds none.
     fn peak_path(&mut self, from: LeafId, to: LeafId, share: &Share) -> Result<Option<Path>, Over> {
         let pair = from.index() * self.fabric.leaves.len() + to.index();
         let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
         let peaks = peaks.expect("Routing::Peak keeps peaks");
-        let i = match peaks.first_fit(paths, 0, share) {
+        let lend = !self.strict || peaks.lending();
+        let fit = peaks.first_fit(paths, 0, share);
+        let lent = || {
+            let order = peaks.lent_order(paths);
+            let at = peaks.first_fit_lent(paths, &order, 0, share);
+            at.map(|k| order[k])
+        };
+        let fit = fit.or_else(|| lend.then(lent).flatten());
+        let i = match fit {
             Some(i) => i,
             None if self.strict => return Err(Over),
             None if paths.is_empty() => return Ok(None),

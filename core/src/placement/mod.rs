@@ -113,7 +113,7 @@ pub enum PlacementError {
         gpus: u32,
         policy: &'static str,
     },
-    #[error("`{option}` does not apply to policy `{policy}` (`--partial-servers`: policies that place whole servers; `--sharing`: vclos and ocs-vclos)")]
+    #[error("`{option}` does not apply to policy `{policy}` (`--partial-servers`: policies that place whole servers; `--sharing`: vclos, ocs-vclos and titan)")]
     NotForPolicy {
         policy: Policy,
         option: &'static str,
@@ -237,6 +237,13 @@ impl Policy {
     pub fn is_baseline(self) -> bool {
         !matches!(self, Policy::Vclos | Policy::OcsVclos)
     }
+
+    /// Has a sharing mode (`--sharing`): vClos and OCS-vClos share reserved
+    /// links ([`shared`]), titan time-shares the links it routes over
+    /// ([`titan`] module doc, "Time-shared links").
+    pub fn shares(self) -> bool {
+        matches!(self, Policy::Vclos | Policy::OcsVclos | Policy::Titan)
+    }
 }
 
 impl fmt::Display for Policy {
@@ -275,7 +282,8 @@ pub struct SliceOptions {
     /// refuse it.
     pub partial_servers: bool,
     /// Share links with compatible jobs when no isolated slice exists
-    /// ([`shared`]; vClos and OCS-vClos only).
+    /// ([`shared`]; vClos and OCS-vClos), or time-share the links titan
+    /// routes over ([`titan`] module doc); [`Policy::shares`].
     pub sharing: Option<SharingMode>,
 }
 
@@ -312,7 +320,7 @@ pub fn placer_on(
             option: "--partial-servers",
         });
     }
-    if options.sharing.is_some() && policy.is_baseline() {
+    if options.sharing.is_some() && !policy.shares() {
         return Err(PlacementError::NotForPolicy {
             policy,
             option: "--sharing",
@@ -335,7 +343,7 @@ pub fn placer_on(
                 .with_options(options),
         ),
         Policy::Sr => Box::new(SrPlacer::with_state(state).with_options(options)),
-        Policy::Titan => Box::new(TitanPlacer::with_state(state)),
+        Policy::Titan => Box::new(TitanPlacer::with_state(state).with_sharing(options.sharing)),
         Policy::HivedLike => Box::new(PackingPlacer::with_state(state, Packing::Buddy)),
         Policy::TiresiasLike => Box::new(PackingPlacer::with_state(state, Packing::Tiresias)),
     })
@@ -505,7 +513,9 @@ fn commit_sharing(
     };
     let mut d = plan.to_decision(state.topology(), &job.id);
     d.requested_gpus = Some(job.gpus);
-    d.sharing = sharing.filter(|_| !plan.links.is_empty()).map(Box::new);
+    // Titan's jobs across leaves hold no links but are routed over them.
+    let keep = !plan.links.is_empty() || plan.stage == Stage::Manual;
+    d.sharing = sharing.filter(|_| keep).map(Box::new);
     let d = Arc::new(d);
     let res = plan.resources(state);
     state

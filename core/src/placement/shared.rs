@@ -124,6 +124,7 @@ pub fn alone(profile: &Profile) -> Sharing {
         score: 1.0,
         profile: phases_of(profile),
         links: Vec::new(),
+        time_shared_links: 0,
     }
 }
 
@@ -225,13 +226,40 @@ fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
             with,
         });
     }
+    let (time_shift_ms, score) = best_shift(st, &groups, profile, f64::NEG_INFINITY);
+    Sharing {
+        time_shift_ms,
+        score,
+        profile: phases_of(profile),
+        links,
+        time_shared_links: 0,
+    }
+}
+
+/// The newcomer's best shift on a grid of [`SHIFT_STEPS`] points over its
+/// iteration, and its score there: the least over `groups` (the holders of
+/// each shared link, alike links once) of Eq. 4.2 with every holder at
+/// full load at its own recorded shift (module doc, "Score"). Shifts whose
+/// score falls below `at_least` are dropped as soon as it does; when none
+/// is left, the score returned is below `at_least` and the shift is 0.
+pub(crate) fn best_shift(
+    st: &FabricState,
+    groups: &BTreeSet<Vec<JobId>>,
+    profile: &Profile,
+    at_least: f64,
+) -> (u32, f64) {
     let iter = profile.iteration_ms();
     let steps = SHIFT_STEPS.min(iter);
-    let grid: Vec<u32> = (0..steps)
-        .map(|i| (u64::from(i) * u64::from(iter) / u64::from(steps)) as u32)
+    let mut alive: Vec<(u32, f64)> = (0..steps)
+        .map(|i| {
+            (
+                (u64::from(i) * u64::from(iter) / u64::from(steps)) as u32,
+                1.0,
+            )
+        })
         .collect();
-    let mut worst = vec![1.0f64; grid.len()];
-    for jobs in &groups {
+    let mut dropped = f64::NEG_INFINITY;
+    for jobs in groups {
         let running: Vec<(Profile, u32)> = jobs
             .iter()
             .filter_map(|j| {
@@ -239,37 +267,30 @@ fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
                 Some((profile_of(s)?, s.time_shift_ms))
             })
             .collect();
-        let fixed: Vec<(OnLink, u32)> = running
-            .iter()
-            .map(|(p, t)| {
-                (
-                    OnLink {
-                        profile: p,
-                        load: 1.0,
-                    },
-                    *t,
-                )
-            })
+        let fixed: Vec<(OnLink, u32)> = (running.iter())
+            .map(|(profile, t)| (OnLink { profile, load: 1.0 }, *t))
             .collect();
         let new = OnLink { profile, load: 1.0 };
-        for (w, s) in worst
+        let grid: Vec<u32> = alive.iter().map(|a| a.0).collect();
+        for (a, s) in alive
             .iter_mut()
             .zip(scores_joining(&fixed, new, 1.0, &grid))
         {
-            *w = w.min(s);
+            a.1 = a.1.min(s);
+        }
+        for a in alive.iter().filter(|a| a.1 < at_least) {
+            dropped = dropped.max(a.1);
+        }
+        alive.retain(|a| a.1 >= at_least);
+        if alive.is_empty() {
+            return (0, dropped);
         }
     }
-    let (at, score) =
-        worst.iter().enumerate().fold(
-            (0, f64::NEG_INFINITY),
-            |b, (i, &s)| if s > b.1 { (i, s) } else { b },
-        );
-    Sharing {
-        time_shift_ms: grid.get(at).copied().unwrap_or(0),
-        score,
-        profile: phases_of(profile),
-        links,
-    }
+    // The best score, the earliest shift among equals.
+    alive.iter().fold(
+        (0, f64::NEG_INFINITY),
+        |b, a| if a.1 > b.1 { *a } else { b },
+    )
 }
 
 /// A fabric crowded for sharing, for the tests here and above (feature

@@ -77,6 +77,38 @@
 //! free; first fit by peak halves the network blocks and lowers avg JWT by
 //! 7-36% at load 0.9 (docs/titan.md, section 6).
 //!
+//! **Time-shared links** (`--sharing cassini`; Cassini, seed 001,
+//! Sections 4.2-4.4; docs/titan.md 6.8). Titan's check keeps the *peaks*
+//! of all phases of all jobs within each link, whatever the alignment of
+//! the jobs' iterations; but a job communicates only in part of each
+//! iteration (its Up-Down profile, `comm_fraction`), so two jobs whose Up
+//! phases never meet can use one link at full rate. In a sharing mode,
+//! when no candidate fits beside the held peaks, each multi-leaf candidate
+//! is routed again with *lent* fits ([`crate::network::peak`]: a flow that
+//! fits no path goes on the path whose busier link holds the least peak
+//! among those where its own job's peaks fit), and every link where the
+//! held peaks and the job's no longer fit together is a *shared* link.
+//! The job is admitted at the shift (a grid of [`shared::SHIFT_STEPS`]
+//! over its iteration; running jobs keep theirs, as in vClos's sharing
+//! mode) whose Eq. 4.2 score, the least over its shared links with every
+//! holder at full load, is highest and at least the mode's `min_score`;
+//! scored with its profile held one slot of Cassini's circle longer on each
+//! side ([`crate::sharing::profile::Profile::dilated`]), so that its phases
+//! never touch a holder's: the network model, which plays shared links out
+//! in 1 ms steps, would see a touching boundary as a step of overlap. A
+//! link has at most [`MAX_LINK_JOBS`] holders, all placed in a sharing
+//! mode. A refused route is taken back bit for bit (the twin's loads and
+//! peaks as they were), since the replay's router never routes it: the
+//! replay's router, which is not strict, puts a flow that fits no path on
+//! the same lent path, so the model charges the routes titan checked
+//! (tested bit for bit). At `--min-score 1` and the decisions' shifts
+//! (`--congestion cassini`) no job is ever slowed (tested against the
+//! phased model; with any score allowed the same model does slow jobs).
+//! Every multi-leaf job of a sharing-mode titan records its profile and
+//! shift in its decision's `sharing` (shift 0 when it shares nothing, so
+//! the jobs that share nothing keep their Up phases together), and
+//! `time_shared_links` counts the links it shares.
+//!
 //! Decisions hold GPUs only (stage `server`, `leaf`, or `manual` across
 //! leaves, in the ideal-network state as `best`): `titan` is a simulation
 //! policy; its slices on a real fabric are issue 15's item 2.
@@ -85,13 +117,16 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::plan::Plan;
-use super::{commit, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer};
-use crate::decision::{Decision, Stage};
+use super::shared::{self, SharingMode};
+use super::{
+    commit_sharing, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer,
+};
+use crate::decision::{Decision, Sharing, Stage};
 use crate::names::JobId;
 use crate::network::fairshare::Class;
 use crate::network::peak::SLACK;
 use crate::network::routes::{Router, Routing};
-use crate::state::FabricState;
+use crate::state::{FabricState, MAX_LINK_JOBS};
 use crate::topology::{LeafId, ServerId, Topology};
 use crate::trace::Collective;
 
@@ -109,6 +144,10 @@ pub struct TitanPlacer {
     held: HashMap<JobId, Class>,
     /// With [`TitanPlacer::spine_sets`]: the check instead of the twin.
     sets: Option<super::spine_sets::SpineSets>,
+    /// `--sharing cassini` (module doc, "Time-shared links").
+    sharing: Option<SharingMode>,
+    /// In a sharing mode: the jobs routed over each directed link.
+    on_link: Vec<Vec<JobId>>,
 }
 
 /// GPUs taken per server, in rank order.
@@ -155,6 +194,8 @@ impl TitanPlacer {
             twin: Router::new(&topo, Routing::Peak),
             held: HashMap::new(),
             sets: None,
+            sharing: None,
+            on_link: Vec::new(),
             state: state.ideal_network(),
         };
         let held: Vec<(JobId, Vec<(ServerId, u16)>)> = p
@@ -170,6 +211,23 @@ impl TitanPlacer {
         }
         p.twin.strict(true);
         p
+    }
+
+    /// Time-share links with jobs whose communication interleaves with a
+    /// candidate's when no candidate fits without (module doc, "Time-shared
+    /// links"); every job this placer admits across leaves then records its
+    /// profile and time shift in its decision. Only a placer that starts
+    /// empty of multi-leaf jobs can share (a state does not record the
+    /// routes its jobs were checked on); `None` turns it off.
+    pub fn with_sharing(mut self, mode: Option<SharingMode>) -> Self {
+        self.sharing = mode;
+        self.on_link = vec![Vec::new(); self.twin.held_peaks().len()];
+        for (job, class) in &self.held {
+            for &(l, _) in &class.peaks {
+                self.on_link[l].push(job.clone());
+            }
+        }
+        self
     }
 
     /// A measuring tool, not a policy (issue 15): titan with a perfect
@@ -506,10 +564,13 @@ fn order_by_leaf(topo: &Topology, pick: Pick) -> Pick {
 
 impl TitanPlacer {
     /// The first candidate whose every flow fits (routed on the twin, which
-    /// then holds it), with its GPUs in rank order; `None` when none fits.
-    fn choose(&mut self, job: &JobRequest, free: &Free) -> Option<(Kind, Gpus, Class)> {
+    /// then holds it), with its GPUs in rank order; in a sharing mode, else
+    /// the first that fits by time-sharing links ([`TitanPlacer::share`]);
+    /// `None` when none fits.
+    fn choose(&mut self, job: &JobRequest, free: &Free) -> Option<Chosen> {
         let c = job.collective.unwrap_or(DEFAULT_COLLECTIVE);
         let topo = Arc::clone(self.state.topology());
+        let mut multi_leaf = Vec::new();
         for (kind, pick) in self.candidates(job.gpus, c, free) {
             let leaves: BTreeSet<LeafId> = pick.iter().map(|&(s, _)| topo.server(s).leaf).collect();
             let gpus: Gpus = pick
@@ -517,21 +578,78 @@ impl TitanPlacer {
                 .flat_map(|&(s, n)| self.gpus_on(s, n).into_iter().map(move |g| (s, g)))
                 .collect();
             if leaves.len() <= 1 {
-                return Some((kind, gpus, Class::default()));
+                return Some((kind, gpus, Class::default(), None));
             }
             if let Some(sets) = &mut self.sets {
                 if sets.admit(&topo, &job.id, &gpus, c) {
-                    return Some((kind, gpus, Class::default()));
+                    return Some((kind, gpus, Class::default(), None));
                 }
                 continue;
             }
             if let Some(class) = self.route(&gpus, c) {
-                return Some((kind, gpus, class));
+                let alone = self.sharing.map(|m| shared::alone(&m.profile_of(job)));
+                return Some((kind, gpus, class, alone));
+            }
+            multi_leaf.push((kind, gpus));
+        }
+        let mode = self.sharing?;
+        multi_leaf
+            .into_iter()
+            .find_map(|(kind, gpus)| self.share(job, mode, kind, gpus, c))
+    }
+
+    /// Candidate `gpus` routed with time-shared links (module doc): the
+    /// route, and the job's shift scored against every shared link's
+    /// holders; `None`, with the twin as it was, when a link would have
+    /// [`MAX_LINK_JOBS`] holders or the best shift scores below the mode's
+    /// `min_score`.
+    fn share(
+        &mut self,
+        job: &JobRequest,
+        mode: SharingMode,
+        kind: Kind,
+        gpus: Gpus,
+        c: Collective,
+    ) -> Option<Chosen> {
+        // A refused route is taken back exactly, as a strict one that
+        // fails is never counted: the replay's router sees the same floats.
+        let saved = (self.twin.loads(), self.twin.held_peaks().to_vec());
+        self.twin.lend(true);
+        let routed = self.route(&gpus, c);
+        self.twin.lend(false);
+        let class = routed?;
+        let held = self.twin.held_peaks();
+        let (mut groups, mut shared) = (BTreeSet::new(), 0);
+        for &(l, peak) in &class.peaks {
+            let before = held[l] - peak;
+            if before > SLACK && before + peak > 1.0 + SLACK {
+                groups.insert(self.on_link[l].clone());
+                shared += 1;
             }
         }
-        None
+        let profile = mode.profile_of(job);
+        // Every holder must have opted in (a job from a state may not have).
+        let opted = |j: &JobId| (self.state.decision(j)).is_some_and(|d| d.sharing.is_some());
+        let full = (groups.iter()).any(|g| g.len() + 1 > MAX_LINK_JOBS || !g.iter().all(opted));
+        // Scored with a gap of one slot of Cassini's circle on each side.
+        let pad = crate::sharing::circle::quantum(&[profile.iteration_ms()]).0;
+        let scored = profile.dilated(pad);
+        let (shift, score) = shared::best_shift(&self.state, &groups, &scored, mode.min_score);
+        if full || score < mode.min_score {
+            self.twin.restore(saved.0);
+            self.twin.restore_peaks(saved.1);
+            return None;
+        }
+        let mut sharing = shared::alone(&profile);
+        (sharing.time_shift_ms, sharing.score) = (shift, score);
+        sharing.time_shared_links = shared;
+        Some((kind, gpus, class, Some(sharing)))
     }
 }
+
+/// A chosen candidate: which it is, its GPUs in rank order, the route the
+/// twin holds, and the job's `sharing` section in a sharing mode.
+type Chosen = (Kind, Gpus, Class, Option<Sharing>);
 
 impl Placer for TitanPlacer {
     fn name(&self) -> &'static str {
@@ -544,7 +662,7 @@ impl Placer for TitanPlacer {
         if free.total() < u64::from(job.gpus) {
             return Ok(Outcome::Blocked(Blocked::Gpu));
         }
-        let Some((_, gpus, class)) = self.choose(job, &free) else {
+        let Some((_, gpus, class, sharing)) = self.choose(job, &free) else {
             return Ok(Outcome::Blocked(Blocked::Network));
         };
         let topo = self.state.topology();
@@ -557,7 +675,13 @@ impl Placer for TitanPlacer {
             (_, 1) => Stage::Leaf,
             _ => Stage::Manual,
         };
-        let out = commit(&mut self.state, "titan", job, &Plan::local(stage, gpus))?;
+        let plan = Plan::local(stage, gpus);
+        let out = commit_sharing(&mut self.state, "titan", job, &plan, sharing)?;
+        if !self.on_link.is_empty() {
+            for &(l, _) in &class.peaks {
+                self.on_link[l].push(job.id.clone());
+            }
+        }
         self.held.insert(job.id.clone(), class);
         Ok(out)
     }
@@ -568,6 +692,11 @@ impl Placer for TitanPlacer {
             sets.release(job);
         }
         if let Some(class) = self.held.remove(job) {
+            if !self.on_link.is_empty() {
+                for &(l, _) in &class.peaks {
+                    self.on_link[l].retain(|j| j != job);
+                }
+            }
             if !class.links.is_empty() {
                 self.twin.unroute(&class);
             }
@@ -584,8 +713,9 @@ impl Placer for TitanPlacer {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::network::model::Contention;
+    use crate::network::model::{Congestion, Contention};
     use crate::network::peak::SLACK;
+    use crate::placement::commit;
     use crate::placement::Policy;
     use crate::placement::Rng;
     use crate::topology::generate::leaf_spine_topology;
@@ -723,12 +853,36 @@ mod tests {
     /// the bit.
     #[test]
     fn routing_in_runs_decides_as_one_flow_at_a_time() {
+        let (multi_leaf, refused, _) = runs_against_one_at_a_time(None);
+        assert!(multi_leaf > 100, "too few multi-leaf jobs: {multi_leaf}");
+        assert!(refused > 10, "the check never refused: {refused}");
+    }
+
+    /// The same with time-shared links: the lent fits of a run ("Runs" and
+    /// "Time-shared links" in `network::peak`) choose as flow by flow.
+    #[test]
+    fn time_sharing_in_runs_decides_as_one_flow_at_a_time() {
+        let mode = SharingMode {
+            min_score: 0.5,
+            ..SharingMode::default()
+        };
+        let (multi_leaf, refused, shared) = runs_against_one_at_a_time(Some(mode));
+        assert!(multi_leaf > 100, "too few multi-leaf jobs: {multi_leaf}");
+        assert!(shared > 20, "too few time-shared jobs: {shared}");
+        assert!(refused > 5, "the check never refused: {refused}");
+    }
+
+    /// Titan routing in runs and flow by flow, side by side on random
+    /// admissions and releases: the same decisions, peaks and loads, bit
+    /// for bit. Returns the multi-leaf, network-refused and time-shared
+    /// jobs.
+    fn runs_against_one_at_a_time(sharing: Option<SharingMode>) -> (u32, u32, u32) {
         let mut rng = Rng(0x7174_a000_0000_0002);
-        let (mut multi_leaf, mut refused) = (0, 0);
+        let (mut multi_leaf, mut refused, mut shared) = (0, 0, 0);
         for (leaves, servers, t, spines) in [(4, 4, 4, 8), (4, 3, 2, 2), (6, 4, 4, 16)] {
             let topo = fabric(leaves, servers, t, spines);
-            let mut runs = TitanPlacer::new(Arc::clone(&topo));
-            let mut one = TitanPlacer::new(Arc::clone(&topo));
+            let mut runs = TitanPlacer::new(Arc::clone(&topo)).with_sharing(sharing);
+            let mut one = TitanPlacer::new(Arc::clone(&topo)).with_sharing(sharing);
             one.twin.one_flow_at_a_time();
             let mut running: Vec<JobId> = Vec::new();
             for i in 0..300 {
@@ -745,6 +899,7 @@ mod tests {
                 match got {
                     Outcome::Placed(d) => {
                         multi_leaf += u32::from(d.stage == Stage::Manual);
+                        shared += u32::from(time_shared(&d));
                         running.push(r.id);
                     }
                     Outcome::Blocked(Blocked::Network) => refused += 1,
@@ -759,8 +914,167 @@ mod tests {
                 assert_eq!(bits(&runs.twin.loads()), bits(&one.twin.loads()), "job {i}");
             }
         }
-        assert!(multi_leaf > 100, "too few multi-leaf jobs: {multi_leaf}");
-        assert!(refused > 10, "the check never refused: {refused}");
+        (multi_leaf, refused, shared)
+    }
+
+    /// One time in three (when jobs run), release a random running job
+    /// from the placer and the model at `now`: whether one was.
+    fn release_one(
+        rng: &mut Rng,
+        running: &mut Vec<(usize, JobId)>,
+        p: &mut TitanPlacer,
+        model: &mut Contention,
+        now: f64,
+    ) -> bool {
+        if running.is_empty() || rng.below(3) != 0 {
+            return false;
+        }
+        let (idx, id) = running.swap_remove(rng.below(running.len() as u64) as usize);
+        p.release(&id).unwrap();
+        model.finish(idx, now);
+        true
+    }
+
+    fn time_shared(d: &Decision) -> bool {
+        d.sharing.as_ref().is_some_and(|s| s.time_shared_links > 0)
+    }
+
+    /// Time-shared links at score 1, checked by the network model with
+    /// phases played out at the decisions' shifts (`--congestion
+    /// cassini`): no titan job is ever slowed, and the model's router
+    /// holds exactly the twin's peaks after every step (the twin invariant:
+    /// a refused time-shared route is taken back bit for bit). With any
+    /// score allowed, the same model does slow jobs: it sees overlaps.
+    #[test]
+    fn time_shared_jobs_at_score_1_are_never_slowed_by_the_phased_model() {
+        let strict = SharingMode {
+            min_score: 1.0,
+            ..SharingMode::default()
+        };
+        let (slowed, shared, refused) = time_shared_replay(strict);
+        assert_eq!(slowed, 0, "a job at score 1 was slowed");
+        assert!(shared > 10, "too few time-shared jobs: {shared}");
+        assert!(refused > 10, "the score never refused: {refused}");
+        let any = SharingMode {
+            min_score: 0.0,
+            ..SharingMode::default()
+        };
+        let (slowed, shared, _) = time_shared_replay(any);
+        assert!(
+            slowed > 0,
+            "no overlap seen among {shared} time-shared jobs"
+        );
+    }
+
+    /// Random admissions and releases under titan in `mode`, each job with
+    /// its own Up-Down profile, fed to the phased model; returns the jobs
+    /// slowed, time-shared and refused on the network.
+    fn time_shared_replay(mode: SharingMode) -> (u32, u32, u32) {
+        use crate::sharing::profile::Profile;
+        let mut rng = Rng(0x7174_a000_0000_0003);
+        let (mut slowed, mut shared, mut refused) = (0, 0, 0);
+        let fabrics = [
+            (4, 2, 4, 8),
+            (4, 3, 2, 2),
+            (3, 2, 4, 2),
+            (4, 4, 2, 3),
+            (6, 2, 4, 4),
+        ];
+        for (leaves, servers, t, spines) in fabrics {
+            let topo = fabric(leaves, servers, t, spines);
+            let mut p = TitanPlacer::new(Arc::clone(&topo)).with_sharing(Some(mode));
+            let router = Router::new(&topo, Routing::for_policy(Policy::Titan, 0));
+            let mut model = Contention::new(router, 400).with_congestion(Congestion::Cassini);
+            let mut running: Vec<(usize, JobId)> = Vec::new();
+            for i in 0..400 {
+                let now = i as f64;
+                if release_one(&mut rng, &mut running, &mut p, &mut model, now) {
+                    continue;
+                }
+                // All-to-all half the time: its peaks are not whole line
+                // rates, so a route taken back by adding the negative
+                // would leave float residue (the twin invariant's risk).
+                let c = Collective::ALL[[0, 1, 2, 2][rng.below(4) as usize]];
+                let gpus = 1 + rng.below(u64::from(3 * t + 1)) as u32;
+                let comm = [0.1, 0.2, 0.3, 0.45, 0.6, 0.7][rng.below(6) as usize];
+                let mut r = req(&format!("j{i}"), gpus, c);
+                r.profile = Some(Profile::up_down(250, comm));
+                match p.place(&r).unwrap() {
+                    Outcome::Placed(d) => {
+                        shared += u32::from(time_shared(&d));
+                        let w = Workload {
+                            comm_fraction: comm,
+                            collective: c,
+                            model: None,
+                            iteration_ms: Some(250),
+                        };
+                        model.start(i, now, 1e9, &w, &d).unwrap();
+                        running.push((i, r.id));
+                    }
+                    Outcome::Blocked(Blocked::Network) => refused += 1,
+                    Outcome::Blocked(Blocked::Gpu) => {}
+                }
+                let bits = |x: &[f64]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let (twin, replay) = (p.twin.held_peaks(), model.router().held_peaks());
+                assert_eq!(bits(twin), bits(replay), "job {i}");
+            }
+            // Slowed beyond the max-min solve's float rounding (which runs
+            // whenever a time-shared link is over capacity by merged load).
+            let slow = |i: &usize| model.seen(*i).min_lambda < 1.0 - 1e-9;
+            slowed += (0..400).filter(slow).count() as u32;
+        }
+        (slowed, shared, refused)
+    }
+
+    /// One spine, one GPU per server: `a` crosses the two leaves and fills
+    /// every link; `b`, the same again, fits only by time-sharing all four
+    /// directed links with `a`, in the part of the iteration `a` does not
+    /// communicate in; a `b` that communicates too long to fit beside `a`
+    /// is refused and leaves the twin bit for bit as it was.
+    #[test]
+    fn a_job_time_shares_links_only_where_its_phases_fit_between_the_holders() {
+        use crate::sharing::profile::Profile;
+        let topo = fabric(2, 2, 1, 1);
+        let mode = SharingMode {
+            min_score: 1.0,
+            ..SharingMode::default()
+        };
+        // h0 and h1 on the first server of each leaf.
+        let mut st = FabricState::new(Arc::clone(&topo)).ideal_network();
+        for (h, s) in [("h0", 0), ("h1", 2)] {
+            let plan = Plan::local(Stage::Server, vec![(ServerId(s), 0)]);
+            commit(&mut st, "test", &req(h, 1, Collective::Ring), &plan).unwrap();
+        }
+        let mut p = TitanPlacer::with_state(st).with_sharing(Some(mode));
+        let with = |id: &str, comm: f64| {
+            let mut r = req(id, 2, Collective::Ring);
+            r.profile = Some(Profile::up_down(250, comm));
+            r
+        };
+        let a = placed(p.place(&with("a", 0.3)).unwrap());
+        let sa = a.sharing.as_deref().unwrap();
+        assert_eq!(
+            (a.stage, sa.time_shift_ms, sa.time_shared_links),
+            (Stage::Manual, 0, 0)
+        );
+        // A free GPU on each leaf again, and no link with room.
+        for h in ["h0", "h1"] {
+            p.release(&JobId::new(h).unwrap()).unwrap();
+        }
+        let before: Vec<u64> = p.twin.held_peaks().iter().map(|x| x.to_bits()).collect();
+        let long = p.place(&with("long", 0.8)).unwrap();
+        assert_eq!(long, Outcome::Blocked(Blocked::Network));
+        let after: Vec<u64> = p.twin.held_peaks().iter().map(|x| x.to_bits()).collect();
+        assert_eq!(before, after, "a refused route left peaks behind");
+        let b = placed(p.place(&with("b", 0.3)).unwrap());
+        let sb = b.sharing.as_deref().unwrap();
+        assert_eq!((sb.time_shared_links, sb.score), (4, 1.0));
+        // a communicates in [0, 75) ms of each 250: b's 75 ms fit after.
+        assert!(
+            (75..=175).contains(&sb.time_shift_ms),
+            "{}",
+            sb.time_shift_ms
+        );
     }
 
     /// The bandwidth invariant, checked by the network model itself: an
@@ -781,10 +1095,7 @@ mod tests {
             let mut running: Vec<(usize, JobId)> = Vec::new();
             for i in 0..400 {
                 let now = i as f64;
-                if !running.is_empty() && rng.below(3) == 0 {
-                    let (idx, id) = running.swap_remove(rng.below(running.len() as u64) as usize);
-                    p.release(&id).unwrap();
-                    model.finish(idx, now);
+                if release_one(&mut rng, &mut running, &mut p, &mut model, now) {
                     continue;
                 }
                 let c = Collective::ALL[rng.below(3) as usize];
@@ -874,7 +1185,7 @@ mod tests {
             if free.total() < u64::from(job.gpus) {
                 continue;
             }
-            let kind = p.clone().choose(&job, &free).map(|(k, _, _)| k);
+            let kind = p.clone().choose(&job, &free).map(|(k, ..)| k);
             let out = p.place(&job).unwrap();
             assert_eq!(kind.is_some(), matches!(out, Outcome::Placed(_)), "job {i}");
             if let Some(k) = kind {

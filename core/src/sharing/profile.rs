@@ -164,11 +164,52 @@ impl Profile {
         }
     }
 
+    /// The profile with every demand held for `pad_ms` more on each side
+    /// (at each millisecond the most demand within `pad_ms` of it, around
+    /// the iteration's circle): a job scored with it keeps a gap of
+    /// `pad_ms` from the jobs it interleaves with, so rounding in the
+    /// model that plays them out, or clocks a little apart, cannot make
+    /// their phases touch. At most one phase more (where the iteration
+    /// wraps). An iteration over [`MAX_DILATED_MS`] is returned as it is
+    /// (the work is a step per millisecond).
+    pub fn dilated(&self, pad_ms: u32) -> Profile {
+        let n = self.iteration_ms as usize;
+        if pad_ms == 0 || n <= 1 || self.iteration_ms > MAX_DILATED_MS {
+            return self.clone();
+        }
+        let mut at = Vec::with_capacity(n);
+        for p in &self.phases {
+            at.extend(std::iter::repeat_n(p.demand, p.ms as usize));
+        }
+        let pad = (pad_ms as usize).min(n / 2);
+        let held: Vec<f64> = (0..n)
+            .map(|i| {
+                (i + n - pad..=i + n + pad)
+                    .map(|k| at[k % n])
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        let mut phases: Vec<Phase> = Vec::new();
+        for d in held {
+            match phases.last_mut() {
+                Some(p) if p.demand == d => p.ms += 1,
+                _ => phases.push(Phase { ms: 1, demand: d }),
+            }
+        }
+        Profile {
+            phases,
+            iteration_ms: self.iteration_ms,
+        }
+    }
+
     /// Share of the iteration spent communicating, weighted by demand.
     pub fn duty(&self) -> f64 {
         self.mean_demand(0.0, f64::from(self.iteration_ms))
     }
 }
+
+/// Longest iteration [`Profile::dilated`] pads, ms.
+pub const MAX_DILATED_MS: u32 = 1 << 16;
 
 /// Largest profiles file read.
 pub const MAX_PROFILES_BYTES: usize = 1024 * 1024;
@@ -319,6 +360,35 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Dilation holds each demand `pad` ms more on both sides, around the
+    /// circle: Up [200, 250) of 250 becomes [199, 250) plus [0, 1) after
+    /// the wrap; the mean demand grows by 2 ms; no pad is the profile.
+    #[test]
+    fn dilation_pads_every_demand_on_both_sides_around_the_circle() {
+        let p = Profile::up_down(250, 0.2);
+        let d = p.dilated(1);
+        let shape: Vec<(u32, f64)> = d.phases().iter().map(|x| (x.ms, x.demand)).collect();
+        assert_eq!(shape, vec![(1, 1.0), (198, 0.0), (51, 1.0)]);
+        assert_eq!(d.iteration_ms(), 250);
+        assert!((d.duty() - 52.0 / 250.0).abs() < 1e-12);
+        assert_eq!(p.dilated(0), p);
+        // Two levels: the higher demand wins where the pads meet (0.5 gains
+        // 2 ms before and loses 2 ms to 1.0 after; 1.0 wraps 2 ms).
+        let two = Profile::new(vec![
+            Phase {
+                ms: 10,
+                demand: 0.0,
+            },
+            Phase { ms: 5, demand: 0.5 },
+            Phase { ms: 5, demand: 1.0 },
+        ])
+        .unwrap();
+        let shape: Vec<(u32, f64)> = (two.dilated(2).phases().iter())
+            .map(|x| (x.ms, x.demand))
+            .collect();
+        assert_eq!(shape, vec![(2, 1.0), (6, 0.0), (5, 0.5), (7, 1.0)]);
+    }
 
     #[test]
     fn a_profiles_file_gives_multi_phase_patterns_by_model() {

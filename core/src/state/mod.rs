@@ -21,6 +21,9 @@ pub mod lock;
 pub mod store;
 mod validate;
 
+/// The most jobs one link may be shared by (`--sharing`).
+pub use validate::MAX_LINK_JOBS;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 

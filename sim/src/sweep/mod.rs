@@ -95,9 +95,9 @@ impl std::str::FromStr for Variant {
         if partial_servers && !policy.whole_servers() {
             return Err(format!("`{s}`: {policy} always takes partly used servers"));
         }
-        if sharing.is_some() && policy.is_baseline() {
+        if sharing.is_some() && !policy.shares() {
             return Err(format!(
-                "`{s}`: the sharing mode is for vclos and ocs-vclos"
+                "`{s}`: the sharing mode is for vclos, ocs-vclos and titan"
             ));
         }
         Ok(Variant {

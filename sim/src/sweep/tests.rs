@@ -170,7 +170,8 @@ fn sharing_variants_parse_run_and_model_their_congestion() {
         (true, Some(Congestion::Mltcp), "vclos+partial+mltcp")
     );
     let e = "best+cassini".parse::<Variant>().unwrap_err();
-    assert!(e.contains("vclos and ocs-vclos"), "{e}");
+    assert!(e.contains("vclos, ocs-vclos and titan"), "{e}");
+    assert!("titan+cassini".parse::<Variant>().is_ok());
     let topo = cluster512();
     let mut g = grid();
     g.policies = ["vclos", "vclos+cassini", "vclos+random"]

@@ -48,7 +48,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 mod sharing;
 
-pub(super) use sharing::MAX_LINK_JOBS;
+pub use sharing::MAX_LINK_JOBS;
 
 use super::{FabricState, Occupancy, Resources, StateError, FREE, MASKED};
 use crate::decision::{Decision, OcsHop, ReservedLink, Stage};
