@@ -35,8 +35,10 @@
 //! **Time-shared links** (`titan --sharing cassini`, docs/titan.md 6.8).
 //! A flow that fits no path may be put, by a router in a sharing mode
 //! ([`Peaks::lend`]) or by a replay's router that routes what was placed,
-//! on the first path where only *its own job's* peaks are counted
-//! ([`Peaks::first_fit_lent`]): the held peaks there are jobs whose
+//! on a path where only *its own job's* peaks are counted
+//! ([`Peaks::first_fit_lent`]), the first in the order of the held peak on
+//! a path's busier link, least first ([`Peaks::lent_order`], so it meets
+//! the fewest jobs it must interleave with): the held peaks there are jobs whose
 //! communication the placer interleaves with this one's in time (Cassini,
 //! seed 001), which it scores before it admits the job. Strict fits come
 //! first in every run, so a job time-shares a link only where no path has

@@ -487,9 +487,10 @@ impl Router {
     }
 
     /// [`Routing::Peak`]: with `true`, a strict route puts a flow that fits
-    /// no path on the first path where only its own job's peaks count, as
-    /// a replay's router always does (`super::peak`, "Time-shared links");
-    /// for a placer that scores the links it then shares.
+    /// no path on a path where only its own job's peaks count, the least
+    /// held first, as a replay's router always does (`super::peak`,
+    /// "Time-shared links"); for a placer that scores the links it then
+    /// shares.
     pub fn lend(&mut self, on: bool) {
         if let Some(p) = &mut self.peaks {
             p.lend(on);

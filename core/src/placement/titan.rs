@@ -216,11 +216,15 @@ impl TitanPlacer {
     /// Time-share links with jobs whose communication interleaves with a
     /// candidate's when no candidate fits without (module doc, "Time-shared
     /// links"); every job this placer admits across leaves then records its
-    /// profile and time shift in its decision. Only a placer that starts
-    /// empty of multi-leaf jobs can share (a state does not record the
-    /// routes its jobs were checked on); `None` turns it off.
+    /// profile and time shift in its decision. A job taken over from a
+    /// state is shared with only if its decision carries `sharing` (was
+    /// placed in a sharing mode); `None` turns the mode off.
     pub fn with_sharing(mut self, mode: Option<SharingMode>) -> Self {
         self.sharing = mode;
+        if mode.is_none() {
+            self.on_link = Vec::new();
+            return self;
+        }
         self.on_link = vec![Vec::new(); self.twin.held_peaks().len()];
         for (job, class) in &self.held {
             for &(l, _) in &class.peaks {
@@ -633,9 +637,12 @@ impl TitanPlacer {
         let full = (groups.iter()).any(|g| g.len() + 1 > MAX_LINK_JOBS || !g.iter().all(opted));
         // Scored with a gap of one slot of Cassini's circle on each side.
         let pad = crate::sharing::circle::quantum(&[profile.iteration_ms()]).0;
-        let scored = profile.dilated(pad);
-        let (shift, score) = shared::best_shift(&self.state, &groups, &scored, mode.min_score);
-        if full || score < mode.min_score {
+        let (shift, score) = if full {
+            (0, f64::NEG_INFINITY)
+        } else {
+            shared::best_shift(&self.state, &groups, &profile.dilated(pad), mode.min_score)
+        };
+        if score < mode.min_score {
             self.twin.restore(saved.0);
             self.twin.restore_peaks(saved.1);
             return None;
