@@ -198,7 +198,7 @@ fn shared(t: &Topology) -> [Decision; 2] {
                 vlan: 101,
             })
             .collect(),
-        time_shared_links: 0,
+        time_shared: Vec::new(),
     }));
     [a, b]
 }

@@ -303,7 +303,7 @@ fn joiner(topo: &vclos::topology::Topology, c: &Decision, id: &str) -> Decision 
         score: 1.0,
         profile: vec![phase(175, 0.0), phase(75, 1.0)],
         links,
-        time_shared_links: 0,
+        time_shared: Vec::new(),
     }));
     d
 }

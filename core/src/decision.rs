@@ -204,15 +204,22 @@ pub struct Sharing {
     /// them when it was admitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<SharedLink>,
-    /// `titan` (which reserves no links): how many directed fabric links
-    /// its routes time-share with jobs routed over them before it
-    /// (`crate::placement::titan`, "Time-shared links").
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub time_shared_links: u32,
+    /// `titan` (which reserves no links): the directed fabric links its
+    /// routes time-share with jobs routed over them before it
+    /// (`crate::placement::titan`, "Time-shared links"); the replay's
+    /// router lends these and no others to its flows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_shared: Vec<TimeSharedLink>,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+/// A directed leaf-spine link a `titan` job time-shares, by its leaf end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeSharedLink {
+    pub leaf: Name,
+    pub uplink: Name,
+    /// Out of the leaf (`true`) or into it.
+    pub up: bool,
 }
 
 // `score` and the demands are finite (checked on admission), so equality

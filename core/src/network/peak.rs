@@ -35,14 +35,16 @@
 //! **Time-shared links** (`titan --sharing cassini`, docs/titan.md 6.8).
 //! A flow that fits no path may be put, by a router in a sharing mode
 //! ([`Peaks::lend`]) or by a replay's router that routes what was placed,
-//! on a path where only *its own job's* peaks are counted
-//! ([`Peaks::first_fit_lent`]), the first in the order of the held peak on
-//! a path's busier link, least first ([`Peaks::lent_order`], so it meets
-//! the fewest jobs it must interleave with): the held peaks there are jobs whose
-//! communication the placer interleaves with this one's in time (Cassini,
-//! seed 001), which it scores before it admits the job. Strict fits come
-//! first in every run, so a job time-shares a link only where no path has
-//! room for the flow.
+//! on a path where the held peaks of *lendable* links are not counted, only
+//! its own job's ([`Peaks::first_fit_lent`]), the first in the order of the
+//! held peak on a path's busier link, least first ([`Peaks::lent_order`],
+//! so it meets the fewest jobs it must interleave with). Which links are
+//! lendable is the placer's to say ([`Peaks::lendable`]: the links whose
+//! holders' communication interleaves with the job's at its time shift,
+//! Cassini, seed 001); the replay's router lends a job the links its
+//! decision lists as time-shared, and none to a job whose decision lists
+//! none. Strict fits come first in every run, so a job time-shares a link
+//! only where no path has room for the flow.
 //!
 //! **Runs.** Within a run of flows of one leaf pair and one phase, sums
 //! only grow, so a path that no longer fits never fits again: the first
@@ -85,6 +87,8 @@ pub struct Peaks {
     /// A strict router may put a flow that fits no path on a path where
     /// only the job's own peaks count (module doc, "Time-shared links").
     lend: bool,
+    /// The links whose held peaks a lent fit does not count (`None`: all).
+    lendable: Option<Vec<bool>>,
 }
 
 impl Peaks {
@@ -95,6 +99,7 @@ impl Peaks {
             job: vec![0.0; links],
             touched: Vec::new(),
             lend: false,
+            lendable: None,
         }
     }
 
@@ -108,6 +113,12 @@ impl Peaks {
         self.lend
     }
 
+    /// The links a lent fit may time-share, by link id (`None`: every
+    /// link; module doc).
+    pub fn lendable(&mut self, links: Option<Vec<bool>>) {
+        self.lendable = links;
+    }
+
     /// Every link's held peaks (for tests and audits).
     pub fn held(&self) -> &[f64] {
         &self.held
@@ -115,7 +126,7 @@ impl Peaks {
 
     /// Does one more flow of `s` on `p` keep each of its links within line
     /// rate in its phase?
-    /// With `lent`, the held peaks are not counted (time-shared).
+    /// With `lent`, the held peaks of lendable links are not counted.
     fn fits(&self, p: &Path, s: &Share, lent: bool) -> bool {
         let ph = dense_phase(s.phase);
         p.links().iter().all(|&l| {
@@ -125,9 +136,12 @@ impl Peaks {
         })
     }
 
-    /// The held peaks link `l`'s check counts (none when `lent`).
+    /// The held peaks link `l`'s check counts (none when `lent` and the
+    /// link is lendable).
     fn held_by_others(&self, l: usize, lent: bool) -> f64 {
-        if lent {
+        let lendable =
+            || (self.lendable.as_ref()).is_none_or(|m| m.get(l).copied().unwrap_or(false));
+        if lent && lendable() {
             0.0
         } else {
             self.held[l]
@@ -177,7 +191,7 @@ impl Peaks {
     /// `now` one add further and the first `job`: per link a count of
     /// adds, and the path takes the least count of its links (which are
     /// distinct: one up, one down).
-    /// With `lent`, the held peaks are not counted (time-shared).
+    /// With `lent`, the held peaks of lendable links are not counted.
     pub fn take(&mut self, p: &Path, s: &Share, most: u32, lent: bool) -> u32 {
         let ph = dense_phase(s.phase);
         let mut k = most;

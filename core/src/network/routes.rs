@@ -54,7 +54,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use super::fairshare::Class;
 use super::peak::Peaks;
 use super::traffic::{Block, Share, Traffic};
-use crate::decision::Decision;
+use crate::decision::{Decision, TimeSharedLink};
 use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId, Topology};
 use crate::trace::Collective;
 
@@ -209,6 +209,17 @@ impl Fabric {
     /// The directed link into leaf `l` through its uplink `u`.
     fn into(&self, l: LeafId, u: u16) -> LinkId {
         2 * self.global(l, u) + 1
+    }
+
+    /// Link `k`'s leaf end: (leaf, uplink, out of the leaf).
+    fn end(&self, k: LinkId) -> (LeafId, u16, bool) {
+        let g = k / 2;
+        let l = self.offset.partition_point(|&o| o <= g) - 1;
+        (
+            LeafId(l as u32),
+            (g - self.offset[l]) as u16,
+            k.is_multiple_of(2),
+        )
     }
 }
 
@@ -448,7 +459,19 @@ impl Router {
             Routing::Decision => self.own(d),
             _ => Own::default(),
         };
+        // A job placed in a sharing mode is lent exactly its time-shared
+        // links; others, every link (they never need one).
+        let lendable = match (&d.sharing, &mut self.peaks) {
+            (Some(s), Some(_)) => Some(self.time_shared(d, &s.time_shared)?),
+            _ => None,
+        };
+        if let Some(p) = &mut self.peaks {
+            p.lendable(lendable);
+        }
         let class = self.route_placed(key, &placed, &own, collective, &mut |_, _, _| true);
+        if let Some(p) = &mut self.peaks {
+            p.lendable(None);
+        }
         Ok(class.unwrap_or_default())
     }
 
@@ -486,15 +509,57 @@ impl Router {
         self.strict = on;
     }
 
-    /// [`Routing::Peak`]: with `true`, a strict route puts a flow that fits
-    /// no path on a path where only its own job's peaks count, the least
-    /// held first, as a replay's router always does (`super::peak`,
-    /// "Time-shared links"); for a placer that scores the links it then
-    /// shares.
-    pub fn lend(&mut self, on: bool) {
+    /// [`Routing::Peak`]: with `Some(links)`, a strict route puts a flow
+    /// that fits no path on a path where the held peaks of `links` (by
+    /// link id) are not counted, the least held first, as a replay's
+    /// router does with a decision's time-shared links (`super::peak`,
+    /// "Time-shared links"); `None` turns it off.
+    pub fn lend(&mut self, links: Option<Vec<bool>>) {
         if let Some(p) = &mut self.peaks {
-            p.lend(on);
+            p.lend(links.is_some());
+            p.lendable(links);
         }
+    }
+
+    /// Link `k`'s leaf end: (leaf, uplink, out of the leaf).
+    pub fn link_end(&self, k: LinkId) -> (LeafId, u16, bool) {
+        self.fabric.end(k)
+    }
+
+    /// Leaf `l`'s uplinks as (uplink, link out of the leaf, link into it).
+    pub fn uplinks(&self, l: LeafId) -> Vec<(u16, LinkId, LinkId)> {
+        let f = &self.fabric;
+        let n = f.uplink.get(l.index()).map_or(0, |u| u.len() as u16);
+        (0..n)
+            .map(|u| (u, f.out_of(l, u), Fabric::into(f, l, u)))
+            .collect()
+    }
+
+    /// The link ids of a decision's time-shared links (`super::peak`,
+    /// "Time-shared links"), as a mask over every link.
+    fn time_shared(&self, d: &Decision, shared: &[TimeSharedLink]) -> Result<Vec<bool>, Unknown> {
+        let f = &self.fabric;
+        let unknown = |what, name: &str| Unknown {
+            job: d.job.to_string(),
+            what,
+            name: name.to_string(),
+        };
+        let mut mask = vec![false; f.links];
+        for t in shared {
+            let l = *f
+                .leaves
+                .get(&t.leaf)
+                .ok_or_else(|| unknown("leaf", &t.leaf))?;
+            let u = *(f.uplink[l.index()].get(&t.uplink))
+                .ok_or_else(|| unknown("uplink of leaf", &t.uplink))?;
+            let id = if t.up {
+                f.out_of(l, u)
+            } else {
+                Fabric::into(f, l, u)
+            };
+            mask[id as usize] = true;
+        }
+        Ok(mask)
     }
 
     /// [`Routing::Peak`]: the routed jobs' peaks added up, per link.
@@ -1169,6 +1234,40 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// A decision's time-shared links are resolved by name: each is lent
+    /// as the link its leaf end names (up or down), and a name the
+    /// topology does not have is refused naming the job and the name.
+    #[test]
+    fn time_shared_links_are_resolved_by_name_and_unknown_ones_refused() {
+        use crate::decision::TimeSharedLink;
+        let topo = uniform_topology(2, 2, 2, 2);
+        let mut d = placed(Policy::Best, &topo, &[4]).remove(0);
+        let leaf = &topo.leaves[1];
+        let link = |uplink: &Name, up| TimeSharedLink {
+            leaf: leaf.name.clone(),
+            uplink: uplink.clone(),
+            up,
+        };
+        let profile = crate::sharing::profile::Profile::up_down(250, 0.3);
+        let mut sharing = crate::placement::shared::alone(&profile);
+        sharing.time_shared = vec![link(&leaf.uplinks[1], false)];
+        d.sharing = Some(Box::new(sharing));
+        let r = Router::new(&topo, Routing::Peak);
+        let mask = r
+            .time_shared(&d, &d.sharing.as_ref().unwrap().time_shared)
+            .unwrap();
+        let want = Fabric::into(&r.fabric, LeafId(1), 1) as usize;
+        let lent: Vec<usize> = (mask.iter().enumerate())
+            .filter(|x| *x.1)
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(lent, vec![want]);
+        let bad = vec![link(&"nowhere".into(), true)];
+        let e = r.time_shared(&d, &bad).unwrap_err();
+        assert_eq!((e.what, e.name.as_str()), ("uplink of leaf", "nowhere"));
+        assert!(e.to_string().contains(&format!("job `{}`", d.job)), "{e}");
     }
 
     /// Route every decision with `collective`; per link, the jobs on it.

@@ -109,7 +109,7 @@ pub fn phases_of(p: &Profile) -> Vec<SharingPhase> {
 }
 
 /// The profile a decision records (checked on admission, so valid).
-fn profile_of(s: &Sharing) -> Option<Profile> {
+pub(crate) fn profile_of(s: &Sharing) -> Option<Profile> {
     let phases = s.profile.iter().map(|p| Phase {
         ms: p.ms,
         demand: p.demand,
@@ -124,7 +124,7 @@ pub fn alone(profile: &Profile) -> Sharing {
         score: 1.0,
         profile: phases_of(profile),
         links: Vec::new(),
-        time_shared_links: 0,
+        time_shared: Vec::new(),
     }
 }
 
@@ -226,71 +226,67 @@ fn score(st: &FabricState, plan: &Plan, profile: &Profile) -> Sharing {
             with,
         });
     }
-    let (time_shift_ms, score) = best_shift(st, &groups, profile, f64::NEG_INFINITY);
+    let (time_shift_ms, score) = best_shift(st, &groups, profile);
     Sharing {
         time_shift_ms,
         score,
         profile: phases_of(profile),
         links,
-        time_shared_links: 0,
+        time_shared: Vec::new(),
     }
 }
 
 /// The newcomer's best shift on a grid of [`SHIFT_STEPS`] points over its
-/// iteration, and its score there: the least over `groups` (the holders of
-/// each shared link, alike links once) of Eq. 4.2 with every holder at
-/// full load at its own recorded shift (module doc, "Score"). Shifts whose
-/// score falls below `at_least` are dropped as soon as it does; when none
-/// is left, the score returned is below `at_least` and the shift is 0.
-pub(crate) fn best_shift(
-    st: &FabricState,
-    groups: &BTreeSet<Vec<JobId>>,
-    profile: &Profile,
-    at_least: f64,
-) -> (u32, f64) {
-    let iter = profile.iteration_ms();
-    let steps = SHIFT_STEPS.min(iter);
-    let mut alive: Vec<(u32, f64)> = (0..steps)
-        .map(|i| {
-            (
-                (u64::from(i) * u64::from(iter) / u64::from(steps)) as u32,
-                1.0,
-            )
-        })
-        .collect();
-    let mut dropped = f64::NEG_INFINITY;
+/// iteration ([`shift_grid`]), and its score there: the least over `groups`
+/// (the holders of each shared link, alike links once) of
+/// [`scores_on`] (module doc, "Score").
+fn best_shift(st: &FabricState, groups: &BTreeSet<Vec<JobId>>, profile: &Profile) -> (u32, f64) {
+    let grid = shift_grid(profile);
+    let mut worst = vec![1.0f64; grid.len()];
     for jobs in groups {
-        let running: Vec<(Profile, u32)> = jobs
-            .iter()
-            .filter_map(|j| {
-                let s = st.decision(j)?.sharing.as_ref()?;
-                Some((profile_of(s)?, s.time_shift_ms))
-            })
-            .collect();
-        let fixed: Vec<(OnLink, u32)> = (running.iter())
-            .map(|(profile, t)| (OnLink { profile, load: 1.0 }, *t))
-            .collect();
-        let new = OnLink { profile, load: 1.0 };
-        let grid: Vec<u32> = alive.iter().map(|a| a.0).collect();
-        for (a, s) in alive
-            .iter_mut()
-            .zip(scores_joining(&fixed, new, 1.0, &grid))
-        {
-            a.1 = a.1.min(s);
-        }
-        for a in alive.iter().filter(|a| a.1 < at_least) {
-            dropped = dropped.max(a.1);
-        }
-        alive.retain(|a| a.1 >= at_least);
-        if alive.is_empty() {
-            return (0, dropped);
+        for (w, s) in worst.iter_mut().zip(scores_on(st, jobs, profile, &grid)) {
+            *w = w.min(s);
         }
     }
-    // The best score, the earliest shift among equals.
-    alive.iter().fold(
-        (0, f64::NEG_INFINITY),
-        |b, a| if a.1 > b.1 { *a } else { b },
-    )
+    let (at, score) =
+        worst.iter().enumerate().fold(
+            (0, f64::NEG_INFINITY),
+            |b, (i, &s)| if s > b.1 { (i, s) } else { b },
+        );
+    (grid.get(at).copied().unwrap_or(0), score)
+}
+
+/// The shifts a newcomer is tried at: [`SHIFT_STEPS`] points over its
+/// iteration, ms.
+pub(crate) fn shift_grid(profile: &Profile) -> Vec<u32> {
+    let iter = profile.iteration_ms();
+    let steps = SHIFT_STEPS.min(iter);
+    (0..steps)
+        .map(|i| (u64::from(i) * u64::from(iter) / u64::from(steps)) as u32)
+        .collect()
+}
+
+/// Eq. 4.2 for a newcomer of `profile` on one link held by `jobs` (each at
+/// full load at its recorded shift; a job without a `sharing` section is
+/// left out), at each shift of `grid`.
+pub(crate) fn scores_on(
+    st: &FabricState,
+    jobs: &[JobId],
+    profile: &Profile,
+    grid: &[u32],
+) -> Vec<f64> {
+    let running: Vec<(Profile, u32)> = jobs
+        .iter()
+        .filter_map(|j| {
+            let s = st.decision(j)?.sharing.as_ref()?;
+            Some((profile_of(s)?, s.time_shift_ms))
+        })
+        .collect();
+    let fixed: Vec<(OnLink, u32)> = (running.iter())
+        .map(|(profile, t)| (OnLink { profile, load: 1.0 }, *t))
+        .collect();
+    let new = OnLink { profile, load: 1.0 };
+    scores_joining(&fixed, new, 1.0, grid)
 }
 
 /// A fabric crowded for sharing, for the tests here and above (feature

@@ -84,30 +84,38 @@
 //! iteration (its Up-Down profile, `comm_fraction`), so two jobs whose Up
 //! phases never meet can use one link at full rate. In a sharing mode,
 //! when no candidate fits beside the held peaks, each multi-leaf candidate
-//! is routed again with *lent* fits ([`crate::network::peak`]: a flow that
-//! fits no path goes on the path whose busier link holds the least peak
-//! among those where its own job's peaks fit), and every link where the
-//! held peaks and the job's no longer fit together is a *shared* link.
-//! The job is admitted at the shift (a grid of [`shared::SHIFT_STEPS`]
-//! over its iteration; running jobs keep theirs, as in vClos's sharing
-//! mode) whose Eq. 4.2 score, the least over its shared links with every
-//! holder at full load, is highest and at least the mode's `min_score`;
-//! scored with its profile held one slot of Cassini's circle longer on each
-//! side ([`crate::sharing::profile::Profile::dilated`]), so that its phases
+//! is tried at a few time shifts ([`SHIFT_TRIES`] of a grid of
+//! [`shared::SHIFT_STEPS`] over its iteration, those with the most
+//! lendable links at its leaves first; running jobs keep theirs, as in
+//! vClos's sharing mode). At a shift, a held link at the candidate's leaves
+//! is *lendable* when its holders (fewer than [`MAX_LINK_JOBS`], all placed
+//! in a sharing mode) and the job score at least the mode's `min_score`
+//! (Eq. 4.2, every job at full load); the candidate is routed again with
+//! lent fits ([`crate::network::peak`]: a flow that fits no path goes on
+//! the least-held path where the held peaks of lendable links are not
+//! counted), and the first route that fits is the job's, with the
+//! lendable links it uses as its *time-shared* links and its score the
+//! least of theirs. The job is scored with its profile held one slot of
+//! Cassini's circle longer on each side
+//! ([`crate::sharing::profile::Profile::dilated`]), so that its phases
 //! never touch a holder's: the network model, which plays shared links out
-//! in 1 ms steps, would see a touching boundary as a step of overlap. A
-//! link has at most [`MAX_LINK_JOBS`] holders, all placed in a sharing
-//! mode. A refused route is taken back bit for bit (the twin's loads and
-//! peaks as they were), since the replay's router never routes it: the
-//! replay's router, which is not strict, puts a flow that fits no path on
-//! the same lent path, so the model charges the routes titan checked
-//! (tested bit for bit). At `--min-score 1` and the decisions' shifts
+//! in 1 ms steps, would see a touching boundary as a step of overlap. At
+//! `--min-score 1` with on-off profiles (the trace default) a score is 1
+//! exactly when no busy millisecond meets another, which is checked on
+//! bits (`Busy`); scores are kept per holder set and job profile
+//! (`Scores`), since a blocked job is tried again after every release.
+//! The decision lists the time-shared links (`sharing.time_shared`), and
+//! the replay's router lends a job exactly those (none to a job that lists
+//! none), so it takes the twin's paths: lending it fewer links than the
+//! twin could lend only makes the paths the twin passed over stay passed
+//! over, and each path the twin took is lendable where the twin lent it
+//! (tested bit for bit against the model's router). A route that fails is
+//! never counted. At `--min-score 1` and the decisions' shifts
 //! (`--congestion cassini`) no job is ever slowed (tested against the
 //! phased model; with any score allowed the same model does slow jobs).
 //! Every multi-leaf job of a sharing-mode titan records its profile and
 //! shift in its decision's `sharing` (shift 0 when it shares nothing, so
-//! the jobs that share nothing keep their Up phases together), and
-//! `time_shared_links` counts the links it shares.
+//! the jobs that share nothing keep their Up phases together).
 //!
 //! Decisions hold GPUs only (stage `server`, `leaf`, or `manual` across
 //! leaves, in the ideal-network state as `best`): `titan` is a simulation
@@ -121,11 +129,12 @@ use super::shared::{self, SharingMode};
 use super::{
     commit_sharing, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer,
 };
-use crate::decision::{Decision, Sharing, Stage};
+use crate::decision::{Decision, Sharing, Stage, TimeSharedLink};
 use crate::names::JobId;
 use crate::network::fairshare::Class;
 use crate::network::peak::SLACK;
-use crate::network::routes::{Router, Routing};
+use crate::network::routes::{LinkId, Router, Routing};
+use crate::sharing::profile::Profile;
 use crate::state::{FabricState, MAX_LINK_JOBS};
 use crate::topology::{LeafId, ServerId, Topology};
 use crate::trace::Collective;
@@ -148,6 +157,12 @@ pub struct TitanPlacer {
     sharing: Option<SharingMode>,
     /// In a sharing mode: the jobs routed over each directed link.
     on_link: Vec<Vec<JobId>>,
+    /// In a sharing mode: each held job's admission number (never reused,
+    /// so a set of them names holders whose profiles and shifts never
+    /// change), the next number, and the scores already computed.
+    serial: HashMap<JobId, u64>,
+    next_serial: u64,
+    scores: Scores,
 }
 
 /// GPUs taken per server, in rank order.
@@ -196,6 +211,9 @@ impl TitanPlacer {
             sets: None,
             sharing: None,
             on_link: Vec::new(),
+            serial: HashMap::new(),
+            next_serial: 0,
+            scores: Scores::default(),
             state: state.ideal_network(),
         };
         let held: Vec<(JobId, Vec<(ServerId, u16)>)> = p
@@ -230,6 +248,8 @@ impl TitanPlacer {
             for &(l, _) in &class.peaks {
                 self.on_link[l].push(job.clone());
             }
+            self.serial.insert(job.clone(), self.next_serial);
+            self.next_serial += 1;
         }
         self
     }
@@ -602,11 +622,12 @@ impl TitanPlacer {
             .find_map(|(kind, gpus)| self.share(job, mode, kind, gpus, c))
     }
 
-    /// Candidate `gpus` routed with time-shared links (module doc): the
-    /// route, and the job's shift scored against every shared link's
-    /// holders; `None`, with the twin as it was, when a link would have
-    /// [`MAX_LINK_JOBS`] holders or the best shift scores below the mode's
-    /// `min_score`.
+    /// Candidate `gpus` routed with time-shared links (module doc): at each
+    /// of the [`SHIFT_TRIES`] shifts with the most lendable links at the
+    /// candidate's leaves, the links whose holders score at least the
+    /// mode's `min_score` with the job at that shift are lent, and the
+    /// first route that fits is the job's; `None`, with the twin as it was,
+    /// when none does.
     fn share(
         &mut self,
         job: &JobRequest,
@@ -615,42 +636,234 @@ impl TitanPlacer {
         gpus: Gpus,
         c: Collective,
     ) -> Option<Chosen> {
-        // A refused route is taken back exactly, as a strict one that
-        // fails is never counted: the replay's router sees the same floats.
-        let saved = (self.twin.loads(), self.twin.held_peaks().to_vec());
-        self.twin.lend(true);
-        let routed = self.route(&gpus, c);
-        self.twin.lend(false);
-        let class = routed?;
-        let held = self.twin.held_peaks();
-        let (mut groups, mut shared) = (BTreeSet::new(), 0);
-        for &(l, peak) in &class.peaks {
-            let before = held[l] - peak;
-            if before > SLACK && before + peak > 1.0 + SLACK {
-                groups.insert(self.on_link[l].clone());
-                shared += 1;
-            }
-        }
         let profile = mode.profile_of(job);
-        // Every holder must have opted in (a job from a state may not have).
-        let opted = |j: &JobId| (self.state.decision(j)).is_some_and(|d| d.sharing.is_some());
-        let full = (groups.iter()).any(|g| g.len() + 1 > MAX_LINK_JOBS || !g.iter().all(opted));
+        let grid = shared::shift_grid(&profile);
         // Scored with a gap of one slot of Cassini's circle on each side.
         let pad = crate::sharing::circle::quantum(&[profile.iteration_ms()]).0;
-        let (shift, score) = if full {
-            (0, f64::NEG_INFINITY)
-        } else {
-            shared::best_shift(&self.state, &groups, &profile.dilated(pad), mode.min_score)
+        let scored = profile.dilated(pad);
+        let held = self.twin.held_peaks().to_vec();
+        let topo = Arc::clone(self.state.topology());
+        let leaves: BTreeSet<LeafId> = gpus.iter().map(|&(s, _)| topo.server(s).leaf).collect();
+        // Held links at the candidate's leaves, by who holds them.
+        let mut groups: HashMap<&[JobId], Vec<usize>> = HashMap::new();
+        for &l in &leaves {
+            for (_, up, down) in self.twin.uplinks(l) {
+                for k in [up as usize, down as usize] {
+                    if held[k] > SLACK && !self.on_link[k].is_empty() {
+                        groups.entry(&self.on_link[k]).or_default().push(k);
+                    }
+                }
+            }
+        }
+        let mut lendable = vec![0usize; grid.len()];
+        let mut scored_groups = Vec::with_capacity(groups.len());
+        let key = ProfileKey::of(&scored);
+        let busy = (mode.min_score >= 1.0)
+            .then(|| Busy::new(&scored, &grid))
+            .flatten();
+        let newcomer = Newcomer {
+            profile: &scored,
+            key: &key,
+            grid: &grid,
+            busy: busy.as_ref(),
         };
-        if score < mode.min_score {
-            self.twin.restore(saved.0);
-            self.twin.restore_peaks(saved.1);
+        for (jobs, links) in groups {
+            let at = (self.scores).of(&self.state, &self.serial, jobs, &newcomer);
+            for (n, &x) in lendable.iter_mut().zip(at.iter()) {
+                *n += usize::from(x >= mode.min_score) * links.len();
+            }
+            scored_groups.push((links, at));
+        }
+        let mut tries: Vec<usize> = (0..grid.len()).collect();
+        tries.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
+        for &i in tries.iter().take(SHIFT_TRIES) {
+            let mut lent = vec![false; held.len()];
+            for (links, at) in &scored_groups {
+                if at[i] >= mode.min_score {
+                    links.iter().for_each(|&k| lent[k] = true);
+                }
+            }
+            // A route that fails is not counted: the twin stays as it was.
+            self.twin.lend(Some(lent.clone()));
+            let routed = self.route(&gpus, c);
+            self.twin.lend(None);
+            let Some(class) = routed else { continue };
+            let mut sharing = shared::alone(&profile);
+            sharing.time_shift_ms = grid[i];
+            for &(k, _) in &class.peaks {
+                if lent[k] && held[k] > SLACK {
+                    let at = scored_groups.iter().find(|g| g.0.contains(&k));
+                    sharing.score = sharing.score.min(at.map_or(1.0, |g| g.1[i]));
+                    sharing.time_shared.push(self.link_name(k));
+                }
+            }
+            return Some((kind, gpus, class, Some(sharing)));
+        }
+        None
+    }
+
+    /// Directed link `k` by its leaf end.
+    fn link_name(&self, k: usize) -> TimeSharedLink {
+        let topo = self.state.topology();
+        let (l, u, up) = self.twin.link_end(k as LinkId);
+        let leaf = topo.leaf(l);
+        TimeSharedLink {
+            leaf: leaf.name.clone(),
+            uplink: leaf.uplinks[usize::from(u)].clone(),
+            up,
+        }
+    }
+}
+
+/// Shifts a time-shared candidate is routed at, at most (the ones with the
+/// most lendable links at its leaves first).
+pub const SHIFT_TRIES: usize = 4;
+
+/// Each holder set's scores at every shift of a newcomer's grid, by the
+/// holders' admission numbers and the newcomer's (padded) profile: a
+/// blocked job tried again after each release meets mostly the same
+/// holder sets. A set with [`MAX_LINK_JOBS`] holders, or one not placed in
+/// a sharing mode, scores 0. Cleared when it holds [`SCORES_HELD`] sets.
+#[derive(Debug, Clone, Default)]
+struct Scores(HashMap<(Vec<u64>, ProfileKey), Vec<f64>>);
+
+/// Most holder sets [`Scores`] keeps.
+const SCORES_HELD: usize = 1 << 16;
+
+/// A profile's phases, exactly (`ms`, demand bits).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ProfileKey(Vec<(u32, u64)>);
+
+impl ProfileKey {
+    fn of(p: &Profile) -> Self {
+        ProfileKey(
+            p.phases()
+                .iter()
+                .map(|x| (x.ms, x.demand.to_bits()))
+                .collect(),
+        )
+    }
+}
+
+/// The job being placed, as [`Scores`] scores it.
+struct Newcomer<'a> {
+    /// Its padded profile, that profile's key, and its shifts.
+    profile: &'a Profile,
+    key: &'a ProfileKey,
+    grid: &'a [u32],
+    /// At `--min-score 1` with an on-off profile: its busy milliseconds.
+    busy: Option<&'a Busy>,
+}
+
+/// At `--min-score 1`, Eq. 4.2 is 1 exactly when no instant of the circle
+/// carries more than the line rate; for on-off profiles (every demand 0
+/// or 1, the trace default) of one iteration time, that is: no busy
+/// millisecond of the newcomer at its shift is busy for a holder, and no
+/// two holders' are. So each holder set is scored by a few word-wide ANDs
+/// over the iteration's milliseconds instead of Cassini's circle (the same
+/// rotation convention, at 1 ms, which is also the phased model's step).
+struct Busy {
+    iteration_ms: u32,
+    /// The newcomer's busy milliseconds at each shift of its grid.
+    at: Vec<Vec<u64>>,
+}
+
+impl Busy {
+    fn new(p: &Profile, grid: &[u32]) -> Option<Busy> {
+        let at = grid.iter().map(|&t| busy_ms(p, t)).collect::<Option<_>>()?;
+        Some(Busy {
+            iteration_ms: p.iteration_ms(),
+            at,
+        })
+    }
+
+    /// 1 at each shift where the newcomer fits beside `jobs`, else 0;
+    /// `None` when a holder's profile is not on-off of the same iteration.
+    fn scores(&self, st: &FabricState, jobs: &[JobId]) -> Option<Vec<f64>> {
+        let holders = jobs.iter().map(|j| {
+            let s = st.decision(j)?.sharing.as_ref()?;
+            Some((shared::profile_of(s)?, s.time_shift_ms))
+        });
+        self.fits(&holders.collect::<Option<Vec<_>>>()?)
+    }
+
+    /// [`Busy::scores`] for holders given as (profile, shift).
+    fn fits(&self, holders: &[(Profile, u32)]) -> Option<Vec<f64>> {
+        let words = self.at.first().map_or(0, Vec::len);
+        let mut held = vec![0u64; words];
+        for (p, shift) in holders {
+            if p.iteration_ms() != self.iteration_ms {
+                return None;
+            }
+            let mine = busy_ms(p, *shift)?;
+            if held.iter().zip(&mine).any(|(a, b)| a & b != 0) {
+                return Some(vec![0.0; self.at.len()]); // holders already meet
+            }
+            held.iter_mut().zip(&mine).for_each(|(a, b)| *a |= b);
+        }
+        let fits = |m: &Vec<u64>| m.iter().zip(&held).all(|(a, b)| a & b == 0);
+        Some(
+            self.at
+                .iter()
+                .map(|m| f64::from(u8::from(fits(m))))
+                .collect(),
+        )
+    }
+}
+
+/// The milliseconds an on-off profile is busy at shift `t` (Cassini's
+/// rotation: busy at `a` when busy at `a - t` unshifted), as bits; `None`
+/// for a demand strictly between 0 and 1 or an iteration over
+/// [`crate::sharing::profile::MAX_DILATED_MS`].
+fn busy_ms(p: &Profile, t: u32) -> Option<Vec<u64>> {
+    let n = p.iteration_ms();
+    if n > crate::sharing::profile::MAX_DILATED_MS {
+        return None;
+    }
+    let mut bits = vec![0u64; (n as usize).div_ceil(64)];
+    let mut at = 0u32;
+    for ph in p.phases() {
+        if ph.demand != 0.0 && ph.demand != 1.0 {
             return None;
         }
-        let mut sharing = shared::alone(&profile);
-        (sharing.time_shift_ms, sharing.score) = (shift, score);
-        sharing.time_shared_links = shared;
-        Some((kind, gpus, class, Some(sharing)))
+        if ph.demand == 1.0 {
+            for ms in at..at + ph.ms {
+                let a = ((u64::from(ms) + u64::from(t)) % u64::from(n)) as usize;
+                bits[a / 64] |= 1 << (a % 64);
+            }
+        }
+        at += ph.ms;
+    }
+    Some(bits)
+}
+
+impl Scores {
+    fn of(
+        &mut self,
+        st: &FabricState,
+        serial: &HashMap<JobId, u64>,
+        jobs: &[JobId],
+        new: &Newcomer<'_>,
+    ) -> Vec<f64> {
+        let numbers: Option<Vec<u64>> = jobs.iter().map(|j| serial.get(j).copied()).collect();
+        let k = numbers.map(|n| (n, new.key.clone()));
+        if let Some(v) = k.as_ref().and_then(|k| self.0.get(k)) {
+            return v.clone();
+        }
+        let opted = |j: &JobId| st.decision(j).is_some_and(|d| d.sharing.is_some());
+        let v = if jobs.len() < MAX_LINK_JOBS && jobs.iter().all(opted) {
+            let fast = new.busy.and_then(|b| b.scores(st, jobs));
+            fast.unwrap_or_else(|| shared::scores_on(st, jobs, new.profile, new.grid))
+        } else {
+            vec![0.0; new.grid.len()]
+        };
+        if let Some(k) = k {
+            if self.0.len() >= SCORES_HELD {
+                self.0.clear();
+            }
+            self.0.insert(k, v.clone());
+        }
+        v
     }
 }
 
@@ -688,6 +901,8 @@ impl Placer for TitanPlacer {
             for &(l, _) in &class.peaks {
                 self.on_link[l].push(job.id.clone());
             }
+            self.serial.insert(job.id.clone(), self.next_serial);
+            self.next_serial += 1;
         }
         self.held.insert(job.id.clone(), class);
         Ok(out)
@@ -703,6 +918,7 @@ impl Placer for TitanPlacer {
                 for &(l, _) in &class.peaks {
                     self.on_link[l].retain(|j| j != job);
                 }
+                self.serial.remove(job);
             }
             if !class.links.is_empty() {
                 self.twin.unroute(&class);
@@ -943,7 +1159,9 @@ mod tests {
     }
 
     fn time_shared(d: &Decision) -> bool {
-        d.sharing.as_ref().is_some_and(|s| s.time_shared_links > 0)
+        d.sharing
+            .as_ref()
+            .is_some_and(|s| !s.time_shared.is_empty())
     }
 
     /// Time-shared links at score 1, checked by the network model with
@@ -1033,6 +1251,47 @@ mod tests {
         (slowed, shared, refused)
     }
 
+    /// At `--min-score 1` the bit check agrees with Cassini's circle: on
+    /// random on-off holders and newcomers of 250 ms (the circle's slot is
+    /// then 1 ms), a shift fits on bits exactly when the circle scores it 1,
+    /// and both see fits and misses.
+    #[test]
+    fn busy_bits_agree_with_the_circle_at_score_1() {
+        use crate::sharing::circle::{scores_joining, OnLink};
+        let mut rng = Rng(0x7174_a000_0000_0004);
+        let up_down = |rng: &mut Rng| Profile::up_down(250, (1 + rng.below(60)) as f64 / 100.0);
+        let (mut fit, mut miss) = (0, 0);
+        for _ in 0..300 {
+            let new = up_down(&mut rng).dilated(1);
+            let grid = shared::shift_grid(&new);
+            let holders: Vec<(Profile, u32)> = (0..rng.below(4))
+                .map(|_| (up_down(&mut rng), rng.below(250) as u32))
+                .collect();
+            let bits = Busy::new(&new, &grid).unwrap().fits(&holders).unwrap();
+            let fixed: Vec<(OnLink, u32)> = (holders.iter())
+                .map(|(profile, t)| (OnLink { profile, load: 1.0 }, *t))
+                .collect();
+            let circle = scores_joining(
+                &fixed,
+                OnLink {
+                    profile: &new,
+                    load: 1.0,
+                },
+                1.0,
+                &grid,
+            );
+            for (b, c) in bits.iter().zip(&circle) {
+                assert_eq!(*b == 1.0, *c >= 1.0, "holders {holders:?} new {new:?}");
+                (fit, miss) = if *b == 1.0 {
+                    (fit + 1, miss)
+                } else {
+                    (fit, miss + 1)
+                };
+            }
+        }
+        assert!(fit > 1000 && miss > 1000, "fit {fit} miss {miss}");
+    }
+
     /// One spine, one GPU per server: `a` crosses the two leaves and fills
     /// every link; `b`, the same again, fits only by time-sharing all four
     /// directed links with `a`, in the part of the iteration `a` does not
@@ -1061,7 +1320,7 @@ mod tests {
         let a = placed(p.place(&with("a", 0.3)).unwrap());
         let sa = a.sharing.as_deref().unwrap();
         assert_eq!(
-            (a.stage, sa.time_shift_ms, sa.time_shared_links),
+            (a.stage, sa.time_shift_ms, sa.time_shared.len()),
             (Stage::Manual, 0, 0)
         );
         // A free GPU on each leaf again, and no link with room.
@@ -1075,7 +1334,7 @@ mod tests {
         assert_eq!(before, after, "a refused route left peaks behind");
         let b = placed(p.place(&with("b", 0.3)).unwrap());
         let sb = b.sharing.as_deref().unwrap();
-        assert_eq!((sb.time_shared_links, sb.score), (4, 1.0));
+        assert_eq!((sb.time_shared.len(), sb.score), (4, 1.0));
         // a communicates in [0, 75) ms of each 250: b's 75 ms fit after.
         assert!(
             (75..=175).contains(&sb.time_shift_ms),

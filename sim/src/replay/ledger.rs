@@ -21,7 +21,7 @@
 //!   and was placed in a sharing mode itself (its decision has `sharing`):
 //!   `shared_ports`, and `shared_jobs` for jobs that start sharing any
 //!   (and for `titan` jobs that time-share links, which hold no ports:
-//!   their decisions' `sharing.time_shared_links`);
+//!   their decisions' `sharing.time_shared`);
 //! * a **GPU conflict** for every GPU given to two running jobs at once;
 //! * a **circuit mismatch** for every reserved link whose OCS hop is not
 //!   actually cross-connected once the decision's rewiring is applied (only
@@ -351,8 +351,11 @@ impl Ledger {
             }
         }
         // Titan reserves no ports: its decision counts the links it
-        // time-shares (`Sharing::time_shared_links`).
-        let time_shared = d.sharing.as_ref().is_some_and(|s| s.time_shared_links > 0);
+        // time-shares (`Sharing::time_shared`).
+        let time_shared = d
+            .sharing
+            .as_ref()
+            .is_some_and(|s| !s.time_shared.is_empty());
         self.audit.shared_jobs += u64::from(shared || time_shared);
         for &g in &gpus {
             if self.gpu_holders.hold(g, job) {

@@ -616,7 +616,7 @@ fn ledger_counts_sharing_without_agreement_as_violations() {
             with: vec![id(with)],
             vlan: 101,
         }],
-        time_shared_links: 0,
+        time_shared: Vec::new(),
     };
     let opted = |name: &str, with: Option<&str>| {
         let mut d = decision(&id(name), vec![link()], vec![]);
