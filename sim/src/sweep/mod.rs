@@ -249,7 +249,16 @@ fn one(
 ) -> Result<Row, SweepError> {
     let options = SliceOptions {
         partial_servers: policy.partial_servers,
-        sharing: policy.sharing.map(|_| SharingMode::default()),
+        // Titan time-shares only where no phases meet (its bandwidth
+        // guarantee, and its shortest waits: docs/titan.md 6.8).
+        sharing: policy.sharing.map(|_| SharingMode {
+            min_score: if policy.policy == Policy::Titan {
+                1.0
+            } else {
+                SharingMode::default().min_score
+            },
+            ..SharingMode::default()
+        }),
         ..SliceOptions::default()
     };
     let state = crate::state::FabricState::new(Arc::clone(topo));

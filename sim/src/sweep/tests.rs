@@ -174,7 +174,7 @@ fn sharing_variants_parse_run_and_model_their_congestion() {
     assert!("titan+cassini".parse::<Variant>().is_ok());
     let topo = cluster512();
     let mut g = grid();
-    g.policies = ["vclos", "vclos+cassini", "vclos+random"]
+    g.policies = ["vclos", "vclos+cassini", "vclos+random", "titan+cassini"]
         .iter()
         .map(|s| s.parse().unwrap())
         .collect();
@@ -191,6 +191,9 @@ fn sharing_variants_parse_run_and_model_their_congestion() {
         ("cassini", "random")
     );
     assert_eq!(r[1].isolation_violations + r[2].isolation_violations, 0);
+    // Titan time-shares at a perfect score: shared, and nobody slowed.
+    assert!(r[3].shared_jobs > 0, "{:?}", r[3]);
+    assert_eq!(r[3].p99_slowdown, 1.0, "{:?}", r[3]);
     assert!(csv(&rows)
         .lines()
         .nth(2)
