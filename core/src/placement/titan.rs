@@ -676,13 +676,23 @@ impl TitanPlacer {
         }
         let mut tries: Vec<usize> = (0..grid.len()).collect();
         tries.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
+        let mut tried: Vec<Vec<bool>> = Vec::with_capacity(SHIFT_TRIES);
         for &i in tries.iter().take(SHIFT_TRIES) {
+            // Nothing to lend: the route is the strict one that failed.
+            if lendable[i] == 0 {
+                break;
+            }
             let mut lent = vec![false; held.len()];
             for (links, at) in &scored_groups {
                 if at[i] >= mode.min_score {
                     links.iter().for_each(|&k| lent[k] = true);
                 }
             }
+            // The same links lent route the same way: it failed already.
+            if tried.contains(&lent) {
+                continue;
+            }
+            tried.push(lent.clone());
             // A route that fails is not counted: the twin stays as it was.
             self.twin.lend(Some(lent.clone()));
             let routed = self.route(&gpus, c);
