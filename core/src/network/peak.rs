@@ -34,7 +34,7 @@
 //!
 //! **Time-shared links** (`titan --sharing cassini`, docs/titan.md 6.8).
 //! A flow that fits no path may be put, by a router in a sharing mode
-//! ([`Peaks::lend`]) or by a replay's router that routes what was placed,
+//! ([`Peaks::lendable`]) or by a replay's router that routes what was placed,
 //! on a path where the held peaks of *lendable* links are not counted, only
 //! its own job's ([`Peaks::first_fit_lent`]), the first in the order of the
 //! held peak on a path's busier link, least first ([`Peaks::lent_order`],
@@ -84,10 +84,8 @@ pub struct Peaks {
     phase: Vec<f64>,
     job: Vec<f64>,
     touched: Vec<usize>,
-    /// A strict router may put a flow that fits no path on a path where
-    /// only the job's own peaks count (module doc, "Time-shared links").
-    lend: bool,
-    /// The links whose held peaks a lent fit does not count (`None`: all).
+    /// The links whose held peaks a lent fit does not count (`None`: all,
+    /// and a strict router lends none; module doc, "Time-shared links").
     lendable: Option<Vec<bool>>,
 }
 
@@ -98,23 +96,18 @@ impl Peaks {
             phase: vec![0.0; links * PHASES],
             job: vec![0.0; links],
             touched: Vec::new(),
-            lend: false,
             lendable: None,
         }
     }
 
-    /// Let a strict route time-share held links (module doc).
-    pub fn lend(&mut self, on: bool) {
-        self.lend = on;
-    }
-
-    /// Whether a strict route may time-share held links.
+    /// Whether a strict route may time-share held links: only when it was
+    /// given the links it may ([`Peaks::lendable`]).
     pub fn lending(&self) -> bool {
-        self.lend
+        self.lendable.is_some()
     }
 
     /// The links a lent fit may time-share, by link id (`None`: every
-    /// link; module doc).
+    /// link, for a router that is not strict; module doc).
     pub fn lendable(&mut self, links: Option<Vec<bool>>) {
         self.lendable = links;
     }
@@ -237,13 +230,6 @@ impl Peaks {
             self.phase[l * PHASES..(l + 1) * PHASES].fill(0.0);
         }
         out
-    }
-
-    /// Put back every link's held peaks as they were (`held` from
-    /// [`Peaks::held`]), exactly.
-    pub fn restore(&mut self, held: Vec<f64>) {
-        debug_assert_eq!(held.len(), self.held.len());
-        self.held = held;
     }
 
     /// Add (`sign` 1) or take away (-1) a job's peaks.

@@ -516,7 +516,6 @@ impl Router {
     /// "Time-shared links"); `None` turns it off.
     pub fn lend(&mut self, links: Option<Vec<bool>>) {
         if let Some(p) = &mut self.peaks {
-            p.lend(links.is_some());
             p.lendable(links);
         }
     }
@@ -845,14 +844,6 @@ impl Router {
     /// least-loaded choice the other way).
     pub fn restore(&mut self, loads: Vec<f64>) {
         self.load = loads;
-    }
-
-    /// [`Routing::Peak`]: put back the held peaks [`Router::held_peaks`]
-    /// returned, exactly (as [`Router::restore`] for loads).
-    pub fn restore_peaks(&mut self, held: Vec<f64>) {
-        if let Some(p) = &mut self.peaks {
-            p.restore(held);
-        }
     }
 
     /// Forget a routed job's load (and its peaks).

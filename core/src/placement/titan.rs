@@ -667,7 +667,10 @@ impl TitanPlacer {
             grid: &grid,
             busy: busy.as_ref(),
         };
+        // Each held link's group in `scored_groups`.
+        let mut group_of: HashMap<usize, usize> = HashMap::new();
         for (jobs, links) in groups {
+            group_of.extend(links.iter().map(|&k| (k, scored_groups.len())));
             let at = (self.scores).of(&self.state, &self.serial, jobs, &newcomer);
             for (n, &x) in lendable.iter_mut().zip(at.iter()) {
                 *n += usize::from(x >= mode.min_score) * links.len();
@@ -702,8 +705,8 @@ impl TitanPlacer {
             sharing.time_shift_ms = grid[i];
             for &(k, _) in &class.peaks {
                 if lent[k] && held[k] > SLACK {
-                    let at = scored_groups.iter().find(|g| g.0.contains(&k));
-                    sharing.score = sharing.score.min(at.map_or(1.0, |g| g.1[i]));
+                    let at = group_of.get(&k).map_or(1.0, |&g| scored_groups[g].1[i]);
+                    sharing.score = sharing.score.min(at);
                     sharing.time_shared.push(self.link_name(k));
                 }
             }
