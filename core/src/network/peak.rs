@@ -36,9 +36,9 @@
 //! A flow that fits no path may be put, by a router in a sharing mode
 //! ([`Peaks::lendable`]) or by a replay's router that routes what was placed,
 //! on a path where the held peaks of *lendable* links are not counted, only
-//! its own job's ([`Peaks::first_fit_lent`]), the first in the order of the
-//! held peak on a path's busier link, least first ([`Peaks::lent_order`],
-//! so it meets the fewest jobs it must interleave with). Which links are
+//! its own job's, the first in the order of the held peak on a path's
+//! busier link, least first, so it meets the fewest jobs it must
+//! interleave with ([`Peaks::first_fit_lent`]). Which links are
 //! lendable is the placer's to say ([`Peaks::lendable`]: the links whose
 //! holders' communication interleaves with the job's at its time shift,
 //! Cassini, seed 001); the replay's router lends a job the links its
@@ -141,38 +141,52 @@ impl Peaks {
         }
     }
 
+    /// How many flows of `rate` link `l` has room for beside the held
+    /// peaks (none counted where a strict router may time-share it), at
+    /// least: the count [`Peaks::take`] would take one after another, with
+    /// a margin for the float adds, so the room is never under it.
+    pub fn room(&self, l: usize, rate: f64) -> u32 {
+        let free = 1.0 + SLACK - self.held_by_others(l, self.lending());
+        (free / rate + 1e-9).floor().max(0.0) as u32
+    }
+
     /// The first of `paths[from..]` one more flow of `s` fits (module doc).
     pub fn first_fit(&self, paths: &[Path], from: usize, s: &Share) -> Option<usize> {
         (from..paths.len()).find(|&i| self.fits(&paths[i], s, false))
     }
 
-    /// The indices of `paths` in the order lent fits are searched
-    /// ("Time-shared links"): by the held peaks on a path's busier link,
-    /// least first, ties in order (fewest jobs to interleave with).
-    pub fn lent_order(&self, paths: &[Path]) -> Vec<usize> {
-        let busier =
-            |p: &Path| (p.links().iter()).fold(0.0f64, |m, &l| m.max(self.held[l as usize]));
-        let mut order: Vec<usize> = (0..paths.len()).collect();
-        order.sort_by(|&a, &b| {
-            busier(&paths[a])
-                .total_cmp(&busier(&paths[b]))
-                .then(a.cmp(&b))
-        });
-        order
+    /// Where `p` comes in the order lent fits are searched ("Time-shared
+    /// links"): by the held peaks on its busier link, least first (fewest
+    /// jobs to interleave with), ties by index `i`.
+    fn lent_key(&self, p: &Path, i: usize) -> (f64, usize) {
+        let busier = (p.links().iter()).fold(0.0f64, |m, &l| m.max(self.held[l as usize]));
+        (busier, i)
     }
 
-    /// The first position of `order[from..]` whose path one more flow of
-    /// `s` fits when only its own job's peaks count ("Time-shared links").
-    /// The held peaks do not change while a job is routed, so neither does
-    /// the order.
+    /// The first path of `paths` after `after` in the order of
+    /// `Peaks::lent_key` that one more flow of `s` fits when only its own
+    /// job's peaks count ("Time-shared links"), with its key. The held
+    /// peaks do not change while a job is routed, so neither does the
+    /// order, and a run goes on after the path it last took: the least key
+    /// past `after` among the paths that fit, found in one pass (no sort).
     pub fn first_fit_lent(
         &self,
         paths: &[Path],
-        order: &[usize],
-        from: usize,
+        after: Option<(f64, usize)>,
         s: &Share,
-    ) -> Option<usize> {
-        (from..order.len()).find(|&i| self.fits(&paths[order[i]], s, true))
+    ) -> Option<(f64, usize)> {
+        let before =
+            |a: (f64, usize), b: (f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt();
+        let mut best: Option<(f64, usize)> = None;
+        for (i, p) in paths.iter().enumerate() {
+            let key = self.lent_key(p, i);
+            let later = after.is_none_or(|a| before(a, key));
+            let sooner = best.is_none_or(|b| before(key, b));
+            if later && sooner && self.fits(p, s, true) {
+                best = Some(key);
+            }
+        }
+        best
     }
 
     /// How many of `most` more flows of `s` fit `p` one after another,

@@ -122,6 +122,8 @@
 //! policy; its slices on a real fabric are issue 15's item 2.
 
 use std::collections::{BTreeSet, HashMap};
+
+use foldhash::fast::FixedState;
 use std::sync::Arc;
 
 use super::plan::Plan;
@@ -155,13 +157,9 @@ pub struct TitanPlacer {
     sets: Option<super::spine_sets::SpineSets>,
     /// `--sharing cassini` (module doc, "Time-shared links").
     sharing: Option<SharingMode>,
-    /// In a sharing mode: the jobs routed over each directed link.
-    on_link: Vec<Vec<JobId>>,
-    /// In a sharing mode: each held job's admission number (never reused,
-    /// so a set of them names holders whose profiles and shifts never
-    /// change), the next number, and the scores already computed.
-    serial: HashMap<JobId, u64>,
-    next_serial: u64,
+    /// In a sharing mode: who holds each link, and the scores already
+    /// computed on Cassini's circle.
+    holders: Holders,
     scores: Scores,
 }
 
@@ -210,9 +208,7 @@ impl TitanPlacer {
             held: HashMap::new(),
             sets: None,
             sharing: None,
-            on_link: Vec::new(),
-            serial: HashMap::new(),
-            next_serial: 0,
+            holders: Holders::default(),
             scores: Scores::default(),
             state: state.ideal_network(),
         };
@@ -239,17 +235,13 @@ impl TitanPlacer {
     /// placed in a sharing mode); `None` turns the mode off.
     pub fn with_sharing(mut self, mode: Option<SharingMode>) -> Self {
         self.sharing = mode;
+        self.holders = Holders::default();
         if mode.is_none() {
-            self.on_link = Vec::new();
             return self;
         }
-        self.on_link = vec![Vec::new(); self.twin.held_peaks().len()];
+        self.holders.on_link = vec![Vec::new(); self.twin.held_peaks().len()];
         for (job, class) in &self.held {
-            for &(l, _) in &class.peaks {
-                self.on_link[l].push(job.clone());
-            }
-            self.serial.insert(job.clone(), self.next_serial);
-            self.next_serial += 1;
+            self.holders.admit(&self.state, job, class);
         }
         self
     }
@@ -617,9 +609,13 @@ impl TitanPlacer {
             multi_leaf.push((kind, gpus));
         }
         let mode = self.sharing?;
+        if multi_leaf.is_empty() {
+            return None;
+        }
+        let new = Newcomer::of(mode.profile_of(job), mode.min_score);
         multi_leaf
             .into_iter()
-            .find_map(|(kind, gpus)| self.share(job, mode, kind, gpus, c))
+            .find_map(|(kind, gpus)| self.share(&new, mode, kind, gpus, c))
     }
 
     /// Candidate `gpus` routed with time-shared links (module doc): at each
@@ -630,48 +626,32 @@ impl TitanPlacer {
     /// when none does.
     fn share(
         &mut self,
-        job: &JobRequest,
+        new: &Newcomer,
         mode: SharingMode,
         kind: Kind,
         gpus: Gpus,
         c: Collective,
     ) -> Option<Chosen> {
-        let profile = mode.profile_of(job);
-        let grid = shared::shift_grid(&profile);
-        // Scored with a gap of one slot of Cassini's circle on each side.
-        let pad = crate::sharing::circle::quantum(&[profile.iteration_ms()]).0;
-        let scored = profile.dilated(pad);
+        let grid = &new.grid;
         let held = self.twin.held_peaks().to_vec();
         let topo = Arc::clone(self.state.topology());
         let leaves: BTreeSet<LeafId> = gpus.iter().map(|&(s, _)| topo.server(s).leaf).collect();
         // Held links at the candidate's leaves, by who holds them.
-        let mut groups: HashMap<&[JobId], Vec<usize>> = HashMap::new();
+        let on_link = &self.holders.on_link;
+        let mut groups: HashMap<&[u64], Vec<usize>, FixedState> = HashMap::default();
         for &l in &leaves {
             for (_, up, down) in self.twin.uplinks(l) {
                 for k in [up as usize, down as usize] {
-                    if held[k] > SLACK && !self.on_link[k].is_empty() {
-                        groups.entry(&self.on_link[k]).or_default().push(k);
+                    if held[k] > SLACK && !on_link[k].is_empty() {
+                        groups.entry(&on_link[k]).or_default().push(k);
                     }
                 }
             }
         }
         let mut lendable = vec![0usize; grid.len()];
         let mut scored_groups = Vec::with_capacity(groups.len());
-        let key = ProfileKey::of(&scored);
-        let busy = (mode.min_score >= 1.0)
-            .then(|| Busy::new(&scored, &grid))
-            .flatten();
-        let newcomer = Newcomer {
-            profile: &scored,
-            key: &key,
-            grid: &grid,
-            busy: busy.as_ref(),
-        };
-        // Each held link's group in `scored_groups`.
-        let mut group_of: HashMap<usize, usize> = HashMap::new();
-        for (jobs, links) in groups {
-            group_of.extend(links.iter().map(|&k| (k, scored_groups.len())));
-            let at = (self.scores).of(&self.state, &self.serial, jobs, &newcomer);
+        for (set, links) in groups {
+            let at = (self.scores).of(&self.state, &self.holders, set, new);
             for (n, &x) in lendable.iter_mut().zip(at.iter()) {
                 *n += usize::from(x >= mode.min_score) * links.len();
             }
@@ -701,14 +681,18 @@ impl TitanPlacer {
             let routed = self.route(&gpus, c);
             self.twin.lend(None);
             let Some(class) = routed else { continue };
-            let mut sharing = shared::alone(&profile);
+            let mut sharing = shared::alone(&new.profile);
             sharing.time_shift_ms = grid[i];
-            for &(k, _) in &class.peaks {
-                if lent[k] && held[k] > SLACK {
-                    let at = group_of.get(&k).map_or(1.0, |&g| scored_groups[g].1[i]);
-                    sharing.score = sharing.score.min(at);
-                    sharing.time_shared.push(self.link_name(k));
-                }
+            // The lent links the route took, with their holders' scores.
+            let took = |k: &usize| class.peaks.binary_search_by_key(k, |&(l, _)| l).is_ok();
+            let mut shared: Vec<(usize, f64)> = (scored_groups.iter())
+                .filter(|(_, at)| at[i] >= mode.min_score)
+                .flat_map(|(links, at)| links.iter().filter(|k| took(k)).map(|&k| (k, at[i])))
+                .collect();
+            shared.sort_unstable_by_key(|&(k, _)| k);
+            for (k, at) in shared {
+                sharing.score = sharing.score.min(at);
+                sharing.time_shared.push(self.link_name(k));
             }
             return Some((kind, gpus, class, Some(sharing)));
         }
@@ -732,16 +716,76 @@ impl TitanPlacer {
 /// most lendable links at its leaves first).
 pub const SHIFT_TRIES: usize = 4;
 
-/// Each holder set's scores at every shift of a newcomer's grid, by the
-/// holders' admission numbers and the newcomer's (padded) profile: a
-/// blocked job tried again after each release meets mostly the same
-/// holder sets. A set with [`MAX_LINK_JOBS`] holders, or one not placed in
-/// a sharing mode, scores 0. Cleared when it holds [`SCORES_HELD`] sets.
+/// In a sharing mode: the jobs holding each directed link, by admission
+/// number (never reused, so a set of them names holders whose profiles and
+/// shifts never change), and what scoring needs of each holder.
+#[derive(Debug, Clone, Default)]
+struct Holders {
+    on_link: Vec<Vec<u64>>,
+    jobs: HashMap<u64, Holder>,
+    serial: HashMap<JobId, u64>,
+    next: u64,
+}
+
+/// A held job as [`Scores`] sees it.
+#[derive(Debug, Clone)]
+struct Holder {
+    job: JobId,
+    /// Placed in a sharing mode (its decision has `sharing`): only such
+    /// jobs are shared with.
+    opted: bool,
+    /// With an on-off profile: its iteration and its busy milliseconds at
+    /// its shift ([`busy_ms`]), computed once at admission.
+    busy: Option<(u32, Vec<u64>)>,
+}
+
+impl Holders {
+    fn on(&self) -> bool {
+        !self.on_link.is_empty()
+    }
+
+    /// `job`, held on `class`'s links with its decision in `st`.
+    fn admit(&mut self, st: &FabricState, job: &JobId, class: &Class) {
+        let n = self.next;
+        self.next += 1;
+        for &(l, _) in &class.peaks {
+            self.on_link[l].push(n);
+        }
+        let sharing = st.decision(job).and_then(|d| d.sharing.as_ref());
+        let busy = sharing.and_then(|s| {
+            let p = shared::profile_of(s)?;
+            Some((p.iteration_ms(), busy_ms(&p, s.time_shift_ms)?))
+        });
+        let holder = Holder {
+            job: job.clone(),
+            opted: sharing.is_some(),
+            busy,
+        };
+        self.jobs.insert(n, holder);
+        self.serial.insert(job.clone(), n);
+    }
+
+    fn release(&mut self, job: &JobId, class: &Class) {
+        let Some(n) = self.serial.remove(job) else {
+            return;
+        };
+        for &(l, _) in &class.peaks {
+            self.on_link[l].retain(|&j| j != n);
+        }
+        self.jobs.remove(&n);
+    }
+}
+
+/// Each holder set's scores at every shift of a newcomer's grid on
+/// Cassini's circle, by the holders' admission numbers and the newcomer's
+/// (padded) profile: a blocked job tried again after each release meets
+/// mostly the same holder sets. Cleared when it holds [`SCORES_HELD`]
+/// sets. Scores by bits ([`Busy`]) are cheaper than a lookup and not kept.
 #[derive(Debug, Clone, Default)]
 struct Scores(HashMap<(Vec<u64>, ProfileKey), Vec<f64>>);
 
 /// Most holder sets [`Scores`] keeps.
-const SCORES_HELD: usize = 1 << 16;
+const SCORES_HELD: usize = 1 << 14;
 
 /// A profile's phases, exactly (`ms`, demand bits).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -758,14 +802,35 @@ impl ProfileKey {
     }
 }
 
-/// The job being placed, as [`Scores`] scores it.
-struct Newcomer<'a> {
-    /// Its padded profile, that profile's key, and its shifts.
-    profile: &'a Profile,
-    key: &'a ProfileKey,
-    grid: &'a [u32],
+/// The job being placed, as [`Scores`] scores it (built once per call).
+struct Newcomer {
+    /// Its profile, and the shifts it may take ([`shared::shift_grid`]).
+    profile: Profile,
+    grid: Vec<u32>,
+    /// Its profile as scored, with a gap of one slot of Cassini's circle
+    /// on each side, and that profile's key.
+    scored: Profile,
+    key: ProfileKey,
     /// At `--min-score 1` with an on-off profile: its busy milliseconds.
-    busy: Option<&'a Busy>,
+    busy: Option<Busy>,
+}
+
+impl Newcomer {
+    fn of(profile: Profile, min_score: f64) -> Self {
+        let grid = shared::shift_grid(&profile);
+        let pad = crate::sharing::circle::quantum(&[profile.iteration_ms()]).0;
+        let scored = profile.dilated(pad);
+        let busy = (min_score >= 1.0)
+            .then(|| Busy::new(&scored, &grid))
+            .flatten();
+        Newcomer {
+            key: ProfileKey::of(&scored),
+            profile,
+            grid,
+            scored,
+            busy,
+        }
+    }
 }
 
 /// At `--min-score 1`, Eq. 4.2 is 1 exactly when no instant of the circle
@@ -775,6 +840,7 @@ struct Newcomer<'a> {
 /// two holders' are. So each holder set is scored by a few word-wide ANDs
 /// over the iteration's milliseconds instead of Cassini's circle (the same
 /// rotation convention, at 1 ms, which is also the phased model's step).
+#[derive(Debug)]
 struct Busy {
     iteration_ms: u32,
     /// The newcomer's busy milliseconds at each shift of its grid.
@@ -790,29 +856,24 @@ impl Busy {
         })
     }
 
-    /// 1 at each shift where the newcomer fits beside `jobs`, else 0;
-    /// `None` when a holder's profile is not on-off of the same iteration.
-    fn scores(&self, st: &FabricState, jobs: &[JobId]) -> Option<Vec<f64>> {
-        let holders = jobs.iter().map(|j| {
-            let s = st.decision(j)?.sharing.as_ref()?;
-            Some((shared::profile_of(s)?, s.time_shift_ms))
-        });
-        self.fits(&holders.collect::<Option<Vec<_>>>()?)
-    }
-
-    /// [`Busy::scores`] for holders given as (profile, shift).
-    fn fits(&self, holders: &[(Profile, u32)]) -> Option<Vec<f64>> {
+    /// 1 at each shift where the newcomer fits beside holders busy at
+    /// `holders` (their milliseconds, [`busy_ms`]), else 0; `None` when a
+    /// holder is not on-off or its iteration is not the newcomer's.
+    fn fits<'a>(
+        &self,
+        holders: impl IntoIterator<Item = Option<&'a (u32, Vec<u64>)>>,
+    ) -> Option<Vec<f64>> {
         let words = self.at.first().map_or(0, Vec::len);
         let mut held = vec![0u64; words];
-        for (p, shift) in holders {
-            if p.iteration_ms() != self.iteration_ms {
+        for h in holders {
+            let (iteration_ms, mine) = h?;
+            if *iteration_ms != self.iteration_ms {
                 return None;
             }
-            let mine = busy_ms(p, *shift)?;
-            if held.iter().zip(&mine).any(|(a, b)| a & b != 0) {
+            if held.iter().zip(mine).any(|(a, b)| a & b != 0) {
                 return Some(vec![0.0; self.at.len()]); // holders already meet
             }
-            held.iter_mut().zip(&mine).for_each(|(a, b)| *a |= b);
+            held.iter_mut().zip(mine).for_each(|(a, b)| *a |= b);
         }
         let fits = |m: &Vec<u64>| m.iter().zip(&held).all(|(a, b)| a & b == 0);
         Some(
@@ -851,31 +912,29 @@ fn busy_ms(p: &Profile, t: u32) -> Option<Vec<u64>> {
 }
 
 impl Scores {
-    fn of(
-        &mut self,
-        st: &FabricState,
-        serial: &HashMap<JobId, u64>,
-        jobs: &[JobId],
-        new: &Newcomer<'_>,
-    ) -> Vec<f64> {
-        let numbers: Option<Vec<u64>> = jobs.iter().map(|j| serial.get(j).copied()).collect();
-        let k = numbers.map(|n| (n, new.key.clone()));
-        if let Some(v) = k.as_ref().and_then(|k| self.0.get(k)) {
+    /// The scores of the newcomer beside the holder `set` at each shift of
+    /// its grid: 0 beside [`MAX_LINK_JOBS`] holders or one not placed in a
+    /// sharing mode; by bits where they apply; else on Cassini's circle.
+    fn of(&mut self, st: &FabricState, holders: &Holders, set: &[u64], new: &Newcomer) -> Vec<f64> {
+        let jobs: Option<Vec<&Holder>> = set.iter().map(|n| holders.jobs.get(n)).collect();
+        let Some(jobs) = jobs.filter(|j| j.len() < MAX_LINK_JOBS && j.iter().all(|h| h.opted))
+        else {
+            return vec![0.0; new.grid.len()];
+        };
+        let fast = (new.busy.as_ref()).and_then(|b| b.fits(jobs.iter().map(|h| h.busy.as_ref())));
+        if let Some(v) = fast {
+            return v;
+        }
+        let k = (set.to_vec(), new.key.clone());
+        if let Some(v) = self.0.get(&k) {
             return v.clone();
         }
-        let opted = |j: &JobId| st.decision(j).is_some_and(|d| d.sharing.is_some());
-        let v = if jobs.len() < MAX_LINK_JOBS && jobs.iter().all(opted) {
-            let fast = new.busy.and_then(|b| b.scores(st, jobs));
-            fast.unwrap_or_else(|| shared::scores_on(st, jobs, new.profile, new.grid))
-        } else {
-            vec![0.0; new.grid.len()]
-        };
-        if let Some(k) = k {
-            if self.0.len() >= SCORES_HELD {
-                self.0.clear();
-            }
-            self.0.insert(k, v.clone());
+        let ids: Vec<JobId> = jobs.iter().map(|h| h.job.clone()).collect();
+        let v = shared::scores_on(st, &ids, &new.scored, &new.grid);
+        if self.0.len() >= SCORES_HELD {
+            self.0.clear();
         }
+        self.0.insert(k, v.clone());
         v
     }
 }
@@ -910,12 +969,8 @@ impl Placer for TitanPlacer {
         };
         let plan = Plan::local(stage, gpus);
         let out = commit_sharing(&mut self.state, "titan", job, &plan, sharing)?;
-        if !self.on_link.is_empty() {
-            for &(l, _) in &class.peaks {
-                self.on_link[l].push(job.id.clone());
-            }
-            self.serial.insert(job.id.clone(), self.next_serial);
-            self.next_serial += 1;
+        if self.holders.on() {
+            self.holders.admit(&self.state, &job.id, &class);
         }
         self.held.insert(job.id.clone(), class);
         Ok(out)
@@ -927,11 +982,8 @@ impl Placer for TitanPlacer {
             sets.release(job);
         }
         if let Some(class) = self.held.remove(job) {
-            if !self.on_link.is_empty() {
-                for &(l, _) in &class.peaks {
-                    self.on_link[l].retain(|j| j != job);
-                }
-                self.serial.remove(job);
+            if self.holders.on() {
+                self.holders.release(job, &class);
             }
             if !class.links.is_empty() {
                 self.twin.unroute(&class);
@@ -1280,7 +1332,11 @@ mod tests {
             let holders: Vec<(Profile, u32)> = (0..rng.below(4))
                 .map(|_| (up_down(&mut rng), rng.below(250) as u32))
                 .collect();
-            let bits = Busy::new(&new, &grid).unwrap().fits(&holders).unwrap();
+            let masks: Vec<(u32, Vec<u64>)> = (holders.iter())
+                .map(|(p, t)| (p.iteration_ms(), busy_ms(p, *t).unwrap()))
+                .collect();
+            let busy = Busy::new(&new, &grid).unwrap();
+            let bits = busy.fits(masks.iter().map(Some)).unwrap();
             let fixed: Vec<(OnLink, u32)> = (holders.iter())
                 .map(|(profile, t)| (OnLink { profile, load: 1.0 }, *t))
                 .collect();
