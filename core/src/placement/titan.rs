@@ -102,8 +102,13 @@
 //! in 1 ms steps, would see a touching boundary as a step of overlap. At
 //! `--min-score 1` with on-off profiles (the trace default) a score is 1
 //! exactly when no busy millisecond meets another, which is checked on
-//! bits (`Busy`); scores are kept per holder set and job profile
-//! (`Scores`), since a blocked job is tried again after every release.
+//! bits (`Busy`), each holder's busy milliseconds computed once, at its
+//! admission (`Holders`); scores on Cassini's circle (other scores or
+//! profiles) are kept per holder set and job profile (`Scores`), since a
+//! blocked job is tried again after every release. A route, strict or
+//! lent, is refused before its search when a leaf's uplinks lack room
+//! for the job's flows in some phase (the twin's leaf check, a necessary
+//! condition; tested to refuse only what the search refuses).
 //! The decision lists the time-shared links (`sharing.time_shared`), and
 //! the replay's router lends a job exactly those (none to a job that lists
 //! none), so it takes the twin's paths: lending it fewer links than the
