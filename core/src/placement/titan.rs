@@ -127,9 +127,9 @@
 //! policy; its slices on a real fabric are issue 15's item 2.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
-use std::sync::Arc;
 
 use super::plan::Plan;
 use super::shared::{self, SharingMode};
@@ -638,7 +638,8 @@ impl TitanPlacer {
         c: Collective,
     ) -> Option<Chosen> {
         let grid = &new.grid;
-        let held = self.twin.held_peaks().to_vec();
+        let held = self.twin.held_peaks();
+        let links = held.len();
         let topo = Arc::clone(self.state.topology());
         let leaves: BTreeSet<LeafId> = gpus.iter().map(|&(s, _)| topo.server(s).leaf).collect();
         // Held links at the candidate's leaves, by who holds them.
@@ -670,7 +671,7 @@ impl TitanPlacer {
             if lendable[i] == 0 {
                 break;
             }
-            let mut lent = vec![false; held.len()];
+            let mut lent = vec![false; links];
             for (links, at) in &scored_groups {
                 if at[i] >= mode.min_score {
                     links.iter().for_each(|&k| lent[k] = true);
