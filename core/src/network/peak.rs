@@ -147,7 +147,7 @@ impl Peaks {
     /// a margin for the float adds, so the room is never under it.
     pub fn room(&self, l: usize, rate: f64) -> u32 {
         let free = 1.0 + SLACK - self.held_by_others(l, self.lending());
-        (free / rate + 1e-9).floor().max(0.0) as u32
+        whole(free / rate + 1e-9)
     }
 
     /// The first of `paths[from..]` one more flow of `s` fits (module doc).
@@ -252,4 +252,11 @@ impl Peaks {
             self.held[l] += sign * p;
         }
     }
+}
+
+/// `x` rounded down to a whole count, 0 below 0 (a cast truncates toward
+/// zero, which is the floor here: hot callers avoid `f64::floor`, a libm
+/// call where the target lacks SSE4.1).
+pub fn whole(x: f64) -> u32 {
+    x.max(0.0) as u32
 }

@@ -589,7 +589,7 @@ impl Router {
         (0..uplinks)
             .map(|u| {
                 let busy = at(f.out_of(l, u)).max(at(Fabric::into(f, l, u)));
-                ((1.0 - busy + super::peak::SLACK) / rate).floor().max(0.0) * rate
+                f64::from(super::peak::whole((1.0 - busy + super::peak::SLACK) / rate)) * rate
             })
             .sum()
     }

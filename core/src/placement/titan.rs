@@ -139,7 +139,7 @@ use super::{
 use crate::decision::{Decision, Sharing, Stage, TimeSharedLink};
 use crate::names::JobId;
 use crate::network::fairshare::Class;
-use crate::network::peak::SLACK;
+use crate::network::peak::{whole, SLACK};
 use crate::network::routes::{LinkId, Router, Routing};
 use crate::sharing::profile::Profile;
 use crate::state::{FabricState, MAX_LINK_JOBS};
@@ -476,7 +476,7 @@ impl TitanPlacer {
                 Some(sets) => f64::from(sets.free_at(l)) * ((1.0 + SLACK) / rate).floor() * rate,
                 None => self.twin.leaf_room(LeafId(l as u32), rate),
             };
-            (free.on_leaf(l).min((room + SLACK).floor() as u32), l)
+            (free.on_leaf(l).min(whole(room + SLACK)), l)
         }));
         fill(n, free, &leaves)
     }
