@@ -23,7 +23,9 @@
 //! rate; intra-server traffic (NVLink) never reaches the fabric.
 
 pub mod fairshare;
+pub mod masks;
 pub mod model;
 pub mod peak;
 pub mod routes;
+pub mod sums;
 pub mod traffic;

@@ -53,8 +53,20 @@
 //! from the next path: the one-at-a-time search's choices, with the same
 //! float adds, in `O(paths)` searches (tested against the search from the
 //! first path per flow).
+//!
+//! **Without scanning.** Where a leaf pair's path `i` is uplink `i` at
+//! both ends, which paths one more flow fits is read from bit masks per
+//! leaf side and phase ([`super::masks`]: the same per-link test, kept up
+//! to date as peaks and rates change), so a search is a word AND, not a
+//! test per path; and the many adds of one rate that an all-to-all job's
+//! flows make are looked up in a table of the same adds
+//! ([`super::sums`]). Both give the scan's and the loop's answers to the
+//! bit (tested against the one-flow-at-a-time search, which scans and
+//! loops, with and without lent links).
 
+use super::masks::Masks;
 use super::routes::Path;
+use super::sums::Sums;
 use super::traffic::Share;
 
 /// Phases tracked per link: hd's distances `2^0 ..= 2^13` and its fold's
@@ -77,44 +89,146 @@ pub fn dense_phase(phase: u16) -> usize {
 /// The peaks routed jobs hold on each link, and the job being routed.
 #[derive(Debug, Clone)]
 pub struct Peaks {
+    v: Loads,
+    /// The links the job being routed touched.
+    touched: Vec<usize>,
+    /// Which paths fit, by leaf side ([`Peaks::mask_sides`]; `None`:
+    /// every search scans).
+    masks: Option<Masks>,
+    /// Repeated adds of a rate ([`Sums`]).
+    sums: Sums,
+}
+
+/// What a link's fit reads.
+#[derive(Debug, Clone)]
+struct Loads {
     /// Per directed link, the routed jobs' peaks added up.
     held: Vec<f64>,
     /// The job being routed: its rate per (link, phase) at
-    /// `l * PHASES + p`, its peak per link, and the links it touched.
+    /// `l * PHASES + p`, and its peak per link.
     phase: Vec<f64>,
     job: Vec<f64>,
-    touched: Vec<usize>,
     /// The links whose held peaks a lent fit does not count (`None`: all,
     /// and a strict router lends none; module doc, "Time-shared links").
-    lendable: Option<Vec<bool>>,
+    lendable: Option<Vec<usize>>,
+    /// Per link, whether it is among `lendable`'s.
+    lent_link: Vec<bool>,
+}
+
+impl Loads {
+    /// The held peaks link `l`'s check counts (none when `lent` and the
+    /// link is lendable).
+    fn held_by_others(&self, l: usize, lent: bool) -> f64 {
+        if lent && self.is_lendable(l) {
+            0.0
+        } else {
+            self.held[l]
+        }
+    }
+
+    /// Whether a lent fit does not count link `l`'s held peaks.
+    fn is_lendable(&self, l: usize) -> bool {
+        self.lendable.is_none() || self.lent_link[l]
+    }
+
+    /// Does one more flow of `rate` in phase slot `ph` fit link `l`?
+    fn fits(&self, l: usize, ph: usize, rate: f64, lent: bool) -> bool {
+        let now = self.phase[l * PHASES + ph];
+        link_fits(self.held_by_others(l, lent), self.job[l], now, rate)
+    }
+}
+
+/// [`Peaks::fits`]'s test of one link: held peaks `held`, the job's peak
+/// `job` and its rate `now` in the phase, and one more flow of `rate`.
+fn link_fits(held: f64, job: f64, now: f64, rate: f64) -> bool {
+    held + job.max(now + rate) <= 1.0 + SLACK
 }
 
 impl Peaks {
     pub fn new(links: usize) -> Self {
         Peaks {
-            held: vec![0.0; links],
-            phase: vec![0.0; links * PHASES],
-            job: vec![0.0; links],
+            v: Loads {
+                held: vec![0.0; links],
+                phase: vec![0.0; links * PHASES],
+                job: vec![0.0; links],
+                lendable: None,
+                lent_link: vec![false; links],
+            },
             touched: Vec::new(),
-            lendable: None,
+            masks: None,
+            sums: Sums::default(),
+        }
+    }
+
+    /// Index each link `l` as bit `at[l].1` of leaf side `at[l].0` (`2 l`
+    /// up, `2 l + 1` down), so that searches given a path's sides
+    /// ([`Peaks::first_fit`]) read which paths fit from [`Masks`].
+    pub fn mask_sides(&mut self, at: Vec<(u32, u32)>) {
+        self.masks = Some(Masks::new(at));
+    }
+
+    /// A route of flows of `rate` in the phase slots `phases` (bit per
+    /// slot) over the leaf `sides` starts, lending or not: the masks are
+    /// made for them. With a job being routed they stay as they are.
+    pub fn mask_route(&mut self, rate: f64, phases: u32, lend: bool, sides: &[usize]) {
+        let (Some(m), v) = (&mut self.masks, &self.v) else {
+            return;
+        };
+        if self.touched.is_empty() {
+            m.set_rate(rate, phases, lend, sides, |l, lent| {
+                v.fits(l, 0, rate, lent)
+            });
+        }
+    }
+
+    /// Link `l`'s mask bits again after its held peaks or the job's rates
+    /// on it changed (in slot `ph`; in every slot when `all`).
+    fn remask(&mut self, l: usize, ph: usize, all: bool) {
+        let (Some(m), v) = (&mut self.masks, &self.v) else {
+            return;
+        };
+        let rate = m.rate();
+        if self.touched.is_empty() {
+            m.set_base(l, v.fits(l, 0, rate, false), v.fits(l, 0, rate, true));
+        } else {
+            m.charged(l, ph, all, |p, lent| v.fits(l, p, rate, lent));
         }
     }
 
     /// Whether a strict route may time-share held links: only when it was
     /// given the links it may ([`Peaks::lendable`]).
     pub fn lending(&self) -> bool {
-        self.lendable.is_some()
+        self.v.lendable.is_some()
     }
 
     /// The links a lent fit may time-share, by link id (`None`: every
-    /// link, for a router that is not strict; module doc).
-    pub fn lendable(&mut self, links: Option<Vec<bool>>) {
-        self.lendable = links;
+    /// link, for a router that is not strict; module doc). Ids out of
+    /// range are ignored.
+    pub fn lendable(&mut self, links: Option<Vec<usize>>) {
+        let v = &mut self.v;
+        for &l in v.lendable.iter().flatten() {
+            v.lent_link[l] = false;
+        }
+        v.lendable = links.map(|mut ids| {
+            ids.retain(|&l| l < v.lent_link.len());
+            ids.iter().for_each(|&l| v.lent_link[l] = true);
+            ids
+        });
+        let (Some(m), v) = (&mut self.masks, &self.v) else {
+            return;
+        };
+        let rate = m.rate();
+        m.lend(v.lendable.as_deref(), link_fits(0.0, 0.0, 0.0, rate));
+        if !self.touched.is_empty() {
+            for l in 0..v.held.len() {
+                m.charged(l, 0, true, |p, lent| v.fits(l, p, rate, lent));
+            }
+        }
     }
 
     /// Every link's held peaks (for tests and audits).
     pub fn held(&self) -> &[f64] {
-        &self.held
+        &self.v.held
     }
 
     /// Does one more flow of `s` on `p` keep each of its links within line
@@ -122,23 +236,7 @@ impl Peaks {
     /// With `lent`, the held peaks of lendable links are not counted.
     fn fits(&self, p: &Path, s: &Share, lent: bool) -> bool {
         let ph = dense_phase(s.phase);
-        p.links().iter().all(|&l| {
-            let l = l as usize;
-            let now = self.phase[l * PHASES + ph] + s.rate;
-            self.held_by_others(l, lent) + self.job[l].max(now) <= 1.0 + SLACK
-        })
-    }
-
-    /// The held peaks link `l`'s check counts (none when `lent` and the
-    /// link is lendable).
-    fn held_by_others(&self, l: usize, lent: bool) -> f64 {
-        let lendable =
-            || (self.lendable.as_ref()).is_none_or(|m| m.get(l).copied().unwrap_or(false));
-        if lent && lendable() {
-            0.0
-        } else {
-            self.held[l]
-        }
+        (p.links().iter()).all(|&l| self.v.fits(l as usize, ph, s.rate, lent))
     }
 
     /// How many flows of `rate` link `l` has room for beside the held
@@ -146,20 +244,51 @@ impl Peaks {
     /// least: the count [`Peaks::take`] would take one after another, with
     /// a margin for the float adds, so the room is never under it.
     pub fn room(&self, l: usize, rate: f64) -> u32 {
-        let free = 1.0 + SLACK - self.held_by_others(l, self.lending());
+        let free = 1.0 + SLACK - self.v.held_by_others(l, self.lending());
         whole(free / rate + 1e-9)
     }
 
     /// The first of `paths[from..]` one more flow of `s` fits (module doc).
-    pub fn first_fit(&self, paths: &[Path], from: usize, s: &Share) -> Option<usize> {
-        (from..paths.len()).find(|&i| self.fits(&paths[i], s, false))
+    /// With `sides`, path `i`'s links are bit `i` of those leaf sides in
+    /// order ([`Peaks::mask_sides`]), and a full-rate flow tests only the
+    /// paths their masks leave.
+    pub fn first_fit(
+        &self,
+        paths: &[Path],
+        from: usize,
+        s: &Share,
+        sides: Option<&[u32]>,
+    ) -> Option<usize> {
+        match self.masked(sides, s, false) {
+            Some((m, sides, ph)) => {
+                let mut found = None;
+                m.each(sides, ph, false, from, paths.len(), |i| {
+                    found = Some(i);
+                    true
+                });
+                found
+            }
+            None => (from..paths.len()).find(|&i| self.fits(&paths[i], s, false)),
+        }
+    }
+
+    /// The masks, when `sides` are given and they are for `s`'s rate.
+    fn masked<'a>(
+        &'a self,
+        sides: Option<&'a [u32]>,
+        s: &Share,
+        lent: bool,
+    ) -> Option<(&'a Masks, &'a [u32], usize)> {
+        let (ph, sides) = (dense_phase(s.phase), sides?);
+        let m = (self.masks.as_ref()).filter(|m| m.keeps(s.rate, ph, lent, sides))?;
+        Some((m, sides, ph))
     }
 
     /// Where `p` comes in the order lent fits are searched ("Time-shared
     /// links"): by the held peaks on its busier link, least first (fewest
     /// jobs to interleave with), ties by index `i`.
     fn lent_key(&self, p: &Path, i: usize) -> (f64, usize) {
-        let busier = (p.links().iter()).fold(0.0f64, |m, &l| m.max(self.held[l as usize]));
+        let busier = (p.links().iter()).fold(0.0f64, |m, &l| m.max(self.v.held[l as usize]));
         (busier, i)
     }
 
@@ -174,17 +303,26 @@ impl Peaks {
         paths: &[Path],
         after: Option<(f64, usize)>,
         s: &Share,
+        sides: Option<&[u32]>,
     ) -> Option<(f64, usize)> {
         let before =
             |a: (f64, usize), b: (f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt();
         let mut best: Option<(f64, usize)> = None;
-        for (i, p) in paths.iter().enumerate() {
-            let key = self.lent_key(p, i);
+        // `fitting`: known to fit (the masks said so).
+        let mut consider = |i: usize, fitting: bool| {
+            let key = self.lent_key(&paths[i], i);
             let later = after.is_none_or(|a| before(a, key));
             let sooner = best.is_none_or(|b| before(key, b));
-            if later && sooner && self.fits(p, s, true) {
+            if later && sooner && (fitting || self.fits(&paths[i], s, true)) {
                 best = Some(key);
             }
+            false
+        };
+        match self.masked(sides, s, true) {
+            Some((m, sides, ph)) => m.each(sides, ph, true, 0, paths.len(), |i| consider(i, true)),
+            None => (0..paths.len()).for_each(|i| {
+                consider(i, false);
+            }),
         }
         best
     }
@@ -204,14 +342,9 @@ impl Peaks {
         let mut k = most;
         for &l in p.links() {
             let l = l as usize;
-            let (held, job) = (self.held_by_others(l, lent), self.job[l]);
-            let mut now = self.phase[l * PHASES + ph];
-            let mut fit = 0;
-            while fit < k && held + job.max(now + s.rate) <= 1.0 + SLACK {
-                now += s.rate;
-                fit += 1;
-            }
-            k = fit;
+            let (held, job) = (self.v.held_by_others(l, lent), self.v.job[l]);
+            let now = self.v.phase[l * PHASES + ph];
+            k = (self.sums).count(now, s.rate, k, |v| held + job.max(v) <= 1.0 + SLACK);
         }
         self.charge(p, s, k);
         k
@@ -223,14 +356,16 @@ impl Peaks {
         let ph = dense_phase(s.phase);
         for &l in p.links() {
             let l = l as usize;
-            let at = &mut self.phase[l * PHASES + ph];
-            if self.job[l] == 0.0 && *at == 0.0 && n > 0 {
+            let at = &mut self.v.phase[l * PHASES + ph];
+            if self.v.job[l] == 0.0 && *at == 0.0 && n > 0 {
                 self.touched.push(l);
             }
-            for _ in 0..n {
-                *at += s.rate;
+            *at = self.sums.add(*at, s.rate, n);
+            let peak = *at > self.v.job[l];
+            self.v.job[l] = self.v.job[l].max(*at);
+            if n > 0 {
+                self.remask(l, ph, peak);
             }
-            self.job[l] = self.job[l].max(*at);
         }
     }
 
@@ -238,10 +373,13 @@ impl Peaks {
     /// cleared for the next.
     pub fn finish(&mut self) -> Vec<(usize, f64)> {
         self.touched.sort_unstable();
+        if let Some(m) = &mut self.masks {
+            m.clean();
+        }
         let mut out = Vec::with_capacity(self.touched.len());
         for l in self.touched.drain(..) {
-            out.push((l, std::mem::take(&mut self.job[l])));
-            self.phase[l * PHASES..(l + 1) * PHASES].fill(0.0);
+            out.push((l, std::mem::take(&mut self.v.job[l])));
+            self.v.phase[l * PHASES..(l + 1) * PHASES].fill(0.0);
         }
         out
     }
@@ -249,7 +387,8 @@ impl Peaks {
     /// Add (`sign` 1) or take away (-1) a job's peaks.
     pub fn hold(&mut self, peaks: &[(usize, f64)], sign: f64) {
         for &(l, p) in peaks {
-            self.held[l] += sign * p;
+            self.v.held[l] += sign * p;
+            self.remask(l, 0, true);
         }
     }
 }

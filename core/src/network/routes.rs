@@ -51,10 +51,9 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-use foldhash::fast::FixedState;
-
 use super::fairshare::Class;
-use super::peak::Peaks;
+use super::peak::{Peaks, PHASES};
+use super::sums::Sums;
 use super::traffic::{Block, Share, Traffic};
 use crate::decision::{Decision, TimeSharedLink};
 use crate::topology::{LeafId, Name, PortRef, ServerId, SpineId, Topology};
@@ -288,6 +287,14 @@ pub struct Router {
     /// refusal is the search's), and how many were.
     precheck: bool,
     prechecked: u64,
+    /// Scratch of [`Router::leaves_have_room`].
+    tally: Tally,
+    /// Repeated adds of a flow weight to `sum` ([`Sums`]).
+    sums: Sums,
+    /// Per leaf pair (as `paths`): the leaf sides (`2 a` up, `2 b + 1`
+    /// down) whose uplink `i` path `i` takes, where every path does
+    /// (one link per spine), for the masked search ([`Peaks::mask_sides`]).
+    aligned: Vec<Option<[u32; 2]>>,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
     peak_picks: Vec<(usize, u32)>,
     /// [`Router::without_spines`]: per leaf, its links up (`[2 l]`) and
@@ -315,6 +322,67 @@ struct Run {
     to: LeafId,
     share: Share,
     flows: u32,
+}
+
+/// A job's flows per leaf side (`2 l` up, `2 l + 1` down), phase and
+/// rate, for [`Router::leaves_have_room`]: dense by side and phase (a
+/// job's flows of one phase have one rate, but for uneven all-to-all
+/// weights), other rates of a slot in a short list. Scratch: kept
+/// between routes.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    /// Per (side, phase): the rate's bits and its flows (0: none yet).
+    slots: Vec<(u64, u32)>,
+    /// The sides with flows, in the order met, and whether each has.
+    sides: Vec<usize>,
+    met: Vec<bool>,
+    /// (side, phase, rate's bits, flows) of a slot's other rates.
+    other: Vec<(usize, usize, u64, u32)>,
+}
+
+impl Tally {
+    fn start(&mut self, leaves: usize) {
+        for side in self.sides.drain(..) {
+            self.slots[side * PHASES..(side + 1) * PHASES].fill((0, 0));
+            self.met[side] = false;
+        }
+        self.slots.resize(2 * leaves * PHASES, (0, 0));
+        self.met.resize(2 * leaves, false);
+        self.other.clear();
+    }
+
+    fn add(&mut self, side: usize, ph: usize, rate: f64, n: u32) {
+        let bits = rate.to_bits();
+        if !self.met[side] {
+            self.met[side] = true;
+            self.sides.push(side);
+        }
+        match &mut self.slots[side * PHASES + ph] {
+            (r, k) if *k == 0 || *r == bits => (*r, *k) = (bits, *k + n),
+            _ => match (self.other.iter_mut()).find(|o| (o.0, o.1, o.2) == (side, ph, bits)) {
+                Some(o) => o.3 += n,
+                None => self.other.push((side, ph, bits, n)),
+            },
+        }
+    }
+
+    /// Per rate, the most flows `side` has in any one phase.
+    fn most(&self, side: usize) -> Vec<(f64, u32)> {
+        let slots = &self.slots[side * PHASES..(side + 1) * PHASES];
+        let other = (self.other.iter())
+            .filter(|o| o.0 == side)
+            .map(|o| (o.2, o.3));
+        let mut most: Vec<(u64, u32)> = Vec::new();
+        for (r, n) in slots.iter().copied().filter(|s| s.1 > 0).chain(other) {
+            match most.iter_mut().find(|m| m.0 == r) {
+                Some(m) => m.1 = m.1.max(n),
+                None => most.push((r, n)),
+            }
+        }
+        most.into_iter()
+            .map(|(r, n)| (f64::from_bits(r), n))
+            .collect()
+    }
 }
 
 /// A path in [`Router::fill`]: its key, index and busiest link's
@@ -377,6 +445,9 @@ impl Router {
             strict: false,
             precheck: true,
             prechecked: 0,
+            tally: Tally::default(),
+            sums: Sums::default(),
+            aligned: Vec::new(),
             peak_picks: Vec::new(),
             sides: Vec::new(),
             fabric,
@@ -390,6 +461,16 @@ impl Router {
                 .flat_map(|a| (0..n).map(move |b| (LeafId(a), LeafId(b))))
                 .map(|(a, b)| r.equal_cost(a, b))
                 .collect();
+            r.aligned = (r.paths.iter().enumerate())
+                .map(|(pair, ps)| r.aligned(pair, ps))
+                .collect();
+            if let Some(p) = &mut r.peaks {
+                let at = (0..r.fabric.links as u32).map(|k| {
+                    let (l, u, up) = r.fabric.end(k);
+                    (2 * l.0 + u32::from(!up), u32::from(u))
+                });
+                p.mask_sides(at.collect());
+            }
             r.disjoint = r
                 .paths
                 .iter()
@@ -428,6 +509,20 @@ impl Router {
                 ]
             })
             .collect();
+    }
+
+    /// `Some([2 a, 2 b + 1])` when path `i` of leaf pair `pair` (`a` to
+    /// `b`) is uplink `i` of `a` up and uplink `i` of `b` down, for every
+    /// path.
+    fn aligned(&self, pair: usize, paths: &[Path]) -> Option<[u32; 2]> {
+        let n = self.fabric.leaves.len();
+        let (a, b) = (LeafId((pair / n) as u32), LeafId((pair % n) as u32));
+        let f = &self.fabric;
+        let each = paths.iter().enumerate().all(|(i, p)| {
+            let u = u16::try_from(i).ok();
+            p.links().len() == 2 && u.is_some_and(|u| p.links() == [f.out_of(a, u), f.into(b, u)])
+        });
+        (each && a != b).then_some([2 * a.0, 2 * b.0 + 1])
     }
 
     /// Every path from leaf `from` to leaf `to` (as cabled and patched).
@@ -523,7 +618,7 @@ impl Router {
     /// link id) are not counted, the least held first, as a replay's
     /// router does with a decision's time-shared links (`super::peak`,
     /// "Time-shared links"); `None` turns it off.
-    pub fn lend(&mut self, links: Option<Vec<bool>>) {
+    pub fn lend(&mut self, links: Option<Vec<usize>>) {
         if let Some(p) = &mut self.peaks {
             p.lendable(links);
         }
@@ -544,15 +639,15 @@ impl Router {
     }
 
     /// The link ids of a decision's time-shared links (`super::peak`,
-    /// "Time-shared links"), as a mask over every link.
-    fn time_shared(&self, d: &Decision, shared: &[TimeSharedLink]) -> Result<Vec<bool>, Unknown> {
+    /// "Time-shared links").
+    fn time_shared(&self, d: &Decision, shared: &[TimeSharedLink]) -> Result<Vec<usize>, Unknown> {
         let f = &self.fabric;
         let unknown = |what, name: &str| Unknown {
             job: d.job.to_string(),
             what,
             name: name.to_string(),
         };
-        let mut mask = vec![false; f.links];
+        let mut ids = Vec::with_capacity(shared.len());
         for t in shared {
             let l = *f
                 .leaves
@@ -565,9 +660,9 @@ impl Router {
             } else {
                 Fabric::into(f, l, u)
             };
-            mask[id as usize] = true;
+            ids.push(id as usize);
         }
-        Ok(mask)
+        Ok(ids)
     }
 
     /// [`Routing::Peak`]: the routed jobs' peaks added up, per link.
@@ -603,35 +698,30 @@ impl Router {
     /// for a route to fit: a route refused by it is refused before any
     /// flow is searched for, with the answer the search would give. Other
     /// routers (which never refuse) pass.
-    fn leaves_have_room(&self, placed: &[(ServerId, LeafId, u16)], blocks: &[Block<'_>]) -> bool {
-        let Some(peaks) = self.peaks.as_ref().filter(|_| self.strict) else {
+    fn leaves_have_room(
+        &mut self,
+        placed: &[(ServerId, LeafId, u16)],
+        blocks: &[Block<'_>],
+    ) -> bool {
+        if self.peaks.is_none() || !self.strict {
             return true;
-        };
-        // Flows per (leaf, up, phase, rate), then the most over phases.
-        let mut flows: HashMap<(LeafId, bool, usize, u64), u32, FixedState> = HashMap::default();
+        }
+        let mut tally = std::mem::take(&mut self.tally);
+        tally.start(self.fabric.leaves.len());
         for b in blocks {
             let (Some(&s), Some(&d)) = (b.src.first(), b.dst.first()) else {
                 continue;
             };
             let (from, to) = (placed[s as usize].1, placed[d as usize].1);
-            if from == to {
-                continue;
-            }
-            let (ph, rate) = (
-                super::peak::dense_phase(b.share.phase),
-                b.share.rate.to_bits(),
-            );
-            for key in [(from, true, ph, rate), (to, false, ph, rate)] {
-                *flows.entry(key).or_default() += b.count();
+            if from != to {
+                let ph = super::peak::dense_phase(b.share.phase);
+                tally.add(2 * from.index(), ph, b.share.rate, b.count());
+                tally.add(2 * to.index() + 1, ph, b.share.rate, b.count());
             }
         }
-        let mut most: HashMap<(LeafId, bool, u64), u32, FixedState> = HashMap::default();
-        for ((l, up, _, rate), n) in flows {
-            let m = most.entry((l, up, rate)).or_default();
-            *m = (*m).max(n);
-        }
-        let f = &self.fabric;
-        most.into_iter().all(|((l, up, rate), n)| {
+        let (f, peaks) = (&self.fabric, self.peaks.as_ref().expect("checked above"));
+        let room = tally.sides.iter().all(|&side| {
+            let (l, up) = (LeafId((side / 2) as u32), side % 2 == 0);
             let uplinks = f.uplink.get(l.index()).map_or(0, |u| u.len() as u16);
             let link = |u| {
                 if up {
@@ -640,13 +730,16 @@ impl Router {
                     Fabric::into(f, l, u)
                 }
             };
-            let rate = f64::from_bits(rate);
-            let mut room = 0u32;
-            (0..uplinks).any(|u| {
-                room = room.saturating_add(peaks.room(link(u) as usize, rate));
-                room >= n
+            tally.most(side).into_iter().all(|(rate, n)| {
+                let mut room = 0u32;
+                (0..uplinks).any(|u| {
+                    room = room.saturating_add(peaks.room(link(u) as usize, rate));
+                    room >= n
+                })
             })
-        })
+        });
+        self.tally = tally;
+        room
     }
 
     fn route_placed(
@@ -668,6 +761,18 @@ impl Router {
         if self.strict && self.precheck && !self.leaves_have_room(placed, &blocks) {
             self.prechecked += 1;
             return None; // what the search would find, sooner
+        }
+        if let (Some(p), Some(b)) = (&mut self.peaks, blocks.first()) {
+            // A job's flows have one rate (but for uneven all-to-all).
+            let phases =
+                (blocks.iter()).fold(0, |m, b| m | 1 << super::peak::dense_phase(b.share.phase));
+            let lend = !self.strict || p.lending();
+            let mut leaves: Vec<usize> = placed.iter().map(|x| x.1.index()).collect();
+            leaves.dedup(); // GPUs come leaf by leaf, mostly
+            leaves.sort_unstable();
+            leaves.dedup();
+            let sides: Vec<usize> = leaves.iter().flat_map(|&l| [2 * l, 2 * l + 1]).collect();
+            p.mask_route(b.share.rate, phases, lend, &sides);
         }
         let admitted = if matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs {
             self.route_runs(placed, &blocks, admit)
@@ -844,13 +949,21 @@ impl Router {
         // job's own peaks (`super::peak`, "Time-shared links"). Each kind's
         // first fitting path only moves on within a run.
         let lend = !self.strict || peaks.lending();
+        let side;
+        let sides = match which {
+            Fits::Pair(i) => self.aligned[i].as_ref().map(|s| &s[..]),
+            Fits::Side(i) => {
+                side = [i as u32];
+                Some(&side[..])
+            }
+        };
         let (mut left, mut from, mut lent_after) = (r.flows, 0, None);
         while left > 0 {
-            let fit = match peaks.first_fit(paths, from, &r.share) {
+            let fit = match peaks.first_fit(paths, from, &r.share, sides) {
                 Some(i) => Some((i, false)),
                 None if lend => {
                     from = paths.len();
-                    let at = peaks.first_fit_lent(paths, lent_after, &r.share);
+                    let at = peaks.first_fit_lent(paths, lent_after, &r.share, sides);
                     lent_after = at;
                     at.map(|(_, i)| (i, true))
                 }
@@ -889,9 +1002,7 @@ impl Router {
             if *sum == 0.0 {
                 self.touched.push(l);
             }
-            for _ in 0..times {
-                *sum += share.weight;
-            }
+            *sum = self.sums.add(*sum, share.weight, times);
         }
         admit(share, p, times)
     }
@@ -1032,8 +1143,12 @@ impl Router {
         let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
         let peaks = peaks.expect("Routing::Peak keeps peaks");
         let lend = !self.strict || peaks.lending();
-        let fit = peaks.first_fit(paths, 0, share);
-        let lent = || peaks.first_fit_lent(paths, None, share).map(|(_, i)| i);
+        let fit = peaks.first_fit(paths, 0, share, None);
+        let lent = || {
+            peaks
+                .first_fit_lent(paths, None, share, None)
+                .map(|(_, i)| i)
+        };
         let fit = fit.or_else(|| lend.then(lent).flatten());
         let i = match fit {
             Some(i) => i,
@@ -1304,14 +1419,10 @@ mod tests {
         sharing.time_shared = vec![link(&leaf.uplinks[1], false)];
         d.sharing = Some(Box::new(sharing));
         let r = Router::new(&topo, Routing::Peak);
-        let mask = r
+        let lent = r
             .time_shared(&d, &d.sharing.as_ref().unwrap().time_shared)
             .unwrap();
         let want = Fabric::into(&r.fabric, LeafId(1), 1) as usize;
-        let lent: Vec<usize> = (mask.iter().enumerate())
-            .filter(|x| *x.1)
-            .map(|x| x.0)
-            .collect();
         assert_eq!(lent, vec![want]);
         let bad = vec![link(&"nowhere".into(), true)];
         let e = r.time_shared(&d, &bad).unwrap_err();
@@ -1929,6 +2040,34 @@ mod ocs_tests {
         );
     }
 
+    /// With links lent (`Router::lend`, random links half the time, as a
+    /// sharing placer lends them), jobs routed in runs (the searches read
+    /// from `crate::network::masks` on fabrics with one link per spine,
+    /// scanned on the one with parallel links) still get the very classes
+    /// and peaks of the one-flow-at-a-time search, which scans.
+    #[test]
+    fn lent_peak_runs_route_jobs_exactly_as_one_flow_at_a_time() {
+        let mut lent_routes = 0;
+        let (refused, admitted) =
+            twin_routes(Routing::Peak, 0x9ea4_0003, &mut |runs, one, job, c, rng| {
+                let lend = rng.below(2) == 0;
+                let lent: Vec<usize> = (0..runs.links()).filter(|_| rng.below(3) == 0).collect();
+                runs.lend(lend.then(|| lent.clone()));
+                one.lend(lend.then_some(lent));
+                let got = runs.route_gpus(0, job, c, &mut |_, _, _| true);
+                let want = one.route_gpus(0, job, c, &mut |_, _, _| true);
+                runs.lend(None);
+                one.lend(None);
+                assert_eq!(class_bits(&got), class_bits(&want), "{c}");
+                lent_routes += u32::from(lend && got.is_some());
+                got
+            });
+        assert!(
+            refused > 50 && admitted > 150 && lent_routes > 100,
+            "{refused} refused, {admitted} admitted, {lent_routes} lent"
+        );
+    }
+
     /// A strict route refused because some leaf's uplinks lack room
     /// (`Router::leaves_have_room`) is one the full search refuses too, and
     /// one it lets through routes as it would without the check: with and
@@ -1943,7 +2082,7 @@ mod ocs_tests {
             &mut |with, without, job, c, rng| {
                 without.precheck = false;
                 let lend = rng.below(2) == 0;
-                let mask: Vec<bool> = (0..with.links()).map(|_| rng.below(3) == 0).collect();
+                let mask: Vec<usize> = (0..with.links()).filter(|_| rng.below(3) == 0).collect();
                 with.lend(lend.then(|| mask.clone()));
                 without.lend(lend.then_some(mask));
                 let before = with.prechecked;

@@ -143,7 +143,9 @@ impl Traffic {
         let mut order: Vec<ServerId> = Vec::new();
         let mut members: Vec<Vec<u32>> = Vec::new();
         for (i, s) in gpus.iter().enumerate() {
-            let k = match order.iter().position(|o| o == s) {
+            // GPUs come server by server, mostly: the last one first.
+            let last = order.len().checked_sub(1).filter(|&k| order[k] == *s);
+            let k = match last.or_else(|| order.iter().position(|o| o == s)) {
                 Some(k) => k,
                 None => {
                     order.push(*s);
@@ -249,7 +251,7 @@ fn alltoall(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
     // others; the busiest NIC (the smallest server) sets the common share.
     let fewest = servers.iter().map(Vec::len).min().unwrap_or(0);
     let weight = 1.0 / (n - fewest) as f64;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(servers.len() * servers.len());
     for (a, from) in servers.iter().enumerate() {
         for (b, to) in servers.iter().enumerate() {
             if a != b {

@@ -639,7 +639,6 @@ impl TitanPlacer {
     ) -> Option<Chosen> {
         let grid = &new.grid;
         let held = self.twin.held_peaks();
-        let links = held.len();
         let topo = Arc::clone(self.state.topology());
         let leaves: BTreeSet<LeafId> = gpus.iter().map(|&(s, _)| topo.server(s).leaf).collect();
         // Held links at the candidate's leaves, by who holds them.
@@ -665,25 +664,27 @@ impl TitanPlacer {
         }
         let mut tries: Vec<usize> = (0..grid.len()).collect();
         tries.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
-        let mut tried: Vec<Vec<bool>> = Vec::with_capacity(SHIFT_TRIES);
+        let mut tried: Vec<Vec<usize>> = Vec::with_capacity(SHIFT_TRIES);
         for &i in tries.iter().take(SHIFT_TRIES) {
             // Nothing to lend: the route is the strict one that failed.
             if lendable[i] == 0 {
                 break;
             }
-            let mut lent = vec![false; links];
-            for (links, at) in &scored_groups {
-                if at[i] >= mode.min_score {
-                    links.iter().for_each(|&k| lent[k] = true);
-                }
-            }
-            // The same links lent route the same way: it failed already.
-            if tried.contains(&lent) {
+            // The groups lent; groups are disjoint and not empty, so the
+            // same groups are the same links, which route the same way: a
+            // set tried already failed.
+            let lent_groups: Vec<usize> = (0..scored_groups.len())
+                .filter(|&g| scored_groups[g].1[i] >= mode.min_score)
+                .collect();
+            if tried.contains(&lent_groups) {
                 continue;
             }
-            tried.push(lent.clone());
+            let lent = (lent_groups.iter())
+                .flat_map(|&g| scored_groups[g].0.iter().copied())
+                .collect();
+            tried.push(lent_groups);
             // A route that fails is not counted: the twin stays as it was.
-            self.twin.lend(Some(lent.clone()));
+            self.twin.lend(Some(lent));
             let routed = self.route(&gpus, c);
             self.twin.lend(None);
             let Some(class) = routed else { continue };
