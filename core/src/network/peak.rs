@@ -97,6 +97,17 @@ pub struct Peaks {
     masks: Option<Masks>,
     /// Repeated adds of a rate ([`Sums`]).
     sums: Sums,
+    /// When kept ([`Peaks::keep_undo`]): each charge of the run being
+    /// searched, as (link, slot, its rate there, its peak) before it.
+    undo: Option<Vec<(usize, usize, f64, f64)>>,
+    /// Counts the changes of the held peaks.
+    version: u64,
+}
+
+/// A routed job's rates and peaks part way ([`Peaks::snapshot`]).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    links: Vec<(usize, f64, [f64; PHASES])>,
 }
 
 /// What a link's fit reads.
@@ -157,6 +168,8 @@ impl Peaks {
             touched: Vec::new(),
             masks: None,
             sums: Sums::default(),
+            undo: None,
+            version: 0,
         }
     }
 
@@ -182,17 +195,81 @@ impl Peaks {
     }
 
     /// Link `l`'s mask bits again after its held peaks or the job's rates
-    /// on it changed (in slot `ph`; in every slot when `all`).
-    fn remask(&mut self, l: usize, ph: usize, all: bool) {
+    /// on it changed (in slot `ph`; in every slot when `all`), with a job
+    /// being routed (`routing`) or not.
+    fn remask(&mut self, l: usize, ph: usize, all: bool, routing: bool) {
         let (Some(m), v) = (&mut self.masks, &self.v) else {
             return;
         };
         let rate = m.rate();
-        if self.touched.is_empty() {
+        if !routing {
             m.set_base(l, v.fits(l, 0, rate, false), v.fits(l, 0, rate, true));
         } else {
             m.charged(l, ph, all, |p, lent| v.fits(l, p, rate, lent));
         }
+    }
+
+    /// Keep an undo log of each run's charges (for [`Peaks::undo_run`]).
+    pub fn keep_undo(&mut self, on: bool) {
+        self.undo = on.then(Vec::new);
+    }
+
+    /// A run is searched: its undo log starts empty.
+    pub fn run_starts(&mut self) {
+        if let Some(u) = &mut self.undo {
+            u.clear();
+        }
+    }
+
+    /// The charges of the run being searched taken back (the undo log
+    /// must be kept): the job as it was when the run started.
+    pub fn undo_run(&mut self) {
+        let Some(mut log) = self.undo.take() else {
+            return;
+        };
+        while let Some((l, ph, now, peak)) = log.pop() {
+            self.v.phase[l * PHASES + ph] = now;
+            self.v.job[l] = peak;
+            if peak == 0.0 {
+                // First charged in this run: no longer touched.
+                if let Some(i) = self.touched.iter().rposition(|&x| x == l) {
+                    self.touched.swap_remove(i);
+                }
+            }
+            self.remask(l, ph, true, true);
+        }
+        self.undo = Some(log);
+    }
+
+    /// The job being routed, its rates and peaks so far.
+    pub fn snapshot(&self) -> Snapshot {
+        let links = (self.touched.iter())
+            .map(|&l| {
+                let mut rates = [0.0; PHASES];
+                rates.copy_from_slice(&self.v.phase[l * PHASES..(l + 1) * PHASES]);
+                (l, self.v.job[l], rates)
+            })
+            .collect();
+        Snapshot { links }
+    }
+
+    /// Route on from `snap` (with no job being routed, after
+    /// [`Peaks::mask_route`]).
+    pub fn restore(&mut self, snap: &Snapshot) {
+        for &(l, peak, rates) in &snap.links {
+            self.v.job[l] = peak;
+            self.v.phase[l * PHASES..(l + 1) * PHASES].copy_from_slice(&rates);
+            self.touched.push(l);
+        }
+        for &(l, ..) in &snap.links {
+            self.remask(l, 0, true, true);
+        }
+    }
+
+    /// Counts the changes of the held peaks: a snapshot taken at one
+    /// count is of a route on the held peaks of that count.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Whether a strict route may time-share held links: only when it was
@@ -357,6 +434,9 @@ impl Peaks {
         for &l in p.links() {
             let l = l as usize;
             let at = &mut self.v.phase[l * PHASES + ph];
+            if let Some(u) = self.undo.as_mut().filter(|_| n > 0) {
+                u.push((l, ph, *at, self.v.job[l]));
+            }
             if self.v.job[l] == 0.0 && *at == 0.0 && n > 0 {
                 self.touched.push(l);
             }
@@ -364,7 +444,7 @@ impl Peaks {
             let peak = *at > self.v.job[l];
             self.v.job[l] = self.v.job[l].max(*at);
             if n > 0 {
-                self.remask(l, ph, peak);
+                self.remask(l, ph, peak, true);
             }
         }
     }
@@ -386,9 +466,11 @@ impl Peaks {
 
     /// Add (`sign` 1) or take away (-1) a job's peaks.
     pub fn hold(&mut self, peaks: &[(usize, f64)], sign: f64) {
+        self.version += 1;
         for &(l, p) in peaks {
             self.v.held[l] += sign * p;
-            self.remask(l, 0, true);
+            let routing = !self.touched.is_empty();
+            self.remask(l, 0, true, routing);
         }
     }
 }

@@ -229,6 +229,7 @@ impl TitanPlacer {
             }
         }
         p.twin.strict(true);
+        p.twin.resume_lent_routes();
         p
     }
 
