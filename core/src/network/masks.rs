@@ -128,7 +128,7 @@ impl Masks {
         }
     }
 
-    /// Link `l`'s base bits, with no job routed.
+    /// Link `l`'s base bits (its bits with no job routed).
     pub fn set_base(&mut self, l: usize, strict: bool, lent: bool) {
         let (side, bit) = self.at[l];
         if self.made_for[side as usize] != self.rate.to_bits() {

@@ -147,6 +147,11 @@ impl Loads {
         let now = self.phase[l * PHASES + ph];
         link_fits(self.held_by_others(l, lent), self.job[l], now, rate)
     }
+
+    /// The same with no job being routed (its rates and peak 0).
+    fn fits_alone(&self, l: usize, rate: f64, lent: bool) -> bool {
+        link_fits(self.held_by_others(l, lent), 0.0, 0.0, rate)
+    }
 }
 
 /// [`Peaks::fits`]'s test of one link: held peaks `held`, the job's peak
@@ -189,7 +194,7 @@ impl Peaks {
         };
         if self.touched.is_empty() {
             m.set_rate(rate, phases, lend, sides, |l, lent| {
-                v.fits(l, 0, rate, lent)
+                v.fits_alone(l, rate, lent)
             });
         }
     }
@@ -202,16 +207,19 @@ impl Peaks {
             return;
         };
         let rate = m.rate();
-        if !routing {
-            m.set_base(l, v.fits(l, 0, rate, false), v.fits(l, 0, rate, true));
-        } else {
+        if routing {
             m.charged(l, ph, all, |p, lent| v.fits(l, p, rate, lent));
+        } else {
+            m.set_base(l, v.fits_alone(l, rate, false), v.fits_alone(l, rate, true));
         }
     }
 
     /// Keep an undo log of each run's charges (for [`Peaks::undo_run`]).
     pub fn keep_undo(&mut self, on: bool) {
-        self.undo = on.then(Vec::new);
+        match (&mut self.undo, on) {
+            (Some(log), true) => log.clear(),
+            (undo, on) => *undo = on.then(Vec::new),
+        }
     }
 
     /// A run is searched: its undo log starts empty.
@@ -327,8 +335,9 @@ impl Peaks {
 
     /// The first of `paths[from..]` one more flow of `s` fits (module doc).
     /// With `sides`, path `i`'s links are bit `i` of those leaf sides in
-    /// order ([`Peaks::mask_sides`]), and a full-rate flow tests only the
-    /// paths their masks leave.
+    /// order ([`Peaks::mask_sides`]), and where the masks are for `s`'s
+    /// rate and phase the answer is read from them, not tested path by
+    /// path.
     pub fn first_fit(
         &self,
         paths: &[Path],
@@ -469,8 +478,10 @@ impl Peaks {
         self.version += 1;
         for &(l, p) in peaks {
             self.v.held[l] += sign * p;
-            let routing = !self.touched.is_empty();
-            self.remask(l, 0, true, routing);
+            self.remask(l, 0, true, false);
+            if !self.touched.is_empty() {
+                self.remask(l, 0, true, true); // a job being routed too
+            }
         }
     }
 }

@@ -804,18 +804,7 @@ impl Router {
             self.prechecked += 1;
             return None; // what the search would find, sooner
         }
-        if let (Some(p), Some(b)) = (&mut self.peaks, blocks.first()) {
-            // A job's flows have one rate (but for uneven all-to-all).
-            let phases =
-                (blocks.iter()).fold(0, |m, b| m | 1 << super::peak::dense_phase(b.share.phase));
-            let lend = !self.strict || p.lending();
-            let mut leaves: Vec<usize> = placed.iter().map(|x| x.1.index()).collect();
-            leaves.dedup(); // GPUs come leaf by leaf, mostly
-            leaves.sort_unstable();
-            leaves.dedup();
-            let sides: Vec<usize> = leaves.iter().flat_map(|&l| [2 * l, 2 * l + 1]).collect();
-            p.mask_route(b.share.rate, phases, lend, &sides);
-        }
+        self.mask_route(placed, &blocks);
         let skip = self.resume_from(placed, collective);
         let admitted = if matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs {
             let admitted = self.route_runs(placed, &blocks, admit, skip);
@@ -844,6 +833,24 @@ impl Router {
             p.hold(&class.peaks, 1.0);
         }
         Some(class)
+    }
+
+    /// [`Routing::Peak`]: the masks for this route (`super::masks`): its
+    /// rate (a job's flows have one; searches for another scan), phases,
+    /// whether it lends, and its leaves' sides.
+    fn mask_route(&mut self, placed: &[(ServerId, LeafId, u16)], blocks: &[Block<'_>]) {
+        let (Some(p), Some(b)) = (&mut self.peaks, blocks.first()) else {
+            return;
+        };
+        let phases =
+            (blocks.iter()).fold(0, |m, b| m | 1 << super::peak::dense_phase(b.share.phase));
+        let lend = !self.strict || p.lending();
+        let mut leaves: Vec<usize> = placed.iter().map(|x| x.1.index()).collect();
+        leaves.dedup(); // GPUs come leaf by leaf, mostly
+        leaves.sort_unstable();
+        leaves.dedup();
+        let sides: Vec<usize> = leaves.iter().flat_map(|&l| [2 * l, 2 * l + 1]).collect();
+        p.mask_route(b.share.rate, phases, lend, &sides);
     }
 
     /// Whether this route keeps an undo log to resume from: a strict
