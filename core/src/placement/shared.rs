@@ -499,6 +499,29 @@ mod tests {
         d.sharing.as_mut().unwrap().links[0].vlan = 4000;
         let e = st.admit(&d).unwrap_err().to_string();
         assert!(e.contains("`vlan` 4000 is not one of 101-108"), "{e}");
+        // Time-shared links (titan's) must exist, each direction once.
+        let (leaf, uplink) = (
+            &p.state().topology().leaves[0].name,
+            &p.state().topology().leaves[0].uplinks[0],
+        );
+        let link = |leaf: &str, uplink: &str, up| crate::decision::TimeSharedLink {
+            leaf: leaf.into(),
+            uplink: uplink.into(),
+            up,
+        };
+        for (shared, want) in [
+            (vec![link("nowhere", uplink, true)], "leaf `nowhere`"),
+            (vec![link(leaf, "nope", true)], "no such uplink"),
+            (
+                vec![link(leaf, uplink, false), link(leaf, uplink, false)],
+                "listed twice",
+            ),
+        ] {
+            let mut d = b.clone();
+            d.sharing.as_mut().unwrap().time_shared = shared;
+            let e = st.admit(&d).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
         // As placed, with `a` opted in, it is admitted.
         st.release(&id("a")).unwrap();
         st.admit(&a).unwrap();

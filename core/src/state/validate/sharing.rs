@@ -16,6 +16,10 @@
 //! * at most [`MAX_LINK_JOBS`] jobs share it, and each that lists it as
 //!   shared has its own VLAN of `SHARED_VLANS` (its 802.1Q sub-interface
 //!   on the link; the job that does not list it keeps the main interface).
+//!
+//! `titan`'s time-shared links (`time_shared`, no reserved links) only
+//! need to exist: a leaf of the fabric and one of its uplinks, each
+//! direction listed once.
 
 use std::collections::HashSet;
 
@@ -184,6 +188,29 @@ pub(super) fn check(cx: &Ctx, d: &Decision, sh: &Sharing) -> Result<(), StateErr
                 l.uplink,
                 MAX_LINK_JOBS - 1
             ));
+        }
+    }
+    time_shared(cx, sh)
+}
+
+/// `titan`'s time-shared links name a leaf of the fabric and one of its
+/// uplinks, each direction once: the replay lends exactly these.
+fn time_shared(cx: &Ctx, sh: &Sharing) -> Result<(), StateError> {
+    let mut seen = HashSet::new();
+    for t in &sh.time_shared {
+        let leaf = cx.leaf(&t.leaf)?;
+        let way = if t.up { "up" } else { "down" };
+        let uplinks = &cx.st.topology().leaf(leaf).uplinks;
+        if !uplinks.contains(&t.uplink) {
+            let reason = format!("time-shared link {}:{}: no such uplink", t.leaf, t.uplink);
+            return Err(cx.shape("sharing", reason));
+        }
+        if !seen.insert((&t.leaf, &t.uplink, t.up)) {
+            let reason = format!(
+                "time-shared link {}:{} ({way}) listed twice",
+                t.leaf, t.uplink
+            );
+            return Err(cx.shape("sharing", reason));
         }
     }
     Ok(())
