@@ -149,6 +149,9 @@ use crate::trace::Collective;
 /// The collective of a job that does not say (the paper's Fig. 1).
 pub const DEFAULT_COLLECTIVE: Collective = Collective::Hd;
 
+mod holders;
+use holders::{Holder, Holders};
+
 /// The `titan` placer (module doc).
 #[derive(Debug, Clone)]
 pub struct TitanPlacer {
@@ -723,66 +726,6 @@ impl TitanPlacer {
 /// Shifts a time-shared candidate is routed at, at most (the ones with the
 /// most lendable links at its leaves first).
 pub const SHIFT_TRIES: usize = 4;
-
-/// In a sharing mode: the jobs holding each directed link, by admission
-/// number (never reused, so a set of them names holders whose profiles and
-/// shifts never change), and what scoring needs of each holder.
-#[derive(Debug, Clone, Default)]
-struct Holders {
-    on_link: Vec<Vec<u64>>,
-    jobs: HashMap<u64, Holder>,
-    serial: HashMap<JobId, u64>,
-    next: u64,
-}
-
-/// A held job as [`Scores`] sees it.
-#[derive(Debug, Clone)]
-struct Holder {
-    job: JobId,
-    /// Placed in a sharing mode (its decision has `sharing`): only such
-    /// jobs are shared with.
-    opted: bool,
-    /// With an on-off profile: its iteration and its busy milliseconds at
-    /// its shift ([`busy_ms`]), computed once at admission.
-    busy: Option<(u32, Vec<u64>)>,
-}
-
-impl Holders {
-    fn on(&self) -> bool {
-        !self.on_link.is_empty()
-    }
-
-    /// `job`, held on `class`'s links with its decision in `st`.
-    fn admit(&mut self, st: &FabricState, job: &JobId, class: &Class) {
-        let n = self.next;
-        self.next += 1;
-        for &(l, _) in &class.peaks {
-            self.on_link[l].push(n);
-        }
-        let sharing = st.decision(job).and_then(|d| d.sharing.as_ref());
-        let busy = sharing.and_then(|s| {
-            let p = shared::profile_of(s)?;
-            Some((p.iteration_ms(), busy_ms(&p, s.time_shift_ms)?))
-        });
-        let holder = Holder {
-            job: job.clone(),
-            opted: sharing.is_some(),
-            busy,
-        };
-        self.jobs.insert(n, holder);
-        self.serial.insert(job.clone(), n);
-    }
-
-    fn release(&mut self, job: &JobId, class: &Class) {
-        let Some(n) = self.serial.remove(job) else {
-            return;
-        };
-        for &(l, _) in &class.peaks {
-            self.on_link[l].retain(|&j| j != n);
-        }
-        self.jobs.remove(&n);
-    }
-}
 
 /// Each holder set's scores at every shift of a newcomer's grid on
 /// Cassini's circle, by the holders' admission numbers and the newcomer's
