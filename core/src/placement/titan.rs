@@ -129,8 +129,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use foldhash::fast::FixedState;
-
 use super::plan::Plan;
 use super::shared::{self, SharingMode};
 use super::{
@@ -248,7 +246,7 @@ impl TitanPlacer {
         if mode.is_none() {
             return self;
         }
-        self.holders.on_link = vec![Vec::new(); self.twin.held_peaks().len()];
+        self.holders = Holders::new(self.twin.held_peaks().len());
         for (job, class) in &self.held {
             self.holders.admit(&self.state, job, class);
         }
@@ -645,15 +643,23 @@ impl TitanPlacer {
         let held = self.twin.held_peaks();
         let topo = Arc::clone(self.state.topology());
         let leaves: BTreeSet<LeafId> = gpus.iter().map(|&(s, _)| topo.server(s).leaf).collect();
-        // Held links at the candidate's leaves, by who holds them.
-        let on_link = &self.holders.on_link;
-        let mut groups: HashMap<&[u64], Vec<usize>, FixedState> = HashMap::default();
+        // Held links at the candidate's leaves, by who holds them (in the
+        // order first met; a group per holder set id).
+        let mut group_of = vec![u32::MAX; self.holders.set_ids()];
+        let mut groups: Vec<(&[u64], Vec<usize>)> = Vec::new();
         for &l in &leaves {
             for (_, up, down) in self.twin.uplinks(l) {
                 for k in [up as usize, down as usize] {
-                    if held[k] > SLACK && !on_link[k].is_empty() {
-                        groups.entry(&on_link[k]).or_default().push(k);
+                    let (id, set) = self.holders.on_link(k);
+                    if held[k] <= SLACK || set.is_empty() {
+                        continue;
                     }
+                    let g = &mut group_of[id as usize];
+                    if *g == u32::MAX {
+                        *g = groups.len() as u32;
+                        groups.push((set, Vec::new()));
+                    }
+                    groups[*g as usize].1.push(k);
                 }
             }
         }
