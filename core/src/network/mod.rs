@@ -27,5 +27,6 @@ pub mod masks;
 pub mod model;
 pub mod peak;
 pub mod routes;
+mod runs;
 pub mod sums;
 pub mod traffic;

@@ -52,7 +52,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::fairshare::Class;
-use super::peak::{Peaks, PHASES};
+use super::peak::Peaks;
+use super::runs::{Run, Tally};
 use super::sums::Sums;
 use super::traffic::{Block, Share, Traffic};
 use crate::decision::{Decision, TimeSharedLink};
@@ -323,15 +324,6 @@ enum Fits {
 /// routed on one path.
 pub type Admit<'a> = dyn FnMut(&Share, &Path, u32) -> bool + 'a;
 
-/// Consecutive flows of one leaf pair and one share ([`Router::route_runs`]).
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    from: LeafId,
-    to: LeafId,
-    share: Share,
-    flows: u32,
-}
-
 /// Where a strict route of a job stopped ([`Router::resume_lent_routes`]):
 /// the job, the held peaks' version, the run that fitted no path, and
 /// the job's peaks and sums before it.
@@ -348,67 +340,6 @@ struct Resume {
 /// Stopped strict routes kept at most (a titan call routes a few
 /// candidates strictly, then lends to each in turn).
 const RESUMES: usize = 8;
-
-/// A job's flows per leaf side (`2 l` up, `2 l + 1` down), phase and
-/// rate, for [`Router::leaves_have_room`]: dense by side and phase (a
-/// job's flows of one phase have one rate, but for uneven all-to-all
-/// weights), other rates of a slot in a short list. Scratch: kept
-/// between routes.
-#[derive(Debug, Clone, Default)]
-struct Tally {
-    /// Per (side, phase): the rate's bits and its flows (0: none yet).
-    slots: Vec<(u64, u32)>,
-    /// The sides with flows, in the order met, and whether each has.
-    sides: Vec<usize>,
-    met: Vec<bool>,
-    /// (side, phase, rate's bits, flows) of a slot's other rates.
-    other: Vec<(usize, usize, u64, u32)>,
-}
-
-impl Tally {
-    fn start(&mut self, leaves: usize) {
-        for side in self.sides.drain(..) {
-            self.slots[side * PHASES..(side + 1) * PHASES].fill((0, 0));
-            self.met[side] = false;
-        }
-        self.slots.resize(2 * leaves * PHASES, (0, 0));
-        self.met.resize(2 * leaves, false);
-        self.other.clear();
-    }
-
-    fn add(&mut self, side: usize, ph: usize, rate: f64, n: u32) {
-        let bits = rate.to_bits();
-        if !self.met[side] {
-            self.met[side] = true;
-            self.sides.push(side);
-        }
-        match &mut self.slots[side * PHASES + ph] {
-            (r, k) if *k == 0 || *r == bits => (*r, *k) = (bits, *k + n),
-            _ => match (self.other.iter_mut()).find(|o| (o.0, o.1, o.2) == (side, ph, bits)) {
-                Some(o) => o.3 += n,
-                None => self.other.push((side, ph, bits, n)),
-            },
-        }
-    }
-
-    /// Per rate, the most flows `side` has in any one phase.
-    fn most(&self, side: usize) -> Vec<(f64, u32)> {
-        let slots = &self.slots[side * PHASES..(side + 1) * PHASES];
-        let other = (self.other.iter())
-            .filter(|o| o.0 == side)
-            .map(|o| (o.2, o.3));
-        let mut most: Vec<(u64, u32)> = Vec::new();
-        for (r, n) in slots.iter().copied().filter(|s| s.1 > 0).chain(other) {
-            match most.iter_mut().find(|m| m.0 == r) {
-                Some(m) => m.1 = m.1.max(n),
-                None => most.push((r, n)),
-            }
-        }
-        most.into_iter()
-            .map(|(r, n)| (f64::from_bits(r), n))
-            .collect()
-    }
-}
 
 /// A path in [`Router::fill`]: its key, index and busiest link's
 /// load (not clamped at 0: the key is [`load_key`] of it).
