@@ -53,7 +53,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use super::fairshare::Class;
 use super::peak::Peaks;
-use super::runs::{Run, Tally};
+use super::runs::{JobRuns, Run, Tally};
 use super::sums::Sums;
 use super::traffic::{Block, Share, Traffic};
 use crate::decision::{Decision, TimeSharedLink};
@@ -298,6 +298,9 @@ pub struct Router {
     /// route stopped at).
     resumable: bool,
     resume: VecDeque<Resume>,
+    /// A strict router's last routed jobs' runs ([`JobRuns`]), at most
+    /// [`JOBS`]: a candidate is routed again, lent after strict.
+    jobs: VecDeque<JobRuns>,
     run_index: usize,
     stopped_at: Option<usize>,
     /// Per leaf pair (as `paths`): the leaf sides (`2 a` up, `2 b + 1`
@@ -336,6 +339,9 @@ struct Resume {
     peaks: super::peak::Snapshot,
     sums: Vec<(u32, f64)>,
 }
+
+/// Jobs' runs a strict router keeps at most.
+const JOBS: usize = 8;
 
 /// Stopped strict routes kept at most (a titan call routes a few
 /// candidates strictly, then lends to each in turn).
@@ -405,6 +411,7 @@ impl Router {
             sums: Sums::default(),
             resumable: false,
             resume: VecDeque::new(),
+            jobs: VecDeque::new(),
             run_index: 0,
             stopped_at: None,
             aligned: Vec::new(),
@@ -671,29 +678,14 @@ impl Router {
     /// for a route to fit: a route refused by it is refused before any
     /// flow is searched for, with the answer the search would give. Other
     /// routers (which never refuse) pass.
-    fn leaves_have_room(
-        &mut self,
-        placed: &[(ServerId, LeafId, u16)],
-        blocks: &[Block<'_>],
-    ) -> bool {
+    fn leaves_have_room(&mut self, job: &mut JobRuns) -> bool {
         if self.peaks.is_none() || !self.strict {
             return true;
         }
-        let mut tally = std::mem::take(&mut self.tally);
-        tally.start(self.fabric.leaves.len());
-        for b in blocks {
-            let (Some(&s), Some(&d)) = (b.src.first(), b.dst.first()) else {
-                continue;
-            };
-            let (from, to) = (placed[s as usize].1, placed[d as usize].1);
-            if from != to {
-                let ph = super::peak::dense_phase(b.share.phase);
-                tally.add(2 * from.index(), ph, b.share.rate, b.count());
-                tally.add(2 * to.index() + 1, ph, b.share.rate, b.count());
-            }
-        }
+        let leaves = self.fabric.leaves.len();
+        let most = job.most(&mut self.tally, leaves);
         let (f, peaks) = (&self.fabric, self.peaks.as_ref().expect("checked above"));
-        let room = tally.sides.iter().all(|&side| {
+        most.iter().all(|(side, rates)| {
             let (l, up) = (LeafId((side / 2) as u32), side % 2 == 0);
             let uplinks = f.uplink.get(l.index()).map_or(0, |u| u.len() as u16);
             let link = |u| {
@@ -703,16 +695,14 @@ impl Router {
                     Fabric::into(f, l, u)
                 }
             };
-            tally.most(side).into_iter().all(|(rate, n)| {
+            rates.iter().all(|&(rate, n)| {
                 let mut room = 0u32;
                 (0..uplinks).any(|u| {
                     room = room.saturating_add(peaks.room(link(u) as usize, rate));
                     room >= n
                 })
             })
-        });
-        self.tally = tally;
-        room
+        })
     }
 
     fn route_placed(
@@ -726,26 +716,41 @@ impl Router {
         if self.routing == Routing::None {
             return Some(Class::default()); // no flow crosses a link
         }
-        let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
-        let traffic = Traffic::new(&servers);
-        let blocks = traffic.blocks(collective);
         // Loads may have moved since the last call (unroute, restore).
         self.run = None;
-        if self.strict && self.precheck && !self.leaves_have_room(placed, &blocks) {
-            self.prechecked += 1;
-            return None; // what the search would find, sooner
-        }
-        self.mask_route(placed, &blocks);
-        let skip = self.resume_from(placed, collective);
-        let admitted = if matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs {
-            let admitted = self.route_runs(placed, &blocks, admit, skip);
-            if !admitted {
-                self.keep_resume(placed, collective);
+        let by_runs = matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs;
+        let kept = (self.jobs.iter())
+            .position(|j| by_runs && j.is(placed, collective))
+            .and_then(|i| self.jobs.remove(i));
+        let servers: Vec<ServerId>;
+        let traffic;
+        let (mut job, blocks) = match kept {
+            Some(job) => (job, Vec::new()),
+            None => {
+                servers = placed.iter().map(|p| p.0).collect();
+                traffic = Traffic::new(&servers);
+                let blocks = traffic.blocks(collective);
+                (JobRuns::new(placed, collective, &blocks), blocks)
             }
-            admitted
-        } else {
-            self.route_each(key, placed, own, &blocks, admit)
         };
+        let admitted = if self.strict && self.precheck && !self.leaves_have_room(&mut job) {
+            self.prechecked += 1;
+            None // what the search would find, sooner
+        } else {
+            self.mask_route(&job);
+            Some(if by_runs {
+                self.route_job(&job, admit)
+            } else {
+                self.route_each(key, placed, own, &blocks, admit)
+            })
+        };
+        if self.strict {
+            if self.jobs.len() == JOBS {
+                self.jobs.pop_front();
+            }
+            self.jobs.push_back(job);
+        }
+        let admitted = admitted?;
         self.touched.sort_unstable();
         let links: Vec<(usize, f64)> = self
             .touched
@@ -766,22 +771,26 @@ impl Router {
         Some(class)
     }
 
+    /// `job` routed in runs, resumed where a lent route may
+    /// ([`Router::resume_lent_routes`]); `false` when refused.
+    fn route_job(&mut self, job: &JobRuns, admit: &mut Admit<'_>) -> bool {
+        let skip = self.resume_from(&job.placed, job.collective);
+        let admitted = self.route_runs(&job.runs, admit, skip);
+        if !admitted {
+            self.keep_resume(&job.placed, job.collective);
+        }
+        admitted
+    }
+
     /// [`Routing::Peak`]: the masks for this route (`super::masks`): its
     /// rate (a job's flows have one; searches for another scan), phases,
     /// whether it lends, and its leaves' sides.
-    fn mask_route(&mut self, placed: &[(ServerId, LeafId, u16)], blocks: &[Block<'_>]) {
-        let (Some(p), Some(b)) = (&mut self.peaks, blocks.first()) else {
+    fn mask_route(&mut self, job: &JobRuns) {
+        let (Some(p), Some(rate)) = (&mut self.peaks, job.rate) else {
             return;
         };
-        let phases =
-            (blocks.iter()).fold(0, |m, b| m | 1 << super::peak::dense_phase(b.share.phase));
         let lend = !self.strict || p.lending();
-        let mut leaves: Vec<usize> = placed.iter().map(|x| x.1.index()).collect();
-        leaves.dedup(); // GPUs come leaf by leaf, mostly
-        leaves.sort_unstable();
-        leaves.dedup();
-        let sides: Vec<usize> = leaves.iter().flat_map(|&l| [2 * l, 2 * l + 1]).collect();
-        p.mask_route(b.share.rate, phases, lend, &sides);
+        p.mask_route(rate, job.phases, lend, &job.sides);
     }
 
     /// Whether this route keeps an undo log to resume from: a strict
@@ -874,44 +883,12 @@ impl Router {
         true
     }
 
-    /// [`Routing::Balanced`]: consecutive flows of one leaf pair and one
-    /// share (flows inside a leaf in between change no load) routed as one
-    /// run by [`Router::route_run`]; `false` when `admit` refused.
-    fn route_runs(
-        &mut self,
-        placed: &[(ServerId, LeafId, u16)],
-        blocks: &[Block<'_>],
-        admit: &mut Admit<'_>,
-        skip: usize,
-    ) -> bool {
+    /// A job's runs ([`JobRuns`]: consecutive flows of one leaf pair and
+    /// one share) in order, each by [`Router::route_run`] but the first
+    /// `skip`; `false` when `admit` refused.
+    fn route_runs(&mut self, runs: &[Run], admit: &mut Admit<'_>, skip: usize) -> bool {
         self.run_index = 0;
-        let mut run: Option<Run> = None;
-        for b in blocks {
-            let (Some(&s), Some(&d)) = (b.src.first(), b.dst.first()) else {
-                continue;
-            };
-            let (from, to) = (placed[s as usize].1, placed[d as usize].1);
-            if from == to {
-                continue; // switched inside the leaf
-            }
-            match &mut run {
-                Some(r) if (r.from, r.to, r.share) == (from, to, b.share) => r.flows += b.count(),
-                _ => {
-                    let next = Run {
-                        from,
-                        to,
-                        share: b.share,
-                        flows: b.count(),
-                    };
-                    if let Some(r) = run.replace(next) {
-                        if !self.route_nth(&r, skip, admit) {
-                            return false;
-                        }
-                    }
-                }
-            }
-        }
-        run.is_none_or(|r| self.route_nth(&r, skip, admit))
+        runs.iter().all(|r| self.route_nth(r, skip, admit))
     }
 
     /// The next run, routed unless among the first `skip` (resumed from).
