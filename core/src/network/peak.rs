@@ -65,7 +65,7 @@
 //! loops, with and without lent links).
 
 use super::masks::Masks;
-use super::routes::Path;
+use super::routes::{Path, Paths};
 use super::sums::Sums;
 use super::traffic::Share;
 
@@ -340,7 +340,7 @@ impl Peaks {
     /// path.
     pub fn first_fit(
         &self,
-        paths: &[Path],
+        paths: Paths<'_>,
         from: usize,
         s: &Share,
         sides: Option<&[u32]>,
@@ -354,7 +354,7 @@ impl Peaks {
                 });
                 found
             }
-            None => (from..paths.len()).find(|&i| self.fits(&paths[i], s, false)),
+            None => (from..paths.len()).find(|&i| self.fits(&paths.get(i), s, false)),
         }
     }
 
@@ -386,7 +386,7 @@ impl Peaks {
     /// past `after` among the paths that fit, found in one pass (no sort).
     pub fn first_fit_lent(
         &self,
-        paths: &[Path],
+        paths: Paths<'_>,
         after: Option<(f64, usize)>,
         s: &Share,
         sides: Option<&[u32]>,
@@ -396,10 +396,10 @@ impl Peaks {
         let mut best: Option<(f64, usize)> = None;
         // `fitting`: known to fit (the masks said so).
         let mut consider = |i: usize, fitting: bool| {
-            let key = self.lent_key(&paths[i], i);
+            let key = self.lent_key(&paths.get(i), i);
             let later = after.is_none_or(|a| before(a, key));
             let sooner = best.is_none_or(|b| before(key, b));
-            if later && sooner && (fitting || self.fits(&paths[i], s, true)) {
+            if later && sooner && (fitting || self.fits(&paths.get(i), s, true)) {
                 best = Some(key);
             }
             false

@@ -303,15 +303,65 @@ pub struct Router {
     jobs: VecDeque<JobRuns>,
     run_index: usize,
     stopped_at: Option<usize>,
-    /// Per leaf pair (as `paths`): the leaf sides (`2 a` up, `2 b + 1`
-    /// down) whose uplink `i` path `i` takes, where every path does
-    /// (one link per spine), for the masked search ([`Peaks::mask_sides`]).
-    aligned: Vec<Option<[u32; 2]>>,
+    /// Per leaf pair (as `paths`), where path `i` is uplink `i` up and
+    /// down for every path (one link per spine): its sides for the masked
+    /// search ([`Peaks::mask_sides`]) and its paths without reading them.
+    aligned: Vec<Option<Aligned>>,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
     peak_picks: Vec<(usize, u32)>,
     /// [`Router::without_spines`]: per leaf, its links up (`[2 l]`) and
     /// down (`[2 l + 1]`) as one-link paths; empty otherwise.
     sides: Vec<Vec<Path>>,
+}
+
+/// A leaf pair `a` to `b` whose path `i` is uplink `i` of `a` up and
+/// uplink `i` of `b` down (`Router::aligned`).
+#[derive(Debug, Clone, Copy)]
+pub struct Aligned {
+    /// The leaf sides (`2 a` up, `2 b + 1` down).
+    sides: [u32; 2],
+    /// Path 0's links; path `i`'s are `2 i` further (links are numbered
+    /// by uplink within a leaf, two per uplink).
+    first: [LinkId; 2],
+}
+
+impl Aligned {
+    /// Path `i`, as `Router::paths` holds it (computed: the hot loop of
+    /// a run need not read the 4096-pair table).
+    fn path(&self, i: usize) -> Path {
+        let d = 2 * i as LinkId;
+        Path([self.first[0] + d, self.first[1] + d], 2)
+    }
+}
+
+/// The paths a first fit searches ([`super::peak::Peaks::first_fit`]), in
+/// order: a leaf pair's or side's from the table, or an [`Aligned`]
+/// pair's, computed.
+#[derive(Debug, Clone, Copy)]
+pub enum Paths<'a> {
+    Table(&'a [Path]),
+    Aligned(Aligned, usize),
+}
+
+impl Paths<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Paths::Table(t) => t.len(),
+            Paths::Aligned(_, n) => *n,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Path `i` (`i < len`).
+    pub fn get(&self, i: usize) -> Path {
+        match self {
+            Paths::Table(t) => t[i],
+            Paths::Aligned(a, _) => a.path(i),
+        }
+    }
 }
 
 /// The paths a [`Routing::Peak`] run is fitted on: a leaf pair's
@@ -478,10 +528,9 @@ impl Router {
             .collect();
     }
 
-    /// `Some([2 a, 2 b + 1])` when path `i` of leaf pair `pair` (`a` to
-    /// `b`) is uplink `i` of `a` up and uplink `i` of `b` down, for every
-    /// path.
-    fn aligned(&self, pair: usize, paths: &[Path]) -> Option<[u32; 2]> {
+    /// [`Aligned`] when path `i` of leaf pair `pair` (`a` to `b`) is
+    /// uplink `i` of `a` up and uplink `i` of `b` down, for every path.
+    fn aligned(&self, pair: usize, paths: &[Path]) -> Option<Aligned> {
         let n = self.fabric.leaves.len();
         let (a, b) = (LeafId((pair / n) as u32), LeafId((pair % n) as u32));
         let f = &self.fabric;
@@ -489,7 +538,10 @@ impl Router {
             let u = u16::try_from(i).ok();
             p.links().len() == 2 && u.is_some_and(|u| p.links() == [f.out_of(a, u), f.into(b, u)])
         });
-        (each && a != b).then_some([2 * a.0, 2 * b.0 + 1])
+        (each && a != b && !paths.is_empty()).then(|| Aligned {
+            sides: [2 * a.0, 2 * b.0 + 1],
+            first: [f.out_of(a, 0), f.into(b, 0)],
+        })
     }
 
     /// Every path from leaf `from` to leaf `to` (as cabled and patched).
@@ -609,13 +661,14 @@ impl Router {
         self.fabric.end(k)
     }
 
-    /// Leaf `l`'s uplinks as (uplink, link out of the leaf, link into it).
-    pub fn uplinks(&self, l: LeafId) -> Vec<(u16, LinkId, LinkId)> {
+    /// Leaf `l`'s directed links, in id order: out of and into it through
+    /// uplink 0, then uplink 1, ...
+    pub fn leaf_links(&self, l: LeafId) -> std::ops::Range<usize> {
         let f = &self.fabric;
-        let n = f.uplink.get(l.index()).map_or(0, |u| u.len() as u16);
-        (0..n)
-            .map(|u| (u, f.out_of(l, u), Fabric::into(f, l, u)))
-            .collect()
+        match f.uplink.get(l.index()).map_or(0, |u| u.len() as u16) {
+            0 => 0..0,
+            n => f.out_of(l, 0) as usize..Fabric::into(f, l, n - 1) as usize + 1,
+        }
     }
 
     /// The link ids of a decision's time-shared links (`super::peak`,
@@ -979,13 +1032,20 @@ impl Router {
         // job's own peaks (`super::peak`, "Time-shared links"). Each kind's
         // first fitting path only moves on within a run.
         let lend = !self.strict || peaks.lending();
-        let side;
+        let (side, aligned);
         let sides = match which {
-            Fits::Pair(i) => self.aligned[i].as_ref().map(|s| &s[..]),
+            Fits::Pair(i) => {
+                aligned = self.aligned[i];
+                aligned.as_ref().map(|a| &a.sides[..])
+            }
             Fits::Side(i) => {
-                side = [i as u32];
+                (side, aligned) = ([i as u32], None);
                 Some(&side[..])
             }
+        };
+        let paths = match aligned {
+            Some(a) => Paths::Aligned(a, paths.len()),
+            None => Paths::Table(paths),
         };
         let (mut left, mut from, mut lent_after) = (r.flows, 0, None);
         while left > 0 {
@@ -1006,11 +1066,11 @@ impl Router {
                     self.peak_picks = picks;
                     return false;
                 }
-                peaks.charge(&paths[0], &r.share, left); // fits nowhere: the first
+                peaks.charge(&paths.get(0), &r.share, left); // fits nowhere: the first
                 picks.push((0, left));
                 break;
             };
-            let k = peaks.take(&paths[i], &r.share, left, lent);
+            let k = peaks.take(&paths.get(i), &r.share, left, lent);
             picks.push((i, k));
             left -= k;
             if !lent {
@@ -1019,7 +1079,10 @@ impl Router {
         }
         let mut ok = true;
         for &(i, times) in &picks {
-            let p = self.fits(which)[i];
+            let p = match aligned {
+                Some(a) => a.path(i),
+                None => self.fits(which)[i],
+            };
             ok = ok && self.charge(&p, &r.share, times, admit);
         }
         self.peak_picks = picks;
@@ -1172,7 +1235,7 @@ impl Router {
     /// router is not strict; `Err` when a strict route finds none.
     fn peak_path(&mut self, from: LeafId, to: LeafId, share: &Share) -> Result<Option<Path>, Over> {
         let pair = from.index() * self.fabric.leaves.len() + to.index();
-        let (paths, peaks) = (&self.paths[pair], self.peaks.as_mut());
+        let (paths, peaks) = (Paths::Table(&self.paths[pair]), self.peaks.as_mut());
         let peaks = peaks.expect("Routing::Peak keeps peaks");
         let lend = !self.strict || peaks.lending();
         let fit = peaks.first_fit(paths, 0, share, None);
@@ -1188,8 +1251,8 @@ impl Router {
             None if paths.is_empty() => return Ok(None),
             None => 0,
         };
-        peaks.charge(&paths[i], share, 1);
-        Ok(Some(paths[i]))
+        peaks.charge(&paths.get(i), share, 1);
+        Ok(Some(paths.get(i)))
     }
 
     /// Up `from`'s uplink `u` (leading to `far`), then down to the GPU on

@@ -167,6 +167,9 @@ pub struct TitanPlacer {
     /// computed on Cassini's circle.
     holders: Holders,
     scores: Scores,
+    /// The last job scored as a newcomer: a blocked job is tried again
+    /// after every release, with the same profile.
+    newcomer: Option<Arc<Newcomer>>,
 }
 
 /// GPUs taken per server, in rank order.
@@ -216,6 +219,7 @@ impl TitanPlacer {
             sharing: None,
             holders: Holders::default(),
             scores: Scores::default(),
+            newcomer: None,
             state: state.ideal_network(),
         };
         let held: Vec<(JobId, Vec<(ServerId, u16)>)> = p
@@ -243,6 +247,7 @@ impl TitanPlacer {
     pub fn with_sharing(mut self, mode: Option<SharingMode>) -> Self {
         self.sharing = mode;
         self.holders = Holders::default();
+        self.newcomer = None; // made for another min_score
         if mode.is_none() {
             return self;
         }
@@ -619,10 +624,21 @@ impl TitanPlacer {
         if multi_leaf.is_empty() {
             return None;
         }
-        let new = Newcomer::of(mode.profile_of(job), mode.min_score);
+        let new = self.newcomer(mode.profile_of(job), mode.min_score);
         multi_leaf
             .into_iter()
             .find_map(|(kind, gpus)| self.share(&new, mode, kind, gpus, c))
+    }
+
+    /// The newcomer of `profile`, made again only for another profile.
+    fn newcomer(&mut self, profile: Profile, min_score: f64) -> Arc<Newcomer> {
+        match &self.newcomer {
+            Some(n) if n.profile == profile => Arc::clone(n),
+            _ => Arc::clone(
+                self.newcomer
+                    .insert(Arc::new(Newcomer::of(profile, min_score))),
+            ),
+        }
     }
 
     /// Candidate `gpus` routed with time-shared links (module doc): at each
@@ -648,19 +664,17 @@ impl TitanPlacer {
         let mut group_of = vec![u32::MAX; self.holders.set_ids()];
         let mut groups: Vec<(&[u64], Vec<usize>)> = Vec::new();
         for &l in &leaves {
-            for (_, up, down) in self.twin.uplinks(l) {
-                for k in [up as usize, down as usize] {
-                    let (id, set) = self.holders.on_link(k);
-                    if held[k] <= SLACK || set.is_empty() {
-                        continue;
-                    }
-                    let g = &mut group_of[id as usize];
-                    if *g == u32::MAX {
-                        *g = groups.len() as u32;
-                        groups.push((set, Vec::new()));
-                    }
-                    groups[*g as usize].1.push(k);
+            for k in self.twin.leaf_links(l) {
+                let id = self.holders.set_id(k);
+                if id == 0 || held[k] <= SLACK {
+                    continue;
                 }
+                let g = &mut group_of[id as usize];
+                if *g == u32::MAX {
+                    *g = groups.len() as u32;
+                    groups.push((self.holders.set(id), Vec::new()));
+                }
+                groups[*g as usize].1.push(k);
             }
         }
         let mut lendable = vec![0usize; grid.len()];
@@ -759,7 +773,9 @@ impl ProfileKey {
     }
 }
 
-/// The job being placed, as [`Scores`] scores it (built once per call).
+/// The job being placed, as [`Scores`] scores it (built once per
+/// profile, [`TitanPlacer::newcomer`]).
+#[derive(Debug)]
 struct Newcomer {
     /// Its profile, and the shifts it may take ([`shared::shift_grid`]).
     profile: Profile,

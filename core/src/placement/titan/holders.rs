@@ -59,11 +59,14 @@ impl Holders {
         !self.on_link.is_empty()
     }
 
-    /// Link `k`'s holder set: its id (0: none) and its jobs' admission
-    /// numbers, in order.
-    pub(super) fn on_link(&self, k: usize) -> (u32, &[u64]) {
-        let id = self.on_link[k];
-        (id, self.sets.jobs(id))
+    /// Link `k`'s holder set's id (0: none).
+    pub(super) fn set_id(&self, k: usize) -> u32 {
+        self.on_link[k]
+    }
+
+    /// Holder set `id`'s jobs, by admission number, in order.
+    pub(super) fn set(&self, id: u32) -> &[u64] {
+        self.sets.jobs(id)
     }
 
     /// More than the largest holder set id.
