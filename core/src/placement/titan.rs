@@ -127,6 +127,7 @@
 //! policy; its slices on a real fabric are issue 15's item 2.
 
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::plan::Plan;
@@ -625,9 +626,12 @@ impl TitanPlacer {
             return None;
         }
         let new = self.newcomer(mode.profile_of(job), mode.min_score);
+        // Holders do not change within a call: a holder set's scores,
+        // once per call whatever candidates meet it.
+        let mut scored = HashMap::default();
         multi_leaf
             .into_iter()
-            .find_map(|(kind, gpus)| self.share(&new, mode, kind, gpus, c))
+            .find_map(|(kind, gpus)| self.share(&new, &mut scored, mode, kind, gpus, c))
     }
 
     /// The newcomer of `profile`, made again only for another profile.
@@ -650,6 +654,7 @@ impl TitanPlacer {
     fn share(
         &mut self,
         new: &Newcomer,
+        scored: &mut HashMap<u32, Rc<[f64]>>,
         mode: SharingMode,
         kind: Kind,
         gpus: Gpus,
@@ -662,7 +667,7 @@ impl TitanPlacer {
         // Held links at the candidate's leaves, by who holds them (in the
         // order first met; a group per holder set id).
         let mut group_of = vec![u32::MAX; self.holders.set_ids()];
-        let mut groups: Vec<(&[u64], Vec<usize>)> = Vec::new();
+        let mut groups: Vec<(u32, Vec<usize>)> = Vec::new();
         for &l in &leaves {
             for k in self.twin.leaf_links(l) {
                 let id = self.holders.set_id(k);
@@ -672,15 +677,20 @@ impl TitanPlacer {
                 let g = &mut group_of[id as usize];
                 if *g == u32::MAX {
                     *g = groups.len() as u32;
-                    groups.push((self.holders.set(id), Vec::new()));
+                    groups.push((id, Vec::new()));
                 }
                 groups[*g as usize].1.push(k);
             }
         }
         let mut lendable = vec![0usize; grid.len()];
         let mut scored_groups = Vec::with_capacity(groups.len());
-        for (set, links) in groups {
-            let at = (self.scores).of(&self.state, &self.holders, set, new);
+        for (id, links) in groups {
+            let at = Rc::clone(scored.entry(id).or_insert_with(|| {
+                let set = self.holders.set(id);
+                (self.scores)
+                    .of(&self.state, &self.holders, set, new)
+                    .into()
+            }));
             for (n, &x) in lendable.iter_mut().zip(at.iter()) {
                 *n += usize::from(x >= mode.min_score) * links.len();
             }
