@@ -308,7 +308,7 @@ pub struct Router {
     /// search ([`Peaks::mask_sides`]) and its paths without reading them.
     aligned: Vec<Option<Aligned>>,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
-    peak_picks: Vec<(usize, u32)>,
+    peak_picks: Vec<(Path, u32)>,
     /// [`Router::without_spines`]: per leaf, its links up (`[2 l]`) and
     /// down (`[2 l + 1]`) as one-link paths; empty otherwise.
     sides: Vec<Vec<Path>>,
@@ -772,6 +772,13 @@ impl Router {
         // Loads may have moved since the last call (unroute, restore).
         self.run = None;
         let by_runs = matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs;
+        if !by_runs && self.peaks.is_none() {
+            // Flow by flow, with no leaf check and no masks: no runs read.
+            let servers: Vec<ServerId> = placed.iter().map(|p| p.0).collect();
+            let traffic = Traffic::new(&servers);
+            let admitted = self.route_each(key, placed, own, &traffic.blocks(collective), admit);
+            return self.finish_route(admitted);
+        }
         let kept = (self.jobs.iter())
             .position(|j| by_runs && j.is(placed, collective))
             .and_then(|i| self.jobs.remove(i));
@@ -803,7 +810,12 @@ impl Router {
             }
             self.jobs.push_back(job);
         }
-        let admitted = admitted?;
+        self.finish_route(admitted?)
+    }
+
+    /// The route's class from the job's sums and peaks (scratch cleared),
+    /// counted in the loads and held peaks when `admitted`.
+    fn finish_route(&mut self, admitted: bool) -> Option<Class> {
         self.touched.sort_unstable();
         let links: Vec<(usize, f64)> = self
             .touched
@@ -1007,14 +1019,6 @@ impl Router {
             && self.first_fit_run(Fits::Side(down), r, admit)
     }
 
-    /// The paths `which` names, in first-fit order.
-    fn fits(&self, which: Fits) -> &[Path] {
-        match which {
-            Fits::Pair(i) => &self.paths[i],
-            Fits::Side(i) => &self.sides[i],
-        }
-    }
-
     /// [`Router::route_run_peak`] over the paths `which` names.
     fn first_fit_run(&mut self, which: Fits, r: &Run, admit: &mut Admit<'_>) -> bool {
         let paths = match which {
@@ -1067,23 +1071,19 @@ impl Router {
                     return false;
                 }
                 peaks.charge(&paths.get(0), &r.share, left); // fits nowhere: the first
-                picks.push((0, left));
+                picks.push((paths.get(0), left));
                 break;
             };
             let k = peaks.take(&paths.get(i), &r.share, left, lent);
-            picks.push((i, k));
+            picks.push((paths.get(i), k));
             left -= k;
             if !lent {
                 from = i + 1;
             }
         }
         let mut ok = true;
-        for &(i, times) in &picks {
-            let p = match aligned {
-                Some(a) => a.path(i),
-                None => self.fits(which)[i],
-            };
-            ok = ok && self.charge(&p, &r.share, times, admit);
+        for (p, times) in &picks {
+            ok = ok && self.charge(p, &r.share, *times, admit);
         }
         self.peak_picks = picks;
         ok
