@@ -696,27 +696,11 @@ impl TitanPlacer {
             }
             scored_groups.push((links, at));
         }
-        let mut tries: Vec<usize> = (0..grid.len()).collect();
-        tries.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
-        let mut tried: Vec<Vec<usize>> = Vec::with_capacity(SHIFT_TRIES);
-        for &i in tries.iter().take(SHIFT_TRIES) {
-            // Nothing to lend: the route is the strict one that failed.
-            if lendable[i] == 0 {
-                break;
-            }
-            // The groups lent; groups are disjoint and not empty, so the
-            // same groups are the same links, which route the same way: a
-            // set tried already failed.
-            let lent_groups: Vec<usize> = (0..scored_groups.len())
-                .filter(|&g| scored_groups[g].1[i] >= mode.min_score)
-                .collect();
-            if tried.contains(&lent_groups) {
-                continue;
-            }
+        let scores: Vec<&[f64]> = scored_groups.iter().map(|g| &g.1[..]).collect();
+        for (i, lent_groups) in lent_tries(&scores, &lendable, mode.min_score) {
             let lent = (lent_groups.iter())
                 .flat_map(|&g| scored_groups[g].0.iter().copied())
                 .collect();
-            tried.push(lent_groups);
             // A route that fails is not counted: the twin stays as it was.
             self.twin.lend(Some(lent));
             let routed = self.route(&gpus, c);
@@ -756,6 +740,35 @@ impl TitanPlacer {
 /// Shifts a time-shared candidate is routed at, at most (the ones with the
 /// most lendable links at its leaves first).
 pub const SHIFT_TRIES: usize = 4;
+
+/// The lent routes a candidate tries, in order, each as (shift, the
+/// holder groups it lends), given each group's `scores` per shift and the
+/// links `lendable` at each shift: the [`SHIFT_TRIES`] shifts with the
+/// most lendable links (ties: the earlier shift), but none with nothing to
+/// lend (the strict route, which failed) and none whose groups are among
+/// those of a shift before it. Every route before a try failed (the first
+/// that fits is the job's), and lending fewer links rarely fits where more
+/// did not (on seed 3 at load 0.9, 2 of 671 such routes fitted;
+/// docs/titan.md 6.8), and these are the blocked jobs' slowest calls. Groups are disjoint and not empty, so the same groups are the
+/// same links, which route the same way.
+fn lent_tries(scores: &[&[f64]], lendable: &[usize], min_score: f64) -> Vec<(usize, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..lendable.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
+    let mut tries: Vec<(usize, Vec<usize>)> = Vec::with_capacity(SHIFT_TRIES);
+    for &i in order.iter().take(SHIFT_TRIES) {
+        if lendable[i] == 0 {
+            break; // sorted: nothing to lend at the shifts after either
+        }
+        let lent: Vec<usize> = (0..scores.len())
+            .filter(|&g| scores[g][i] >= min_score)
+            .collect();
+        let within = |t: &(usize, Vec<usize>)| lent.iter().all(|g| t.1.contains(g));
+        if !tries.iter().any(within) {
+            tries.push((i, lent));
+        }
+    }
+    tries
+}
 
 /// Each holder set's scores at every shift of a newcomer's grid on
 /// Cassini's circle, by the holders' admission numbers and the newcomer's
@@ -1122,6 +1135,45 @@ mod tests {
     /// (`network::peak`, "Runs"); a twin routing them one at a time takes
     /// the same decisions, refusals included, and holds the same peaks to
     /// the bit.
+    /// Shifts by lendable links, most first, at most [`SHIFT_TRIES`] of
+    /// them, none with nothing to lend, and none lending only groups a
+    /// shift before it lent.
+    #[test]
+    fn lent_tries_skip_shifts_that_lend_only_what_a_failed_one_lent() {
+        // Groups of 3, 2 and 1 links; per group, its score at shifts 0-5.
+        let links = [3, 2, 1];
+        let lendable_at = |scores: &[[f64; 6]; 3]| -> Vec<usize> {
+            (0..6)
+                .map(|i| {
+                    (0..3)
+                        .filter(|&g| scores[g][i] >= 1.0)
+                        .map(|g| links[g])
+                        .sum()
+                })
+                .collect()
+        };
+        let tries = |scores: &[[f64; 6]; 3]| {
+            let s: Vec<&[f64]> = scores.iter().map(|g| &g[..]).collect();
+            lent_tries(&s, &lendable_at(scores), 1.0)
+        };
+        // Shift 3 lends every group: each other shift lends a part of it.
+        let all = [
+            [1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            [1.0, 0.0, 1.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 1.0, 0.5, 1.0],
+        ];
+        assert_eq!(tries(&all), [(3, vec![0, 1, 2])]);
+        // Without it: shifts 0 (5 links) and 2 (3 links, not within 0's);
+        // 1 lends within 0 and 3 within 2; 5 is a fifth shift.
+        let mut some = all;
+        (some[0][3], some[1][3]) = (0.0, 0.0);
+        assert_eq!(tries(&some), [(0, vec![0, 1]), (2, vec![1, 2])]);
+        // Nothing lendable but at shift 4.
+        let one = [[0.0; 6], [0.0, 0.0, 0.0, 0.0, 1.0, 0.0], [0.0; 6]];
+        assert_eq!(tries(&one), [(4, vec![1])]);
+        assert!(tries(&[[0.9; 6]; 3]).is_empty());
+    }
+
     #[test]
     fn routing_in_runs_decides_as_one_flow_at_a_time() {
         let (multi_leaf, refused, _) = runs_against_one_at_a_time(None);
