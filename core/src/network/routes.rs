@@ -307,6 +307,11 @@ pub struct Router {
     /// down for every path (one link per spine): its sides for the masked
     /// search ([`Peaks::mask_sides`]) and its paths without reading them.
     aligned: Vec<Option<Aligned>>,
+    /// [`Routing::Peak`] in runs, for a job whose weight on a link is its
+    /// rate there ([`JobRuns::weight_is_rate`]): its weights per link are
+    /// its peaks, taken from them at the end of the route instead of
+    /// added up beside them (`sum` stays empty).
+    links_are_peaks: bool,
     /// Scratch of [`Router::route_run_peak`]: (path, flows) in choice order.
     peak_picks: Vec<(Path, u32)>,
     /// [`Router::without_spines`]: per leaf, its links up (`[2 l]`) and
@@ -465,6 +470,7 @@ impl Router {
             run_index: 0,
             stopped_at: None,
             aligned: Vec::new(),
+            links_are_peaks: false,
             peak_picks: Vec::new(),
             sides: Vec::new(),
             fabric,
@@ -771,6 +777,7 @@ impl Router {
         }
         // Loads may have moved since the last call (unroute, restore).
         self.run = None;
+        self.links_are_peaks = false;
         let by_runs = matches!(self.routing, Routing::Balanced | Routing::Peak) && self.runs;
         if !by_runs && self.peaks.is_none() {
             // Flow by flow, with no leaf check and no masks: no runs read.
@@ -793,6 +800,7 @@ impl Router {
                 (JobRuns::new(placed, collective, &blocks), blocks)
             }
         };
+        self.links_are_peaks = by_runs && self.peaks.is_some() && job.weight_is_rate;
         let admitted = if self.strict && self.precheck && !self.leaves_have_room(&mut job) {
             self.prechecked += 1;
             None // what the search would find, sooner
@@ -826,6 +834,11 @@ impl Router {
         if !admitted {
             return None;
         }
+        let links = if self.links_are_peaks {
+            peaks.clone()
+        } else {
+            links
+        };
         let class = Class { links, peaks };
         if self.routing != Routing::Balanced {
             self.add(&class, 1.0);
@@ -1092,7 +1105,12 @@ impl Router {
     /// Count `times` flows of `share` on `p` in the job's sums, then ask
     /// `admit`.
     fn charge(&mut self, p: &Path, share: &Share, times: u32, admit: &mut Admit<'_>) -> bool {
-        for &l in p.links() {
+        let links = if self.links_are_peaks {
+            &[][..]
+        } else {
+            p.links()
+        };
+        for &l in links {
             let sum = &mut self.sum[l as usize];
             if *sum == 0.0 {
                 self.touched.push(l);

@@ -24,6 +24,10 @@ pub(super) struct JobRuns {
     /// rate of its first (a job's flows have one).
     pub phases: u32,
     pub rate: Option<f64>,
+    /// Whether its flows have one share whose weight is its rate (ring,
+    /// all-to-all): then its weight on a link is its rate there, to the
+    /// bit (the same adds of the same number), which is its peak.
+    pub weight_is_rate: bool,
     /// Its leaves' sides (`2 l`, `2 l + 1`), leaves in order.
     pub sides: Vec<usize>,
     /// Per side with flows between leaves: per rate, the most flows in
@@ -73,6 +77,10 @@ impl JobRuns {
             runs,
             phases: (blocks.iter()).fold(0, |m, b| m | 1 << dense_phase(b.share.phase)),
             rate: blocks.first().map(|b| b.share.rate),
+            weight_is_rate: blocks.first().is_some_and(|f| {
+                let s = f.share;
+                s.weight.to_bits() == s.rate.to_bits() && blocks.iter().all(|b| b.share == s)
+            }),
             sides: leaves.iter().flat_map(|&l| [2 * l, 2 * l + 1]).collect(),
             most: None,
         }
