@@ -77,50 +77,49 @@
 //! free; first fit by peak halves the network blocks and lowers avg JWT by
 //! 7-36% at load 0.9 (docs/titan.md, section 6).
 //!
-//! **Time-shared links** (`--sharing cassini`; Cassini, seed 001,
-//! Sections 4.2-4.4; docs/titan.md 6.8). Titan's check keeps the *peaks*
-//! of all phases of all jobs within each link, whatever the alignment of
-//! the jobs' iterations; but a job communicates only in part of each
-//! iteration (its Up-Down profile, `comm_fraction`), so two jobs whose Up
-//! phases never meet can use one link at full rate. In a sharing mode,
-//! when no candidate fits beside the held peaks, each multi-leaf candidate
-//! is tried at a few time shifts ([`SHIFT_TRIES`] of a grid of
-//! [`shared::SHIFT_STEPS`] over its iteration, those with the most
-//! lendable links at its leaves first; running jobs keep theirs, as in
-//! vClos's sharing mode). At a shift, a held link at the candidate's leaves
-//! is *lendable* when its holders (fewer than [`MAX_LINK_JOBS`], all placed
-//! in a sharing mode) and the job score at least the mode's `min_score`
-//! (Eq. 4.2, every job at full load); the candidate is routed again with
-//! lent fits ([`crate::network::peak`]: a flow that fits no path goes on
-//! the least-held path where the held peaks of lendable links are not
-//! counted), and the first route that fits is the job's, with the
-//! lendable links it uses as its *time-shared* links and its score the
+//! **Time-shared links** (`--sharing cassini`; Cassini, seed 001, Sections
+//! 4.2-4.4; docs/titan.md 6.8). Titan's check keeps the *peaks* of all phases
+//! of all jobs within each link, whatever the alignment of the jobs'
+//! iterations; but a job communicates only in part of each iteration (its
+//! Up-Down profile, `comm_fraction`), so two jobs whose Up phases never meet
+//! can use one link at full rate. In a sharing mode, when no candidate fits
+//! beside the held peaks, each multi-leaf candidate is tried at a few time
+//! shifts ([`SHIFT_TRIES`] of a grid of [`shared::SHIFT_STEPS`] over its
+//! iteration, those with the most lendable links at its leaves first; running
+//! jobs keep theirs, as in vClos's sharing mode; a shift that would lend only
+//! holder groups a failed shift lent is skipped: `lent_tries`). At a shift, a
+//! held link at the candidate's leaves is *lendable* when its holders (fewer
+//! than [`MAX_LINK_JOBS`], all placed in a sharing mode) and the job score at
+//! least the mode's `min_score` (Eq. 4.2, every job at full load); the
+//! candidate is routed again with lent fits ([`crate::network::peak`]: a flow
+//! that fits no path goes on the least-held path where the held peaks of
+//! lendable links are not counted), and the first route that fits is the job's,
+//! with the lendable links it uses as its *time-shared* links and its score the
 //! least of theirs. The job is scored with its profile held one slot of
 //! Cassini's circle longer on each side
-//! ([`crate::sharing::profile::Profile::dilated`]), so that its phases
-//! never touch a holder's: the network model, which plays shared links out
-//! in 1 ms steps, would see a touching boundary as a step of overlap. At
-//! `--min-score 1` with on-off profiles (the trace default) a score is 1
-//! exactly when no busy millisecond meets another, which is checked on
-//! bits (`Busy`), each holder's busy milliseconds computed once, at its
-//! admission (`Holders`); scores on Cassini's circle (other scores or
-//! profiles) are kept per holder set and job profile (`Scores`), since a
-//! blocked job is tried again after every release. A route, strict or
-//! lent, is refused before its search when a leaf's uplinks lack room
-//! for the job's flows in some phase (the twin's leaf check, a necessary
-//! condition; tested to refuse only what the search refuses).
-//! The decision lists the time-shared links (`sharing.time_shared`), and
-//! the replay's router lends a job exactly those (none to a job that lists
-//! none), so it takes the twin's paths: lending it fewer links than the
-//! twin could lend only makes the paths the twin passed over stay passed
-//! over, and each path the twin took is lendable where the twin lent it
-//! (tested bit for bit against the model's router). A route that fails is
-//! never counted. At `--min-score 1` and the decisions' shifts
-//! (`--congestion cassini`) no job is ever slowed (tested against the
-//! phased model; with any score allowed the same model does slow jobs).
-//! Every multi-leaf job of a sharing-mode titan records its profile and
-//! shift in its decision's `sharing` (shift 0 when it shares nothing, so
-//! the jobs that share nothing keep their Up phases together).
+//! ([`crate::sharing::profile::Profile::dilated`]), so that its phases never
+//! touch a holder's: the network model, which plays shared links out in 1 ms
+//! steps, would see a touching boundary as a step of overlap. At `--min-score
+//! 1` with on-off profiles (the trace default) a score is 1 exactly when no
+//! busy millisecond meets another, which is checked on bits (`Busy`), each
+//! holder's busy milliseconds computed once, at its admission (`Holders`);
+//! scores on Cassini's circle (other scores or profiles) are kept per holder
+//! set and job profile (`Scores`), since a blocked job is tried again after
+//! every release. A route, strict or lent, is refused before its search when a
+//! leaf's uplinks lack room for the job's flows in some phase (the twin's leaf
+//! check, a necessary condition; tested to refuse only what the search
+//! refuses). The decision lists the time-shared links (`sharing.time_shared`),
+//! and the replay's router lends a job exactly those (none to a job that lists
+//! none), so it takes the twin's paths: lending it fewer links than the twin
+//! could lend only makes the paths the twin passed over stay passed over, and
+//! each path the twin took is lendable where the twin lent it (tested bit for
+//! bit against the model's router). A route that fails is never counted. At
+//! `--min-score 1` and the decisions' shifts (`--congestion cassini`) no job is
+//! ever slowed (tested against the phased model; with any score allowed the
+//! same model does slow jobs). Every multi-leaf job of a sharing-mode titan
+//! records its profile and shift in its decision's `sharing` (shift 0 when it
+//! shares nothing, so the jobs that share nothing keep their Up phases
+//! together).
 //!
 //! Decisions hold GPUs only (stage `server`, `leaf`, or `manual` across
 //! leaves, in the ideal-network state as `best`): `titan` is a simulation
@@ -749,8 +748,9 @@ pub const SHIFT_TRIES: usize = 4;
 /// those of a shift before it. Every route before a try failed (the first
 /// that fits is the job's), and lending fewer links rarely fits where more
 /// did not (on seed 3 at load 0.9, 2 of 671 such routes fitted;
-/// docs/titan.md 6.8), and these are the blocked jobs' slowest calls. Groups are disjoint and not empty, so the same groups are the
-/// same links, which route the same way.
+/// docs/titan.md 6.8), on the blocked jobs' slowest calls. Groups are
+/// disjoint and not empty, so the same groups are the same links, which
+/// route the same way.
 fn lent_tries(scores: &[&[f64]], lendable: &[usize], min_score: f64) -> Vec<(usize, Vec<usize>)> {
     let mut order: Vec<usize> = (0..lendable.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
@@ -1131,10 +1131,6 @@ mod tests {
         assert!(checked > 100, "{checked}");
     }
 
-    /// The twin routes a run of flows on each first fitting path at once
-    /// (`network::peak`, "Runs"); a twin routing them one at a time takes
-    /// the same decisions, refusals included, and holds the same peaks to
-    /// the bit.
     /// Shifts by lendable links, most first, at most [`SHIFT_TRIES`] of
     /// them, none with nothing to lend, and none lending only groups a
     /// shift before it lent.
@@ -1174,6 +1170,10 @@ mod tests {
         assert!(tries(&[[0.9; 6]; 3]).is_empty());
     }
 
+    /// The twin routes a run of flows on each first fitting path at once
+    /// (`network::peak`, "Runs"); a twin routing them one at a time takes
+    /// the same decisions, refusals included, and holds the same peaks to
+    /// the bit.
     #[test]
     fn routing_in_runs_decides_as_one_flow_at_a_time() {
         let (multi_leaf, refused, _) = runs_against_one_at_a_time(None);
