@@ -1083,12 +1083,14 @@ impl Router {
                     self.peak_picks = picks;
                     return false;
                 }
-                peaks.charge(&paths.get(0), &r.share, left); // fits nowhere: the first
-                picks.push((paths.get(0), left));
+                let first = paths.get(0);
+                peaks.charge(&first, &r.share, left); // fits nowhere: the first
+                picks.push((first, left));
                 break;
             };
-            let k = peaks.take(&paths.get(i), &r.share, left, lent);
-            picks.push((paths.get(i), k));
+            let path = paths.get(i);
+            let k = peaks.take(&path, &r.share, left, lent);
+            picks.push((path, k));
             left -= k;
             if !lent {
                 from = i + 1;
@@ -1105,17 +1107,14 @@ impl Router {
     /// Count `times` flows of `share` on `p` in the job's sums, then ask
     /// `admit`.
     fn charge(&mut self, p: &Path, share: &Share, times: u32, admit: &mut Admit<'_>) -> bool {
-        let links = if self.links_are_peaks {
-            &[][..]
-        } else {
-            p.links()
-        };
-        for &l in links {
-            let sum = &mut self.sum[l as usize];
-            if *sum == 0.0 {
-                self.touched.push(l);
+        if !self.links_are_peaks {
+            for &l in p.links() {
+                let sum = &mut self.sum[l as usize];
+                if *sum == 0.0 {
+                    self.touched.push(l);
+                }
+                *sum = self.sums.add(*sum, share.weight, times);
             }
-            *sum = self.sums.add(*sum, share.weight, times);
         }
         admit(share, p, times)
     }

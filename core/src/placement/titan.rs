@@ -681,7 +681,6 @@ impl TitanPlacer {
                 groups[*g as usize].1.push(k);
             }
         }
-        let mut lendable = vec![0usize; grid.len()];
         let mut scored_groups = Vec::with_capacity(groups.len());
         for (id, links) in groups {
             let at = Rc::clone(scored.entry(id).or_insert_with(|| {
@@ -690,13 +689,12 @@ impl TitanPlacer {
                     .of(&self.state, &self.holders, set, new)
                     .into()
             }));
-            for (n, &x) in lendable.iter_mut().zip(at.iter()) {
-                *n += usize::from(x >= mode.min_score) * links.len();
-            }
             scored_groups.push((links, at));
         }
-        let scores: Vec<&[f64]> = scored_groups.iter().map(|g| &g.1[..]).collect();
-        for (i, lent_groups) in lent_tries(&scores, &lendable, mode.min_score) {
+        let sized: Vec<(usize, &[f64])> = (scored_groups.iter())
+            .map(|(links, at)| (links.len(), &at[..]))
+            .collect();
+        for (i, lent_groups) in lent_tries(&sized, grid.len(), mode.min_score) {
             let lent = (lent_groups.iter())
                 .flat_map(|&g| scored_groups[g].0.iter().copied())
                 .collect();
@@ -741,9 +739,10 @@ impl TitanPlacer {
 pub const SHIFT_TRIES: usize = 4;
 
 /// The lent routes a candidate tries, in order, each as (shift, the
-/// holder groups it lends), given each group's `scores` per shift and the
-/// links `lendable` at each shift: the [`SHIFT_TRIES`] shifts with the
-/// most lendable links (ties: the earlier shift), but none with nothing to
+/// holder groups it lends), given each group's links and its scores at
+/// each of `shifts` shifts: a group is lendable at a shift where it scores
+/// at least `min_score`; the [`SHIFT_TRIES`] shifts with the most
+/// lendable links (ties: the earlier shift), but none with nothing to
 /// lend (the strict route, which failed) and none whose groups are among
 /// those of a shift before it. Every route before a try failed (the first
 /// that fits is the job's), and lending fewer links rarely fits where more
@@ -751,17 +750,28 @@ pub const SHIFT_TRIES: usize = 4;
 /// docs/titan.md 6.8), on the blocked jobs' slowest calls. Groups are
 /// disjoint and not empty, so the same groups are the same links, which
 /// route the same way.
-fn lent_tries(scores: &[&[f64]], lendable: &[usize], min_score: f64) -> Vec<(usize, Vec<usize>)> {
-    let mut order: Vec<usize> = (0..lendable.len()).collect();
+fn lent_tries(
+    groups: &[(usize, &[f64])],
+    shifts: usize,
+    min_score: f64,
+) -> Vec<(usize, Vec<usize>)> {
+    let lends = |g: usize, i: usize| groups[g].1[i] >= min_score;
+    let lendable: Vec<usize> = (0..shifts)
+        .map(|i| {
+            (0..groups.len())
+                .filter(|&g| lends(g, i))
+                .map(|g| groups[g].0)
+                .sum()
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..shifts).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(lendable[i]), i));
     let mut tries: Vec<(usize, Vec<usize>)> = Vec::with_capacity(SHIFT_TRIES);
     for &i in order.iter().take(SHIFT_TRIES) {
         if lendable[i] == 0 {
             break; // sorted: nothing to lend at the shifts after either
         }
-        let lent: Vec<usize> = (0..scores.len())
-            .filter(|&g| scores[g][i] >= min_score)
-            .collect();
+        let lent: Vec<usize> = (0..groups.len()).filter(|&g| lends(g, i)).collect();
         let within = |t: &(usize, Vec<usize>)| lent.iter().all(|g| t.1.contains(g));
         if !tries.iter().any(within) {
             tries.push((i, lent));
@@ -1137,20 +1147,12 @@ mod tests {
     #[test]
     fn lent_tries_skip_shifts_that_lend_only_what_a_failed_one_lent() {
         // Groups of 3, 2 and 1 links; per group, its score at shifts 0-5.
-        let links = [3, 2, 1];
-        let lendable_at = |scores: &[[f64; 6]; 3]| -> Vec<usize> {
-            (0..6)
-                .map(|i| {
-                    (0..3)
-                        .filter(|&g| scores[g][i] >= 1.0)
-                        .map(|g| links[g])
-                        .sum()
-                })
-                .collect()
-        };
         let tries = |scores: &[[f64; 6]; 3]| {
-            let s: Vec<&[f64]> = scores.iter().map(|g| &g[..]).collect();
-            lent_tries(&s, &lendable_at(scores), 1.0)
+            let groups: Vec<(usize, &[f64])> = [3, 2, 1]
+                .into_iter()
+                .zip(scores.iter().map(|g| &g[..]))
+                .collect();
+            lent_tries(&groups, 6, 1.0)
         };
         // Shift 3 lends every group: each other shift lends a part of it.
         let all = [
