@@ -796,8 +796,17 @@ impl Router {
             None => {
                 servers = placed.iter().map(|p| p.0).collect();
                 traffic = Traffic::new(&servers);
-                let blocks = traffic.blocks(collective);
-                (JobRuns::new(placed, collective, &blocks), blocks)
+                // In runs, an all-to-all job's blocks are only counted.
+                let fast = (by_runs && collective == Collective::Alltoall)
+                    .then(|| JobRuns::alltoall(placed, traffic.servers()))
+                    .flatten();
+                match fast {
+                    Some(job) => (job, Vec::new()),
+                    None => {
+                        let blocks = traffic.blocks(collective);
+                        (JobRuns::new(placed, collective, &blocks), blocks)
+                    }
+                }
             }
         };
         self.links_are_peaks = by_runs && self.peaks.is_some() && job.weight_is_rate;

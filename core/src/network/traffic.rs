@@ -158,6 +158,12 @@ impl Traffic {
         Traffic { servers: members }
     }
 
+    /// The job's servers in first-appearance order, each with the indices
+    /// of its GPUs in the job's GPU list.
+    pub fn servers(&self) -> &[Vec<u32>] {
+        &self.servers
+    }
+
     /// The inter-server flows of `collective`, block by block in the
     /// collective's order (flattened: [`flows`]).
     pub fn blocks(&self, collective: Collective) -> Vec<Block<'_>> {
@@ -246,11 +252,7 @@ fn hd(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
 }
 
 fn alltoall(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
-    let n: usize = servers.iter().map(Vec::len).sum();
-    // A GPU on a server of `k` GPUs sends to and receives from `n - k`
-    // others; the busiest NIC (the smallest server) sets the common share.
-    let fewest = servers.iter().map(Vec::len).min().unwrap_or(0);
-    let weight = 1.0 / (n - fewest) as f64;
+    let weight = alltoall_weight(servers);
     let mut out = Vec::with_capacity(servers.len() * servers.len());
     for (a, from) in servers.iter().enumerate() {
         for (b, to) in servers.iter().enumerate() {
@@ -269,6 +271,15 @@ fn alltoall(servers: &[Vec<u32>]) -> Vec<Block<'_>> {
         }
     }
     out
+}
+
+/// The weight (and rate) of each all-to-all flow among `servers`: a GPU
+/// on a server of `k` GPUs sends to and receives from `n - k` others; the
+/// busiest NIC (the smallest server) sets the common share.
+pub(super) fn alltoall_weight(servers: &[Vec<u32>]) -> f64 {
+    let n: usize = servers.iter().map(Vec::len).sum();
+    let fewest = servers.iter().map(Vec::len).min().unwrap_or(0);
+    1.0 / (n - fewest) as f64
 }
 
 #[cfg(test)]
