@@ -180,7 +180,13 @@ fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
                 r.jobs, r.completed, r.rejected, r.unplaceable
             ),
         ),
-        ("avg JWT", format!("{:.1} s", r.avg_jwt_s)),
+        (
+            "avg JWT",
+            format!(
+                "{:.1} s ({:.1} s behind a head blocked on GPUs, {:.1} s on the network)",
+                r.avg_jwt_s, r.avg_jwt_gpu_s, r.avg_jwt_network_s
+            ),
+        ),
         ("avg JCT", format!("{:.1} s", r.avg_jct_s)),
         ("avg JRT", format!("{:.1} s", r.avg_jrt_s)),
         (

@@ -147,6 +147,34 @@ struct JobState {
     dropped: bool,
     blocked_gpu: bool,
     blocked_network: bool,
+    /// Why its latest `place` call was refused.
+    blocked_by: Option<Blocked>,
+    /// [`HeadBlocked::total`] when it was queued; from its start, its wait
+    /// split by the head's cause.
+    waited: [f64; 2],
+}
+
+/// Where the waits come from ([`Report::avg_jwt_gpu_s`]): while a job is
+/// queued the queue's head is blocked (else it would start), so each
+/// job's wait is the time the head was blocked while it was queued, by the
+/// head's cause. `total` adds that time up since the replay began, by
+/// cause (GPU, network); a job's split is `total` at its start less
+/// `total` when it was queued.
+#[derive(Debug, Default)]
+struct HeadBlocked {
+    since: f64,
+    total: [f64; 2],
+}
+
+impl HeadBlocked {
+    /// Time goes on to `now` with the head blocked for `cause` (none:
+    /// the queue was empty).
+    fn advance(&mut self, now: f64, cause: Option<Blocked>) {
+        if let Some(c) = cause {
+            self.total[usize::from(c == Blocked::Network)] += now - self.since;
+        }
+        self.since = now;
+    }
 }
 
 /// [`replay`], calling `progress` after each event time.
@@ -189,6 +217,7 @@ pub fn replay_with_progress(
             total_gpus: opts.total_gpus.map_or(0, u64::from),
             per_server: per_server.map_or(0, u32::from),
         },
+        head_blocked: HeadBlocked::default(),
     };
     run.report.policy = run.placer.name().to_string();
     run.report.backfill = opts.backfill.to_string();
@@ -209,6 +238,8 @@ pub fn replay_with_progress(
             (None, Some(c)) => c,
             (Some(a), Some(c)) => a.min(c),
         };
+        let cause = stuck_head.and_then(|h| run.state[h].blocked_by);
+        run.head_blocked.advance(now, cause);
         while let Some((end, idx)) = run.next_completion() {
             if end > now {
                 break;
@@ -222,6 +253,7 @@ pub fn replay_with_progress(
                 break;
             }
             run.queue.push(next, job);
+            run.state[next].waited = run.head_blocked.total;
             next += 1;
         }
         run.report.max_queue = run.report.max_queue.max(run.queue.len());
@@ -259,6 +291,7 @@ struct Run<'a> {
     report: Report,
     done: usize,
     backfill: Filler,
+    head_blocked: HeadBlocked,
 }
 
 /// What `--backfill` needs beyond the queue (module [`backfill`]).
@@ -435,7 +468,9 @@ impl Run<'_> {
             .stages
             .entry(d.stage.name().to_string())
             .or_insert(0) += 1;
-        self.state[idx].start = Some(now);
+        let (s, total) = (&mut self.state[idx], self.head_blocked.total);
+        s.start = Some(now);
+        s.waited = [total[0] - s.waited[0], total[1] - s.waited[1]];
         // What the decision holds (a rounded slice holds more than asked).
         let held = (d.gpus.len() as u32).max(job.gpus);
         self.backfill.running.start(idx, now + job.duration_s, held);
@@ -478,6 +513,7 @@ impl Run<'_> {
     /// left some shape unsettled during it (a cutoff).
     fn blocked(&mut self, idx: usize, cause: Blocked, unproven: bool) {
         let s = &mut self.state[idx];
+        s.blocked_by = Some(cause);
         match cause {
             Blocked::Gpu => {
                 self.report.blocked_attempts_gpu += 1;
@@ -508,6 +544,7 @@ impl Run<'_> {
         let mut slowdown = Vec::new();
         let mut sum_jct = 0.0;
         let mut sum_jrt = 0.0;
+        let mut waited = [0.0; 2];
         let mut work = 0.0;
         let mut first_arrival = f64::INFINITY;
         let mut last_end: f64 = 0.0;
@@ -518,6 +555,7 @@ impl Run<'_> {
             };
             r.completed += 1;
             jwt.push(start - job.arrival_s);
+            waited = [waited[0] + s.waited[0], waited[1] + s.waited[1]];
             slowdown.push(slowdown_of(end - start, job.duration_s));
             sum_jct += end - job.arrival_s;
             sum_jrt += end - start;
@@ -530,6 +568,7 @@ impl Run<'_> {
         if r.completed > 0 {
             let n = r.completed as f64;
             r.avg_jwt_s = jwt.iter().sum::<f64>() / n;
+            [r.avg_jwt_gpu_s, r.avg_jwt_network_s] = waited.map(|w| w / n);
             r.avg_jct_s = sum_jct / n;
             r.avg_jrt_s = sum_jrt / n;
             jwt.sort_by(f64::total_cmp);

@@ -43,6 +43,14 @@ pub struct Report {
     pub split_small_jobs: u64,
     /// Mean of start - arrival over completed jobs.
     pub avg_jwt_s: f64,
+    /// `avg_jwt_s` split by why the jobs waited: while a job is queued the
+    /// queue's head is blocked (else it would start), on GPUs or locality
+    /// (`blocked_gpu`'s cause) or on the network (`blocked_network`'s), so
+    /// each job's wait is split by the head's cause while it was queued.
+    /// The two add up to `avg_jwt_s`; a policy that never blocks on the
+    /// network (`best`) waits on GPUs only.
+    pub avg_jwt_gpu_s: f64,
+    pub avg_jwt_network_s: f64,
     /// Mean of completion - arrival.
     pub avg_jct_s: f64,
     /// Mean of completion - start.
@@ -151,6 +159,8 @@ impl Report {
             partial_server_jobs: 0,
             split_small_jobs: 0,
             avg_jwt_s: 0.0,
+            avg_jwt_gpu_s: 0.0,
+            avg_jwt_network_s: 0.0,
             avg_jct_s: 0.0,
             avg_jrt_s: 0.0,
             p99_jwt_s: 0.0,

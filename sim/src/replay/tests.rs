@@ -349,6 +349,56 @@ fn a_head_that_can_never_start_is_dropped_not_deadlocked() {
     assert!(close(r.avg_jwt_s, 3.0 / 2.0), "{}", r.avg_jwt_s);
 }
 
+/// Blocks every job but the gate `g` for network reasons while `g` runs
+/// (when its GPUs are free).
+struct Gate(Pool, bool);
+
+impl Placer for Gate {
+    fn name(&self) -> &'static str {
+        "gate"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        let gate = job.id.as_str() == "g";
+        if !gate && self.1 && job.gpus <= self.0.free {
+            return Ok(Outcome::Blocked(Blocked::Network));
+        }
+        let out = self.0.place(job)?;
+        self.1 |= gate && matches!(out, Outcome::Placed(_));
+        Ok(out)
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.1 &= job.as_str() != "g";
+        self.0.release(job)
+    }
+}
+
+/// Each job's wait is split by why the head was blocked while it was
+/// queued: b heads the queue blocked on GPUs until a ends at 10, then on
+/// the network until the gate ends at 20; c waits behind it.
+#[test]
+fn waits_are_split_by_the_heads_cause() {
+    let trace = vec![
+        job("a", 0.0, 3, 10.0, None),
+        job("g", 0.0, 1, 20.0, None),
+        job("b", 1.0, 2, 1.0, None),
+        job("c", 2.0, 1, 1.0, None),
+    ];
+    let r = replay(&mut Gate(Pool::new(4), false), &trace, fifo()).unwrap();
+    assert_eq!(r.completed, 4);
+    // b: 9 s on GPUs, 10 on the network; c: 8 and 10; a and g: none.
+    assert!(close(r.avg_jwt_s, 37.0 / 4.0), "{}", r.avg_jwt_s);
+    assert!(close(r.avg_jwt_gpu_s, 17.0 / 4.0), "{}", r.avg_jwt_gpu_s);
+    assert!(
+        close(r.avg_jwt_network_s, 20.0 / 4.0),
+        "{}",
+        r.avg_jwt_network_s
+    );
+    // Without network blocks, every wait is on GPUs.
+    let r = replay(&mut Pool::new(4), &trace, fifo()).unwrap();
+    assert!(r.avg_jwt_s > 0.0 && close(r.avg_jwt_gpu_s, r.avg_jwt_s));
+    assert_eq!(r.avg_jwt_network_s, 0.0);
+}
+
 #[test]
 fn ledger_counts_sharing_of_running_jobs_only() {
     // x and y overlap in time; z runs after both.
