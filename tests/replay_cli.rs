@@ -531,6 +531,12 @@ fn titan_moves_less_cross_server_traffic_than_its_packing_baselines() {
     let trace = awkward_512(dir.path());
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     let titan = replay_512_json(&trace, "titan", &[]);
+    // Every wait is behind a head blocked on GPUs or on the network, and
+    // titan's network blocks cost waiting.
+    let split = f(&titan, "avg_jwt_gpu_s") + f(&titan, "avg_jwt_network_s");
+    assert!((split - f(&titan, "avg_jwt_s")).abs() < 1e-6, "{titan}");
+    assert!(titan["blocked_network"].as_u64().unwrap() > 0, "{titan}");
+    assert!(f(&titan, "avg_jwt_network_s") > 0.0, "{titan}");
     for policy in ["hived-like", "tiresias-like"] {
         let r = replay_512_json(&trace, policy, &[]);
         assert_eq!(r["policy"], policy);
