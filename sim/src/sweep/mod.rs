@@ -320,6 +320,8 @@ pub const COLUMNS: &[&str] = &[
     "partial_server_jobs",
     "split_small_jobs",
     "shared_jobs",
+    "avg_jwt_gpu_s",
+    "avg_jwt_network_s",
 ];
 
 /// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
@@ -330,7 +332,7 @@ pub fn csv(rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{},{}",
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{},{},{:.3},{:.3}",
             row.policy,
             row.load,
             row.queue,
@@ -358,6 +360,8 @@ pub fn csv(rows: &[Row]) -> String {
             r.partial_server_jobs,
             r.split_small_jobs,
             r.shared_jobs,
+            r.avg_jwt_gpu_s,
+            r.avg_jwt_network_s,
         );
     }
     out

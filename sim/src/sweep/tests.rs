@@ -81,6 +81,9 @@ fn csv_has_a_row_per_replay_and_the_documented_columns() {
     assert!(col("cross_server_traffic") > 0.0);
     let frag = col("gpu_fragmentation");
     assert!(frag > 0.0 && frag < 1.0, "{frag}");
+    // The wait, split by the head's cause, adds up (to the 3 decimals).
+    let split = col("avg_jwt_gpu_s") + col("avg_jwt_network_s");
+    assert!((split - col("avg_jwt_s")).abs() < 0.002, "{split}");
 }
 
 #[test]
