@@ -56,16 +56,30 @@ impl JobRuns {
             let (from, to) = (placed[s as usize].1, placed[d as usize].1);
             push_run(&mut runs, from, to, b.share, b.count());
         }
-        let share = blocks.first().map(|b| b.share);
+        let first = blocks.first().map(|b| b.share);
+        let phases = (blocks.iter()).fold(0, |m, b| m | 1 << dense_phase(b.share.phase));
+        let one_share = blocks.iter().all(|b| Some(b.share) == first);
+        Self::of_runs(placed, collective, runs, phases, first, one_share)
+    }
+
+    /// The job of `runs`, its flows in `phases`, the first with share
+    /// `first` (none: no flows), all with it when `one_share`.
+    fn of_runs(
+        placed: &[(ServerId, LeafId, u16)],
+        collective: Collective,
+        runs: Vec<Run>,
+        phases: u32,
+        first: Option<Share>,
+        one_share: bool,
+    ) -> Self {
         JobRuns {
             placed: placed.to_vec(),
             collective,
             runs,
-            phases: (blocks.iter()).fold(0, |m, b| m | 1 << dense_phase(b.share.phase)),
-            rate: share.map(|s| s.rate),
-            weight_is_rate: share.is_some_and(|s| {
-                s.weight.to_bits() == s.rate.to_bits() && blocks.iter().all(|b| b.share == s)
-            }),
+            phases,
+            rate: first.map(|s| s.rate),
+            weight_is_rate: one_share
+                && first.is_some_and(|s| s.weight.to_bits() == s.rate.to_bits()),
             sides: sides(placed),
             most: None,
         }
@@ -107,16 +121,15 @@ impl JobRuns {
                 push_run(&mut runs, from, to, share, n * m);
             }
         }
-        Some(JobRuns {
-            placed: placed.to_vec(),
-            collective: Collective::Alltoall,
+        let phases = 1 << dense_phase(share.phase);
+        Some(Self::of_runs(
+            placed,
+            Collective::Alltoall,
             runs,
-            phases: 1 << dense_phase(0),
-            rate: Some(weight),
-            weight_is_rate: true,
-            sides: sides(placed),
-            most: None,
-        })
+            phases,
+            Some(share),
+            true,
+        ))
     }
 
     /// Whether this is `placed` with `collective`.
