@@ -420,52 +420,66 @@ fn counts(n: u32, t: u16, idle: &[ServerId], partial: &[(u16, ServerId)]) -> Pic
     out
 }
 
+/// Candidates 1-4 of the module doc that exist on `free`, best first (only
+/// the first when it is a one-leaf optimum), then candidate 5 as
+/// `roomiest` picks it: what room a leaf has is the caller's (the twin's
+/// links in the simulation, free uplinks on a real fabric).
+fn candidates(
+    topo: &Topology,
+    n: u32,
+    free: &Free,
+    roomiest: impl FnOnce(&Free) -> Option<Pick>,
+) -> Vec<(Kind, Pick)> {
+    let t = u32::from(free.t);
+    let all_partial: Vec<(u16, ServerId)> = {
+        let mut v: Vec<(u16, ServerId)> = free.partial.iter().flatten().copied().collect();
+        v.sort_by_key(|&(f, s)| (std::cmp::Reverse(f), s));
+        v
+    };
+    let idle_total: usize = free.idle.iter().map(Vec::len).sum();
+    let Some(global) = objective(n, t, &all_partial, idle_total) else {
+        return Vec::new();
+    };
+    // Best one-leaf placement: (objective, free GPUs on the leaf, leaf).
+    let one_leaf = (0..topo.leaves.len())
+        .filter_map(|l| {
+            let o = objective(n, t, &free.partial[l], free.idle[l].len())?;
+            let on_leaf = free.partial[l]
+                .iter()
+                .map(|&(f, _)| u32::from(f))
+                .sum::<u32>()
+                + free.idle[l].len() as u32 * t;
+            Some((o, on_leaf, l))
+        })
+        .min();
+    let leaf_pick = one_leaf.map(|((i, k), _, l)| {
+        let partial = &free.partial[l][..(k - i) as usize];
+        counts(n, free.t, &free.idle[l][..i as usize], partial)
+    });
+    let mut out = Vec::new();
+    if let (Some(((i, k), _, _)), Some(p)) = (one_leaf, &leaf_pick) {
+        if (i, k) == global {
+            out.push((Kind::OneLeaf, p.clone()));
+            return out;
+        }
+    }
+    out.push((
+        Kind::Optimum,
+        global_pick(topo, n, free, &all_partial, global),
+    ));
+    out.extend(leaf_pick.map(|p| (Kind::OneLeaf, p)));
+    out.extend(fewest_leaves(n, free).map(|p| (Kind::FewestLeaves, p)));
+    out.extend(roomiest(free).map(|p| (Kind::Roomiest, p)));
+    out
+}
+
 impl TitanPlacer {
     /// The candidates of the module doc that exist on this state, best
     /// first (only the first when it is a one-leaf optimum).
     fn candidates(&self, n: u32, c: Collective, free: &Free) -> Vec<(Kind, Pick)> {
-        let topo = self.state.topology();
-        let t = u32::from(free.t);
-        let all_partial: Vec<(u16, ServerId)> = {
-            let mut v: Vec<(u16, ServerId)> = free.partial.iter().flatten().copied().collect();
-            v.sort_by_key(|&(f, s)| (std::cmp::Reverse(f), s));
-            v
-        };
-        let idle_total: usize = free.idle.iter().map(Vec::len).sum();
-        let Some(global) = objective(n, t, &all_partial, idle_total) else {
-            return Vec::new();
-        };
-        // Best one-leaf placement: (objective, free GPUs on the leaf, leaf).
-        let one_leaf = (0..topo.leaves.len())
-            .filter_map(|l| {
-                let o = objective(n, t, &free.partial[l], free.idle[l].len())?;
-                let on_leaf = free.partial[l]
-                    .iter()
-                    .map(|&(f, _)| u32::from(f))
-                    .sum::<u32>()
-                    + free.idle[l].len() as u32 * t;
-                Some((o, on_leaf, l))
-            })
-            .min();
-        let leaf_pick = one_leaf.map(|((i, k), _, l)| {
-            let partial = &free.partial[l][..(k - i) as usize];
-            counts(n, free.t, &free.idle[l][..i as usize], partial)
-        });
-        let mut out = Vec::new();
-        if let (Some(((i, k), _, _)), Some(p)) = (one_leaf, &leaf_pick) {
-            if (i, k) == global {
-                out.push((Kind::OneLeaf, p.clone()));
-                return out;
-            }
-        }
-        out.push((
-            Kind::Optimum,
-            self.global_pick(n, free, &all_partial, global),
-        ));
-        out.extend(leaf_pick.map(|p| (Kind::OneLeaf, p)));
-        out.extend(fewest_leaves(n, free).map(|p| (Kind::FewestLeaves, p)));
-        out.extend(self.roomiest(n, c, free).map(|p| (Kind::Roomiest, p)));
-        out
+        candidates(self.state.topology(), n, free, |free| {
+            self.roomiest(n, c, free)
+        })
     }
 
     /// Candidate 5: leaves by the GPUs whose traffic to other leaves
@@ -487,50 +501,49 @@ impl TitanPlacer {
         }));
         fill(n, free, &leaves)
     }
+}
 
-    /// Candidate 2: the global optimum `(i*, k*)`.
-    fn global_pick(
-        &self,
-        n: u32,
-        free: &Free,
-        all_partial: &[(u16, ServerId)],
-        (i, k): (u32, u32),
-    ) -> Pick {
-        let topo = self.state.topology();
-        let partial = &all_partial[..(k - i) as usize];
-        let mut used: Vec<LeafId> = Vec::new();
-        for &(_, s) in partial {
-            let l = topo.server(s).leaf;
-            if !used.contains(&l) {
-                used.push(l);
-            }
+/// Candidate 2: the global optimum `(i*, k*)`.
+fn global_pick(
+    topo: &Topology,
+    n: u32,
+    free: &Free,
+    all_partial: &[(u16, ServerId)],
+    (i, k): (u32, u32),
+) -> Pick {
+    let partial = &all_partial[..(k - i) as usize];
+    let mut used: Vec<LeafId> = Vec::new();
+    for &(_, s) in partial {
+        let l = topo.server(s).leaf;
+        if !used.contains(&l) {
+            used.push(l);
         }
-        let i = i as usize;
-        let mut idle: Vec<ServerId> = Vec::with_capacity(i);
-        for l in &used {
-            idle.extend(free.idle[l.index()].iter().take(i - idle.len()));
-        }
-        if idle.len() < i {
-            let want = i - idle.len();
-            let mut leaves: Vec<usize> = (0..topo.leaves.len())
-                .filter(|l| !used.contains(&LeafId(*l as u32)) && !free.idle[*l].is_empty())
-                .collect();
-            leaves.sort_by_key(|&l| (free.idle[l].len(), l));
-            // One leaf with them all (fewest idle servers first), else
-            // fewest idle servers first.
-            if let Some(&l) = leaves.iter().find(|&&l| free.idle[l].len() >= want) {
-                leaves.retain(|&x| x != l);
-                leaves.insert(0, l);
-            }
-            for l in leaves {
-                if idle.len() == i {
-                    break;
-                }
-                idle.extend(free.idle[l].iter().take(i - idle.len()));
-            }
-        }
-        order_by_leaf(topo, counts(n, free.t, &idle, partial))
     }
+    let i = i as usize;
+    let mut idle: Vec<ServerId> = Vec::with_capacity(i);
+    for l in &used {
+        idle.extend(free.idle[l.index()].iter().take(i - idle.len()));
+    }
+    if idle.len() < i {
+        let want = i - idle.len();
+        let mut leaves: Vec<usize> = (0..topo.leaves.len())
+            .filter(|l| !used.contains(&LeafId(*l as u32)) && !free.idle[*l].is_empty())
+            .collect();
+        leaves.sort_by_key(|&l| (free.idle[l].len(), l));
+        // One leaf with them all (fewest idle servers first), else
+        // fewest idle servers first.
+        if let Some(&l) = leaves.iter().find(|&&l| free.idle[l].len() >= want) {
+            leaves.retain(|&x| x != l);
+            leaves.insert(0, l);
+        }
+        for l in leaves {
+            if idle.len() == i {
+                break;
+            }
+            idle.extend(free.idle[l].iter().take(i - idle.len()));
+        }
+    }
+    order_by_leaf(topo, counts(n, free.t, &idle, partial))
 }
 
 /// Candidate 4: leaves by free GPUs, most first, each giving its partly
