@@ -237,6 +237,29 @@ pub fn place_on(
     job: &JobRequest,
     alloc: &Allocation,
 ) -> Result<Given, PlacementError> {
+    match place_exactly(policy, state, options, job, alloc)? {
+        Ok(d) => Ok(Given::Placed(d)),
+        Err(why) => refuse(
+            policy,
+            state,
+            given_options(options, alloc),
+            job,
+            alloc,
+            why,
+        ),
+    }
+}
+
+/// What [`place_on`] decides, without looking for a nearby set: the
+/// decision, or why there is none now (a refusal's reason). Errors are
+/// [`place_on`]'s: bad names, counts, or a policy without the grain.
+pub fn place_exactly(
+    policy: Policy,
+    state: &FabricState,
+    options: SliceOptions,
+    job: &JobRequest,
+    alloc: &Allocation,
+) -> Result<Result<Arc<Decision>, String>, PlacementError> {
     let topo = state.topology();
     check_count(topo, job, alloc)?;
     let gpus_grain = matches!(alloc, Allocation::Gpus(_));
@@ -244,15 +267,10 @@ pub fn place_on(
         let reason = format!("policy {policy} does not place single GPUs of a scheduler's choice; name whole servers");
         return Err(given_error(&job.id, Some("gpus_on".into()), reason));
     }
-    let options = SliceOptions {
-        round_up: 0,
-        partial_servers: gpus_grain,
-        ..options
-    };
     if let Some(why) = busy(state, job.gpus, alloc).or_else(|| uneven(topo, alloc)) {
-        return refuse(policy, state, options, job, alloc, why);
+        return Ok(Err(why));
     }
-    let mut placer = placer_on(policy, alloc.view(state), options)?;
+    let mut placer = placer_on(policy, alloc.view(state), given_options(options, alloc))?;
     match placer.place(job)? {
         Outcome::Placed(d) => {
             if !holds_exactly(topo, &d, alloc) {
@@ -261,11 +279,11 @@ pub fn place_on(
                     reason: format!("placed job `{}` beyond what it named", job.id),
                 });
             }
-            Ok(Given::Placed(d))
+            Ok(Ok(d))
         }
         Outcome::Blocked(_) => {
             let leaves = leaf_names(topo, &alloc.servers());
-            let why = format!(
+            Ok(Err(format!(
                 "no isolated slice joins leaves {leaves} now: {policy} finds no set of spines \
                  every one of them reaches over links no other job holds{}",
                 if policy == Policy::OcsVclos {
@@ -273,9 +291,18 @@ pub fn place_on(
                 } else {
                     ""
                 }
-            );
-            refuse(policy, state, options, job, alloc, why)
+            )))
         }
+    }
+}
+
+/// `options` for a given allocation: never rounded up (the scheduler
+/// chose), the GPU grain exactly when single GPUs are named.
+fn given_options(options: SliceOptions, alloc: &Allocation) -> SliceOptions {
+    SliceOptions {
+        round_up: 0,
+        partial_servers: matches!(alloc, Allocation::Gpus(_)),
+        ..options
     }
 }
 
