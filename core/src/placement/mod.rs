@@ -128,6 +128,10 @@ pub enum PlacementError {
         field: Option<Box<str>>,
         reason: String,
     },
+    /// A simulation baseline asked to place on a real fabric
+    /// ([`fabric_placer`]).
+    #[error("policy `{0}` is a simulation baseline: it configures no isolation on a real fabric; use vclos, ocs-vclos or titan")]
+    NotOnFabric(Policy),
     #[error("policy `{policy}` needs a fabric with OCS; topology `{topology}` has none")]
     NoOcs { policy: Policy, topology: String },
     /// The engine built a decision the fabric state refused: a bug.
@@ -236,6 +240,22 @@ impl Policy {
     /// on a real fabric.
     pub fn is_baseline(self) -> bool {
         !matches!(self, Policy::Vclos | Policy::OcsVclos)
+    }
+
+    /// Places jobs on a real fabric ([`fabric_placer`]): vclos, ocs-vclos,
+    /// and titan over the fabric's own isolation ([`titan::isolated`]).
+    pub fn places_on_fabric(self) -> bool {
+        matches!(self, Policy::Vclos | Policy::OcsVclos | Policy::Titan)
+    }
+
+    /// The policy a fabric isolates jobs with: ocs-vclos when it has
+    /// OCS, else vclos.
+    pub fn of_fabric(topology: &Topology) -> Policy {
+        if topology.ocs.is_empty() {
+            Policy::Vclos
+        } else {
+            Policy::OcsVclos
+        }
     }
 
     /// Has a sharing mode (`--sharing`): vClos and OCS-vClos share reserved
@@ -347,6 +367,27 @@ pub fn placer_on(
         Policy::HivedLike => Box::new(PackingPlacer::with_state(state, Packing::Buddy)),
         Policy::TiresiasLike => Box::new(PackingPlacer::with_state(state, Packing::Tiresias)),
     })
+}
+
+/// The placer a real fabric admits jobs with (`plan`, `job submit`, the
+/// service): vclos and ocs-vclos as [`placer_on`] builds them, titan over
+/// the fabric's own policy ([`Policy::of_fabric`], [`titan::isolated`]);
+/// the simulation's baselines are refused, as they isolate nothing.
+pub fn fabric_placer(
+    policy: Policy,
+    state: FabricState,
+    options: SliceOptions,
+) -> Result<Box<dyn Placer + Send>, PlacementError> {
+    match policy {
+        Policy::Vclos | Policy::OcsVclos => placer_on(policy, state, options),
+        Policy::Titan => {
+            let under = Policy::of_fabric(state.topology());
+            Ok(Box::new(titan::isolated::IsolatedTitan::new(
+                under, state, options,
+            )?))
+        }
+        _ => Err(PlacementError::NotOnFabric(policy)),
+    }
 }
 
 /// Checks shared by every placer before it looks for resources.

@@ -148,6 +148,7 @@ use crate::trace::Collective;
 pub const DEFAULT_COLLECTIVE: Collective = Collective::Hd;
 
 mod holders;
+pub mod isolated;
 use holders::{Holder, Holders};
 
 /// The `titan` placer (module doc).
@@ -962,6 +963,20 @@ impl Scores {
 /// twin holds, and the job's `sharing` section in a sharing mode.
 type Chosen = (Kind, Gpus, Class, Option<Sharing>);
 
+/// The stage of a decision holding only `gpus`: `server` on one server,
+/// `leaf` under one leaf, else `manual` (docs/decisions.md).
+fn local_stage(topo: &Topology, gpus: &[(ServerId, u16)]) -> Stage {
+    let servers = gpus.iter().map(|g| g.0).collect::<BTreeSet<_>>().len();
+    let leaves = (gpus.iter().map(|g| topo.server(g.0).leaf))
+        .collect::<BTreeSet<_>>()
+        .len();
+    match (servers, leaves) {
+        (1, _) => Stage::Server,
+        (_, 1) => Stage::Leaf,
+        _ => Stage::Manual,
+    }
+}
+
 impl Placer for TitanPlacer {
     fn name(&self) -> &'static str {
         "titan"
@@ -976,17 +991,7 @@ impl Placer for TitanPlacer {
         let Some((_, gpus, class, sharing)) = self.choose(job, &free) else {
             return Ok(Outcome::Blocked(Blocked::Network));
         };
-        let topo = self.state.topology();
-        let servers = gpus.iter().map(|g| g.0).collect::<BTreeSet<_>>().len();
-        let leaves = (gpus.iter().map(|g| topo.server(g.0).leaf))
-            .collect::<BTreeSet<_>>()
-            .len();
-        let stage = match (servers, leaves) {
-            (1, _) => Stage::Server,
-            (_, 1) => Stage::Leaf,
-            _ => Stage::Manual,
-        };
-        let plan = Plan::local(stage, gpus);
+        let plan = Plan::local(local_stage(self.state.topology(), &gpus), gpus);
         let out = commit_sharing(&mut self.state, "titan", job, &plan, sharing)?;
         if self.holders.on() {
             self.holders.admit(&self.state, &job.id, &class);
