@@ -193,6 +193,94 @@ fn job_and_status_commands_work_through_the_service() {
     );
 }
 
+/// `job submit --policy titan --server`: the service places with titan
+/// for this request (its `policy` field), a job across leaves on the free
+/// GPUs of partly used servers, isolated by the fabric's own policy; the
+/// API names the field of a bad or unusable policy, and `POST /v1/plan`
+/// takes it too.
+#[test]
+fn titan_is_a_policy_of_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(dir.path());
+    for s in ["srv1", "srv2", "srv5", "srv6"] {
+        let on = format!("{s}=0,1");
+        let o = vclos(&remote(
+            &svc,
+            &["job", "submit", "--id", s, "--gpus-on", &on],
+        ));
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let (code, plan) = curl(
+        &svc.url,
+        "POST",
+        "/v1/plan",
+        Some(r#"{"submit": {"id": "t", "gpus": 8, "policy": "titan"}}"#),
+        Some(TOKEN),
+    );
+    assert_eq!(code, 200, "{plan}");
+    let o = vclos(&remote(
+        &svc,
+        &[
+            "job", "submit", "--id", "t", "--gpus", "8", "--policy", "titan", "--json",
+        ],
+    ));
+    clean(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let done: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(done["decision"], plan["decision"], "{done}");
+    let gpus = done["decision"]["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 8, "{done}");
+    for g in gpus {
+        assert!(
+            ["srv1", "srv2", "srv5", "srv6"].contains(&g["server"].as_str().unwrap())
+                && (g["gpu"] == 2 || g["gpu"] == 3),
+            "{done}"
+        );
+    }
+    assert_eq!(
+        done["decision"]["source_routes"].as_array().unwrap().len(),
+        8
+    );
+    // Bad policies, each naming the field.
+    for (body, status, field) in [
+        (r#"{"id": "b", "gpus": 4, "policy": "nope"}"#, 400, "policy"),
+        (r#"{"id": "b", "gpus": 4, "policy": "best"}"#, 422, "policy"),
+        (
+            r#"{"id": "b", "servers": ["srv7"], "policy": "titan"}"#,
+            422,
+            "policy",
+        ),
+        (
+            r#"{"submit": {"id": "b", "gpus": 4, "policy": "x"}}"#,
+            400,
+            "submit.policy",
+        ),
+    ] {
+        let path = if body.contains("submit") {
+            "/v1/plan"
+        } else {
+            "/v1/jobs"
+        };
+        let (code, p) = curl(&svc.url, "POST", path, Some(body), Some(TOKEN));
+        assert_eq!(
+            (code, p["field"].as_str()),
+            (status, Some(field)),
+            "{body}: {p}"
+        );
+    }
+    let o = vclos(&remote(
+        &svc,
+        &[
+            "job", "submit", "--id", "b", "--gpus", "4", "--policy", "sr",
+        ],
+    ));
+    assert!(
+        !o.status.success() && stderr(&o).contains("simulation baseline"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn server_and_local_flags_exclude_each_other() {
     let topo = concat!(env!("CARGO_MANIFEST_DIR"), "/topologies/testbed-ocs.yaml");

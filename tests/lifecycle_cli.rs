@@ -567,6 +567,162 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
     assert_in_sync(&topo, &state);
 }
 
+/// `--policy titan` on the emulated fabric (issue 15 item 1): a job
+/// across leaves takes the free GPUs of partly used servers, where the
+/// fabric's own policy takes idle servers, and is isolated on the devices
+/// by that policy's slice (leaf source routes, verified from the running
+/// configurations); a job that fits one leaf fills a partly used server
+/// with nothing to configure. `plan` places as `job submit` does; the
+/// simulation's baselines and titan on named GPUs are refused.
+#[test]
+fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (_emu, topo) = serve(dir.path(), &[]);
+    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Two GPUs held on srv1, srv2 (leaf1) and srv5, srv6 (leaf2).
+    for s in ["srv1", "srv2", "srv5", "srv6"] {
+        let on = format!("{s}=0,1");
+        let o = vclos(
+            &topo,
+            &state,
+            &["job", "submit", "--id", s, "--gpus-on", &on],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let servers_of = |d: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = (d["gpus"].as_array().unwrap().iter())
+            .map(|g| g["server"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // The fabric's own policy takes two idle servers for 8 GPUs.
+    let dry = |extra: &[&str]| {
+        let args = [
+            "job",
+            "submit",
+            "--id",
+            "t",
+            "--gpus",
+            "8",
+            "--dry-run",
+            "--json",
+        ];
+        let o = vclos(&topo, &state, &[&args[..], extra].concat());
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone()
+    };
+    let own = dry(&[]);
+    assert!(
+        servers_of(&own)
+            .iter()
+            .all(|s| !["srv1", "srv2", "srv5", "srv6"].contains(&s.as_str())),
+        "{own}"
+    );
+    // titan: GPUs 2 and 3 of the four partly used servers, as `plan` says.
+    let o = vclos(
+        &topo,
+        &state,
+        &["plan", "--submit", "t:8", "--policy", "titan", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let planned =
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone();
+    assert_eq!(dry(&["--policy", "titan"]), planned);
+    let o = vclos(
+        &topo,
+        &state,
+        &[
+            "job", "submit", "--id", "t", "--gpus", "8", "--policy", "titan",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let t = listed_job(&topo, &state, "t");
+    assert_eq!(t, planned);
+    assert_eq!(servers_of(&t), ["srv1", "srv2", "srv5", "srv6"], "{t}");
+    assert!(
+        t["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["gpu"] == 2 || g["gpu"] == 3),
+        "{t}"
+    );
+    assert_eq!(t["source_routes"].as_array().unwrap().len(), 8, "{t}");
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_in_sync(&topo, &state);
+    // One leaf: srv3's three free GPUs and one idle server, 7 GPUs held,
+    // nothing configured (the fabric's own policy holds two idle servers).
+    let o = vclos(
+        &topo,
+        &state,
+        &["job", "submit", "--id", "h", "--gpus-on", "srv3=0"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = vclos(
+        &topo,
+        &state,
+        &[
+            "job", "submit", "--id", "u", "--gpus", "7", "--policy", "titan",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let u = listed_job(&topo, &state, "u");
+    assert_eq!(
+        (u["stage"].as_str(), u["gpus"].as_array().unwrap().len()),
+        (Some("leaf"), 7),
+        "{u}"
+    );
+    assert_eq!(servers_of(&u), ["srv3", "srv4"], "{u}");
+    assert!(
+        u.get("source_routes")
+            .is_none_or(|r| r.as_array().unwrap().is_empty()),
+        "{u}"
+    );
+    assert_in_sync(&topo, &state);
+    // Refused before any device: a baseline, and titan on named GPUs.
+    let o = vclos(
+        &topo,
+        &state,
+        &[
+            "job", "submit", "--id", "b", "--gpus", "4", "--policy", "best",
+        ],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("simulation baseline"),
+        "{}",
+        text(&o)
+    );
+    let o = vclos(
+        &topo,
+        &state,
+        &[
+            "job",
+            "submit",
+            "--id",
+            "b",
+            "--gpus-on",
+            "srv7=0",
+            "--policy",
+            "titan",
+        ],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("titan chooses a job's GPUs itself"),
+        "{}",
+        text(&o)
+    );
+    for j in ["t", "u"] {
+        let o = vclos(&topo, &state, &["job", "release", "--id", j]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    assert_in_sync(&topo, &state);
+}
+
 /// The sharing mode with a stated profile (400 ms iterations, 25% Up).
 const SHARING: [&str; 6] = [
     "--sharing",

@@ -93,6 +93,16 @@ pub enum SharingArg {
     Cassini,
 }
 
+/// `--policy` of a command that places on a real fabric (`job submit`,
+/// `plan`): vclos, ocs-vclos or titan ([`vclos::placement::fabric_placer`]).
+pub fn fabric_policy(s: &str) -> Result<vclos::placement::Policy, String> {
+    let p: vclos::placement::Policy = s.parse().map_err(|e| format!("{e}"))?;
+    if !p.places_on_fabric() {
+        return Err(vclos::placement::PlacementError::NotOnFabric(p).to_string());
+    }
+    Ok(p)
+}
+
 fn min_score(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if !v.is_finite() || v > 1.0 {

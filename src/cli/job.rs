@@ -45,6 +45,12 @@ pub struct SubmitArgs {
     /// `--gpus-on srv1=0,1 --gpus-on srv5=2,3` (0-based GPU indices).
     #[arg(long, value_name = "SERVER=GPU,...", conflicts_with = "servers")]
     gpus_on: Vec<String>,
+    /// vclos, ocs-vclos or titan: Titan's choice of GPUs (partly used
+    /// servers first, Eq. 1), each job across leaves isolated by the
+    /// fabric's own policy (docs/titan.md 3.4). Default: the fabric's own,
+    /// ocs-vclos with OCS, else vclos. titan not with --servers/--gpus-on.
+    #[arg(long, value_name = "POLICY", value_parser = super::fabric::fabric_policy)]
+    policy: Option<vclos::placement::Policy>,
     /// Place and plan only; touch nothing.
     #[arg(long)]
     dry_run: bool,
@@ -162,9 +168,10 @@ impl SubmitArgs {
 
     /// Place the job (on `--servers` when given) and plan its admission.
     fn plan(&self, f: &vclos::jobs::Fabric, id: &JobId) -> Result<vclos::plan::Plan> {
+        let policy = self.policy.unwrap_or(f.policy());
         Ok(match self.named()? {
-            Some(named) => f.plan_submit_on(id, self.gpus, &named)?,
-            None => f.plan_submit(id, self.gpus.unwrap_or_default())?,
+            Some(named) => f.plan_submit_on_by(id, self.gpus, &named, policy)?,
+            None => f.plan_submit_by(id, self.gpus.unwrap_or_default(), policy)?,
         })
     }
 }
@@ -225,7 +232,7 @@ fn submit_remote(c: &Client, id: &JobId, a: &SubmitArgs) -> Result<ExitCode> {
     }
     let named = a.named()?;
     match c
-        .submit(id, a.gpus, named.as_ref(), a.dry_run)
+        .submit_by(id, a.gpus, named.as_ref(), a.policy, a.dry_run)
         .map_err(failed)?
     {
         Submitted::Committed(done) => finish_remote(&done, a.json),

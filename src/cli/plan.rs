@@ -40,6 +40,10 @@ pub struct PlanArgs {
     /// Admit a hand-written decision (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     decision: Option<PathBuf>,
+    /// With --submit: vclos, ocs-vclos or titan (as `job submit
+    /// --policy`); default: the fabric's own.
+    #[arg(long, value_name = "POLICY", value_parser = super::fabric::fabric_policy, requires = "submit")]
+    policy: Option<Policy>,
     /// With --submit: how the engine may shape a job.
     #[command(flatten)]
     slicing: super::fabric::SlicingArgs,
@@ -58,23 +62,20 @@ fn held(args: &PlanArgs, topo: &topology::Topology) -> Result<Vec<Decision>> {
     Ok(held)
 }
 
-/// Place `JOB:GPUS` with the fabric's policy on the held state.
+/// Place `JOB:GPUS` with `policy` (the fabric's own when `None`) on the
+/// held state.
 fn place(
     topo: &Arc<topology::Topology>,
     held: &[Decision],
     spec: &str,
-    slicing: SliceOptions,
+    (policy, slicing): (Option<Policy>, SliceOptions),
 ) -> Result<Decision> {
     let (id, gpus) = super::apply::parse_submit(spec)?;
     vclos::intent::name::check_job_id(topo, &id)?;
     let job = id.to_string();
     let state = FabricState::from_decisions(Arc::clone(topo), held)?;
-    let policy = if topo.ocs.is_empty() {
-        Policy::Vclos
-    } else {
-        Policy::OcsVclos
-    };
-    let mut placer = placement::placer_on(policy, state, slicing)?;
+    let policy = policy.unwrap_or(Policy::of_fabric(topo));
+    let mut placer = placement::fabric_placer(policy, state, slicing)?;
     match placer.place(&JobRequest::new(id, gpus))? {
         Outcome::Placed(d) => Ok(std::sync::Arc::unwrap_or_clone(d)),
         Outcome::Blocked(Blocked::Gpu) => {
@@ -105,7 +106,12 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     } else if let Some(path) = &args.decision {
         Action::Admit(read_decision(path)?)
     } else if let Some(spec) = args.submit.first() {
-        Action::Admit(place(&topo, &held, spec, args.slicing.options())?)
+        Action::Admit(place(
+            &topo,
+            &held,
+            spec,
+            (args.policy, args.slicing.options()),
+        )?)
     } else {
         bail!("one of --submit, --release, --decision is required")
     };
@@ -131,7 +137,7 @@ fn submit_several(
 ) -> Result<ExitCode> {
     let mut plans = Vec::new();
     for (i, spec) in args.submit.iter().enumerate() {
-        let d = place(topo, &held, spec, args.slicing.options())?;
+        let d = place(topo, &held, spec, (args.policy, args.slicing.options()))?;
         // Saved running configurations describe the devices before the first job only.
         let none = plan::Running::new();
         let p = plan::plan(

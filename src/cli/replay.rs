@@ -59,6 +59,13 @@ pub struct ReplayArgs {
     /// Seed of the `ecmp` flow hash: the same seed gives the same routes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Place as a real fabric admits jobs (`job submit`, `plan`, the
+    /// service): `titan` is then Titan's choice of GPUs isolated by the
+    /// fabric's own policy (docs/titan.md 3.4), routed by its decisions'
+    /// slices; vclos and ocs-vclos are as without it; the simulation's
+    /// baselines are refused.
+    #[arg(long)]
+    on_fabric: bool,
 }
 
 /// `--backfill`, `--backfill-depth` (replay and sweep).
@@ -114,13 +121,22 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;
     let state = vclos::state::FabricState::new(Arc::clone(&topo));
-    let mut placer = placement::placer_on(a.policy, state, a.slicing.options())
+    let placer = if a.on_fabric {
+        placement::fabric_placer
+    } else {
+        placement::placer_on
+    };
+    let mut placer = placer(a.policy, state, a.slicing.options())
         .with_context(|| format!("cannot replay on {}", a.topology.display()))?;
+    // On a fabric every job across leaves has its slice: routed by it.
+    let routing = match a.on_fabric {
+        true => Routing::Decision,
+        false => Routing::for_policy(a.policy, a.seed),
+    };
     let opts = ReplayOptions {
         queue: a.queue,
         backfill: a.backfill.mode(),
-        network: (a.network == NetworkModel::FairShare)
-            .then(|| Router::new(&topo, Routing::for_policy(a.policy, a.seed))),
+        network: (a.network == NetworkModel::FairShare).then(|| Router::new(&topo, routing)),
         profiles,
         congestion: a.congestion,
         ..ReplayOptions::for_topology(&topo)

@@ -50,6 +50,7 @@
 //!   service with a private CA, nothing installed system-wide).
 
 use crate::placement::given::Named;
+use crate::placement::Policy;
 use std::path::Path;
 use std::time::Duration;
 
@@ -287,6 +288,8 @@ struct SubmitBody<'a> {
     servers: Option<&'a [String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gpus_on: Option<&'a std::collections::BTreeMap<String, Vec<u16>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<&'static str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     dry_run: bool,
 }
@@ -414,7 +417,21 @@ impl Client {
         named: Option<&Named>,
         dry_run: bool,
     ) -> Result<Submitted, ClientError> {
+        self.submit_by(id, gpus, named, None, dry_run)
+    }
+
+    /// [`Client::submit`] placed with `policy` (the body's `policy`; the
+    /// service's own when `None`).
+    pub fn submit_by(
+        &self,
+        id: &JobId,
+        gpus: Option<u32>,
+        named: Option<&Named>,
+        policy: Option<Policy>,
+        dry_run: bool,
+    ) -> Result<Submitted, ClientError> {
         let body = SubmitBody {
+            policy: policy.map(Policy::name),
             id: id.as_str(),
             gpus,
             servers: match named {

@@ -116,6 +116,28 @@ pub use error::JobsError;
 pub use foreign::ForeignConflict;
 pub use journal::{Journal, Operation};
 
+/// What a submission on named servers or GPUs checks before placement:
+/// an id too long for this fabric's derived names, a policy that cannot
+/// configure devices or does not take a scheduler's choice.
+fn check_submit_on(topo: &Topology, job: &JobId, policy: Policy) -> Result<(), JobsError> {
+    intent::name::check_job_id(topo, job)?;
+    match policy {
+        Policy::Vclos | Policy::OcsVclos => Ok(()),
+        Policy::Titan => Err(JobsError::Placement(placement::PlacementError::Given {
+            job: job.clone(),
+            field: Some("policy".into()),
+            reason: TITAN_NAMED.into(),
+        })),
+        p => Err(JobsError::Placement(
+            placement::PlacementError::NotOnFabric(p),
+        )),
+    }
+}
+
+/// Why `titan` does not take a scheduler's servers or GPUs.
+pub const TITAN_NAMED: &str = "titan chooses a job's GPUs itself; `servers` and `gpus_on` carry a \
+     scheduler's choice, which the fabric's own policy isolates: leave the policy out";
+
 /// What a transaction checks between prepare and the first commit, in
 /// order (the controller's [`controller::Guard`]): the journal is durable;
 /// no port the change configures carries foreign steering, judged on the
@@ -482,11 +504,7 @@ impl Fabric {
     ) -> Result<Self, JobsError> {
         let intent_base = intent::Base::new(&topo)?;
         let base = Arc::new(intent::build_on(&intent_base, &topo, &[])?);
-        let policy = if topo.ocs.is_empty() {
-            Policy::Vclos
-        } else {
-            Policy::OcsVclos
-        };
+        let policy = Policy::of_fabric(&topo);
         Ok(Fabric {
             topo,
             store,
@@ -606,10 +624,16 @@ impl Fabric {
         Ok(self.store.writer().await?.map(|holder| Writer { holder }))
     }
 
-    /// Place with `policy` (vclos or ocs-vclos; the default follows the topology).
+    /// Place with `policy` (vclos, ocs-vclos or titan; the default follows
+    /// the topology: [`Policy::of_fabric`]).
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
+    }
+
+    /// The policy jobs are placed with unless a submission names another.
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
     /// Let the engine round jobs up (`--round-up`, [`placement::sizing`])
@@ -689,8 +713,20 @@ impl Fabric {
 
     /// Place a job of `gpus` GPUs and plan its admission. Touches nothing.
     pub fn plan_submit(&self, job: &JobId, gpus: u32) -> Result<Plan, JobsError> {
-        self.check_submit(job)?;
-        let mut placer = placement::placer_on(self.policy, self.state.clone(), self.slicing)?;
+        self.plan_submit_by(job, gpus, self.policy)
+    }
+
+    /// [`Fabric::plan_submit`] with `policy` for this job
+    /// ([`placement::fabric_placer`]: vclos, ocs-vclos, or titan over the
+    /// fabric's own isolation).
+    pub fn plan_submit_by(
+        &self,
+        job: &JobId,
+        gpus: u32,
+        policy: Policy,
+    ) -> Result<Plan, JobsError> {
+        intent::name::check_job_id(&self.topo, job)?;
+        let mut placer = placement::fabric_placer(policy, self.state.clone(), self.slicing)?;
         let req = JobRequest::new(job.clone(), gpus);
         match placer.place(&req)? {
             placement::Outcome::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
@@ -713,11 +749,24 @@ impl Fabric {
         gpus: Option<u32>,
         named: &given::Named,
     ) -> Result<Plan, JobsError> {
-        self.check_submit(job)?;
+        self.plan_submit_on_by(job, gpus, named, self.policy)
+    }
+
+    /// [`Fabric::plan_submit_on`] with `policy` for this job (vclos or
+    /// ocs-vclos; titan chooses GPUs itself and is refused, naming the
+    /// field: [`TITAN_NAMED`]).
+    pub fn plan_submit_on_by(
+        &self,
+        job: &JobId,
+        gpus: Option<u32>,
+        named: &given::Named,
+        policy: Policy,
+    ) -> Result<Plan, JobsError> {
+        check_submit_on(&self.topo, job, policy)?;
         let alloc = named.resolve(&self.topo, job)?;
         let gpus = gpus.unwrap_or_else(|| alloc.gpus(&self.topo));
         let req = JobRequest::new(job.clone(), gpus);
-        match given::place_on(self.policy, &self.state, self.slicing, &req, &alloc)? {
+        match given::place_on(policy, &self.state, self.slicing, &req, &alloc)? {
             Given::Placed(d) => self.plan_decision(Arc::unwrap_or_clone(d)),
             Given::Refused(r) => Err(JobsError::NotOnServers {
                 job: job.clone(),
@@ -727,20 +776,6 @@ impl Fabric {
                     .collect(),
             }),
         }
-    }
-
-    /// What every submission checks before placement: an id too long for
-    /// this fabric's derived names, a policy that cannot configure devices.
-    fn check_submit(&self, job: &JobId) -> Result<(), JobsError> {
-        intent::name::check_job_id(&self.topo, job)?;
-        if self.policy.is_baseline() {
-            return Err(JobsError::Placement(placement::PlacementError::Engine {
-                policy: self.policy.name(),
-                reason: "a simulation baseline cannot configure a fabric; use vclos or ocs-vclos"
-                    .into(),
-            }));
-        }
-        Ok(())
     }
 
     /// Plan admitting a decision (placed, or hand-written). Touches nothing.

@@ -97,7 +97,7 @@ use crate::decision::Decision;
 use crate::jobs::{Fabric, JobsError};
 use crate::names::JobId;
 use crate::placement::given::{self, Named};
-use crate::placement::PlacementError;
+use crate::placement::{PlacementError, Policy};
 use crate::topology::Topology;
 
 /// Largest request body accepted, bytes.
@@ -407,6 +407,11 @@ struct SubmitBody {
     /// 0-based); not with `servers`.
     #[serde(default)]
     gpus_on: Option<BTreeMap<String, Vec<u16>>>,
+    /// `vclos`, `ocs-vclos` or `titan` (Titan's choice of GPUs, partly used
+    /// servers first, isolated by the fabric's own policy; not with
+    /// `servers` or `gpus_on`); the fabric's own policy when absent.
+    #[serde(default)]
+    policy: Option<String>,
     #[serde(default)]
     dry_run: bool,
 }
@@ -415,6 +420,18 @@ impl SubmitBody {
     fn named(&self) -> Result<Option<Named>, Problem> {
         named(self.gpus, &self.servers, &self.gpus_on, "")
     }
+}
+
+/// A submission's `policy`, parsed (`field`: where it is in the body).
+fn policy(policy: &Option<String>, field: &str) -> Result<Option<Policy>, Problem> {
+    policy
+        .as_deref()
+        .map(|p| {
+            p.parse::<Policy>().map_err(|e| {
+                Problem::new(StatusCode::BAD_REQUEST, format!("request body: {e}")).field(field)
+            })
+        })
+        .transpose()
 }
 
 /// What a submission names (`servers` or `gpus_on`), checked: not both,
@@ -451,10 +468,12 @@ fn plan_admission(
     id: &JobId,
     gpus: Option<u32>,
     named: Option<&Named>,
+    policy: Option<Policy>,
 ) -> Result<crate::plan::Plan, JobsError> {
+    let policy = policy.unwrap_or(f.policy());
     match named {
-        Some(named) => f.plan_submit_on(id, gpus, named),
-        None => f.plan_submit(id, gpus.unwrap_or_default()),
+        Some(named) => f.plan_submit_on_by(id, gpus, named, policy),
+        None => f.plan_submit_by(id, gpus.unwrap_or_default(), policy),
     }
 }
 
@@ -526,16 +545,20 @@ fn not_held(id: &JobId) -> Problem {
               (status = 200, description = "Already held with this request (`existing`: true), or a dry run (`plan`)", body = Object),
               (status = 400, description = "Bad body (`field` names it)", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "Held with another size, or no slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 413, description = "Body over 16 KiB", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id or size", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was (`devices`: the report)", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy (Retry-After) or a pending journal", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    let (req, named) =
-        match problem::parse_body(&body).and_then(|r: SubmitBody| r.named().map(|n| (r, n))) {
-            Ok(r) => r,
-            Err(p) => return p.into_response(),
-        };
+    let parsed = problem::parse_body(&body).and_then(|r: SubmitBody| {
+        let n = r.named()?;
+        let p = policy(&r.policy, "policy")?;
+        Ok((r, n, p))
+    });
+    let (req, named, policy) = match parsed {
+        Ok(r) => r,
+        Err(p) => return p.into_response(),
+    };
     let id = match job_id(&req.id) {
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
-    let span = info_span!("api.submit", job = %id, gpus = ?req.gpus, named = named.is_some());
+    let span = info_span!("api.submit", job = %id, gpus = ?req.gpus, named = named.is_some(), policy = ?policy);
     let app2 = Arc::clone(&app);
     app.change(
         async move {
@@ -550,7 +573,7 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 return existing(held, &req, named.as_ref(), f.topology());
             }
             if req.dry_run {
-                return match plan_admission(&f, &id, req.gpus, named.as_ref()) {
+                return match plan_admission(&f, &id, req.gpus, named.as_ref(), policy) {
                     Ok(plan) => {
                         Json(json!({ "job": id, "dry_run": true, "plan": plan })).into_response()
                     }
@@ -558,7 +581,7 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
                 };
             }
             let started = Instant::now();
-            let r = match plan_admission(&f, &id, req.gpus, named.as_ref()) {
+            let r = match plan_admission(&f, &id, req.gpus, named.as_ref(), policy) {
                 Ok(plan) => f.apply_plan(plan, &NoProgress).await,
                 Err(e) => Err(e),
             };
@@ -837,6 +860,9 @@ struct PlanSubmit {
     /// As in `POST /v1/jobs`: the GPUs a scheduler chose.
     #[serde(default)]
     gpus_on: Option<BTreeMap<String, Vec<u16>>>,
+    /// As in `POST /v1/jobs`: `vclos`, `ocs-vclos` or `titan`.
+    #[serde(default)]
+    policy: Option<String>,
 }
 
 #[utoipa::path(post, path = "/v1/plan", tag = "jobs", request_body = PlanBody,
@@ -855,10 +881,11 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
         (Some(s), None) => match (
             job_id(&s.id),
             named(s.gpus, &s.servers, &s.gpus_on, "submit."),
+            policy(&s.policy, "submit.policy"),
         ) {
-            (Ok(id), Ok(n)) => plan_admission(&f, &id, s.gpus, n.as_ref()),
-            (Err(p), _) => return p.field("submit.id").into_response(),
-            (_, Err(p)) => return p.into_response(),
+            (Ok(id), Ok(n), Ok(p)) => plan_admission(&f, &id, s.gpus, n.as_ref(), p),
+            (Err(p), _, _) => return p.field("submit.id").into_response(),
+            (_, Err(p), _) | (_, _, Err(p)) => return p.into_response(),
         },
         (None, Some(r)) => match job_id(r) {
             Ok(id) if f.state().decision(&id).is_none() => return not_held(&id).into_response(),
@@ -867,7 +894,7 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
         },
         _ => {
             let why =
-                "give exactly one of `submit` ({id, gpus?, servers? | gpus_on?}) and `release` (a job id)";
+                "give exactly one of `submit` ({id, gpus?, servers? | gpus_on?, policy?}) and `release` (a job id)";
             return Problem::new(StatusCode::BAD_REQUEST, why).into_response();
         }
     };
@@ -1001,6 +1028,7 @@ fn jobs_problem(e: &JobsError) -> Problem {
         JobsError::Placement(PlacementError::Given { field, .. }) => {
             p.field(field.as_deref().unwrap_or("servers"))
         }
+        JobsError::Placement(PlacementError::NotOnFabric(_)) => p.field("policy"),
         // The store (etcd) briefly unavailable, or this leader deposed:
         // nothing changed, and a retry soon (at the new leader) may work.
         JobsError::Remote(_) => p.retry_soon(),
