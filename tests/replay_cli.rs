@@ -521,6 +521,37 @@ fn partial_servers_take_partly_used_servers_and_keep_isolation() {
     );
 }
 
+/// `--on-fabric`: titan as `job submit --policy titan` places, every job
+/// across leaves in the fabric policy's slice (no isolation violation,
+/// under the fair-share model no job slowed), jobs on partly used
+/// servers, fewer GPU blocks than vclos on whole servers; the simulation's
+/// baselines are refused.
+#[test]
+fn titan_on_the_fabric_keeps_isolation_and_fills_partly_used_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let titan = replay_512_json(&trace, "titan", &["--on-fabric"]);
+    let whole = replay_512_json(&trace, "vclos", &[]);
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    assert_eq!(n(&titan, "completed"), 600, "{titan}");
+    for k in ["isolation_violations", "gpu_conflicts", "contended_jobs"] {
+        assert_eq!(n(&titan, k), 0, "{k}: {titan}");
+    }
+    assert_eq!(titan["p99_slowdown"], 1.0, "{titan}");
+    assert!(n(&titan, "partial_server_jobs") > 0, "{titan}");
+    assert!(
+        n(&titan, "blocked_gpu") < n(&whole, "blocked_gpu"),
+        "titan {} vclos {}",
+        titan["blocked_gpu"],
+        whole["blocked_gpu"]
+    );
+    // Not what titan places in the simulation (its own routes).
+    let sim = replay_512_json(&trace, "titan", &[]);
+    assert_ne!(sim["avg_jwt_s"], titan["avg_jwt_s"]);
+    let e = replay_512_refused(&trace, "best", &["--on-fabric"]);
+    assert!(e.contains("simulation baseline"), "{e}");
+}
+
 /// Issue 15, item 3: Titan's benchmarks as `hived-like` and
 /// `tiresias-like` run through the CLI, and on the same trace titan moves
 /// the least traffic between servers and uses the fewest servers (the
