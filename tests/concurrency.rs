@@ -94,6 +94,9 @@ fn judge(what: &str, cfg: &Config, run: &Run, kills: u64, observed: &Observed) {
     let acked_admissions =
         n(&|o| matches!(o.kind, Kind::Submit { .. }) && o.outcome == Outcome::Ok);
     let acked_releases = n(&|o| o.kind == Kind::Release && o.outcome == Outcome::Ok);
+    let titan = n(&|o| {
+        matches!(o.kind, Kind::Submit { .. }) && o.outcome == Outcome::Ok && workload::titan(&o.job)
+    });
     let refused = n(&|o| matches!(o.outcome, Outcome::Failed(_)));
     let killed = n(&|o| o.outcome == Outcome::Unknown("killed".into()));
     let unknown = n(&|o| matches!(o.outcome, Outcome::Unknown(_)));
@@ -110,6 +113,7 @@ fn judge(what: &str, cfg: &Config, run: &Run, kills: u64, observed: &Observed) {
         run.recoveries(),
         observed.decisions.len()
     );
+    println!("{what}: {titan} acked admissions placed by titan");
     println!(
         "{what}: lost {}, resurrected {}, phantom {}, double-booked {}, device problems {}",
         verdict.lost.len(),
@@ -172,6 +176,7 @@ fn judge(what: &str, cfg: &Config, run: &Run, kills: u64, observed: &Observed) {
         "{what} (seed {}): the checker found violations:\n{verdict}",
         cfg.seed
     );
+    assert!(titan > 0, "{what}: no titan admission was acknowledged");
 }
 
 /// An outcome's reason without job names and paths, to count alike ones.

@@ -20,6 +20,7 @@ use vclos::controller::NoProgress;
 use vclos::decision::Decision;
 use vclos::jobs::{Applied, Fabric, JobsError};
 use vclos::names::JobId;
+use vclos::placement::Policy;
 use vclos::topology::Topology;
 
 use super::checker::{Kind, Observed, Op, Outcome};
@@ -353,6 +354,9 @@ pub async fn process_worker(run: Run, worker: usize, seed: u64, topo: PathBuf, s
                 Kind::Release => String::new(),
             };
             let args: Vec<&str> = match kind {
+                Kind::Submit { .. } if titan(&job) => vec![
+                    "job", "submit", "--id", &job, "--gpus", &gpus, "--policy", "titan", "--json",
+                ],
                 Kind::Submit { .. } => {
                     vec!["job", "submit", "--id", &job, "--gpus", &gpus, "--json"]
                 }
@@ -439,6 +443,9 @@ pub async fn task_worker(run: Run, worker: usize, seed: u64, topo: Arc<Topology>
             };
             if recovered.is_some() {
                 run.lock().recoveries += 1;
+            }
+            if titan(&job) {
+                f = f.with_policy(Policy::Titan);
             }
             let r = match (JobId::new(job.as_str()), &kind) {
                 (Err(e), _) => Err(e.into()),
@@ -566,6 +573,13 @@ pub async fn api_worker(run: Run, worker: usize, seed: u64, api: Arc<Api>) {
                 Kind::Release => None,
             };
             let (method, path, body) = match (&kind, &named) {
+                (Kind::Submit { gpus }, None) if titan(&job) => (
+                    "POST",
+                    "/v1/jobs".to_string(),
+                    Some(format!(
+                        r#"{{"id": "{job}", "gpus": {gpus}, "policy": "titan"}}"#
+                    )),
+                ),
                 (Kind::Submit { gpus }, None) => (
                     "POST",
                     "/v1/jobs".to_string(),
@@ -598,6 +612,15 @@ pub async fn api_worker(run: Run, worker: usize, seed: u64, api: Arc<Api>) {
         }
     })
     .await;
+}
+
+/// Every fourth job (numbers 1, 5, 9, ...; never one that names its
+/// servers) is placed with `--policy titan` (the API's `policy`), so titan
+/// and the fabric's own policy admit and release side by side.
+pub fn titan(job: &str) -> bool {
+    job.trim_start_matches('j')
+        .parse::<u64>()
+        .is_ok_and(|n| n % 4 == 1)
 }
 
 /// Admissions on servers the request named (see [`schedulers_choice`]).
