@@ -464,7 +464,7 @@ fn place_grain(
     let unit = grain.size(&topology);
     let (verdicts, empty) = sizes.for_grain(grain);
     let mut empty = EmptyProbe {
-        topology: &topology,
+        state,
         grain,
         empty,
         network: probe,
@@ -501,7 +501,7 @@ fn place_grain(
 /// The staged placement on the empty fabric (kept in [`Sizes`], built on
 /// first use), for [`Sizes`]: does a size have a slice at all?
 struct EmptyProbe<'a> {
-    topology: &'a Arc<Topology>,
+    state: &'a FabricState,
     grain: Grain,
     empty: &'a mut Option<FabricState>,
     network: &'a mut dyn FnMut(&FabricState, Grain, u32) -> Probe,
@@ -509,10 +509,8 @@ struct EmptyProbe<'a> {
 
 impl EmptyProbe<'_> {
     fn probe(&mut self, gpus: u32) -> Probe {
-        let topo = self.topology;
-        let empty = self
-            .empty
-            .get_or_insert_with(|| FabricState::new(Arc::clone(topo)));
+        let state = self.state;
+        let empty = self.empty.get_or_insert_with(|| state.emptied());
         match place_local(empty, self.grain, gpus) {
             Ok(Some(_)) => Probe::Yes,
             Err(_) => Probe::No,
