@@ -236,12 +236,6 @@ impl Policy {
         )
     }
 
-    /// A comparison baseline of the simulation: it configures no isolation
-    /// on a real fabric.
-    pub fn is_baseline(self) -> bool {
-        !matches!(self, Policy::Vclos | Policy::OcsVclos)
-    }
-
     /// Places jobs on a real fabric ([`fabric_placer`]): vclos, ocs-vclos,
     /// and titan over the fabric's own isolation ([`titan::isolated`]).
     pub fn places_on_fabric(self) -> bool {
@@ -379,14 +373,14 @@ pub fn fabric_placer(
     options: SliceOptions,
 ) -> Result<Box<dyn Placer + Send>, PlacementError> {
     match policy {
-        Policy::Vclos | Policy::OcsVclos => placer_on(policy, state, options),
         Policy::Titan => {
             let under = Policy::of_fabric(state.topology());
             Ok(Box::new(titan::isolated::IsolatedTitan::new(
                 under, state, options,
             )?))
         }
-        _ => Err(PlacementError::NotOnFabric(policy)),
+        p if p.places_on_fabric() => placer_on(p, state, options),
+        p => Err(PlacementError::NotOnFabric(p)),
     }
 }
 
