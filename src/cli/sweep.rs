@@ -30,10 +30,12 @@ pub struct SweepArgs {
     jobs: u32,
     /// Policies, comma-separated (default: every policy the fabric has;
     /// ocs-vclos only with OCS devices); `NAME+partial` is the policy with
-    /// `--partial-servers`, and a last `+cassini`, `+random` or `+mltcp`
-    /// the policy with `--sharing cassini` and the `--congestion` of that
-    /// name (e.g. `vclos,vclos+partial,vclos+cassini,best,titan`); at the
-    /// default `--min-score`, except titan's at 1 (docs/titan.md 6.8).
+    /// `--partial-servers`, `NAME+fabric` the policy as a real fabric
+    /// admits jobs (`replay --on-fabric`, e.g. `titan+fabric`), and a last
+    /// `+cassini`, `+random` or `+mltcp` the policy with `--sharing
+    /// cassini` and the `--congestion` of that name (e.g.
+    /// `vclos,vclos+partial,vclos+cassini,best,titan,titan+fabric`); at the
+    /// default `--min-score`, except simulated titan's at 1 (docs/titan.md 6.8).
     #[arg(long, value_delimiter = ',', value_parser = parse_variant)]
     policies: Vec<Variant>,
     /// Offered loads, comma-separated (each finite, > 0).

@@ -27,7 +27,9 @@ use crate::trace::generate::{self, GenError, Params, Sizes};
 use crate::trace::Job;
 
 /// A policy as a sweep runs it: `NAME`, then any of `+partial` (with
-/// `--partial-servers`, [`SliceOptions::partial_servers`]) and one of
+/// `--partial-servers`, [`SliceOptions::partial_servers`]), `+fabric` (as a
+/// real fabric admits jobs, `replay --on-fabric`:
+/// [`placement::fabric_placer`], e.g. `titan+fabric`) and one of
 /// `+cassini`, `+random`, `+mltcp` (with `--sharing cassini`, the fair-share
 /// model playing shared links out with the decisions' time shifts, at
 /// random phases, or with MLTCP: [`Congestion`]), so one sweep compares
@@ -36,6 +38,9 @@ use crate::trace::Job;
 pub struct Variant {
     pub policy: Policy,
     pub partial_servers: bool,
+    /// Placed as a real fabric admits jobs ([`placement::fabric_placer`]),
+    /// routed by the decisions' slices.
+    pub on_fabric: bool,
     /// The sharing mode, and how its shared links are modelled.
     pub sharing: Option<Congestion>,
 }
@@ -45,6 +50,7 @@ impl From<Policy> for Variant {
         Variant {
             policy,
             partial_servers: false,
+            on_fabric: false,
             sharing: None,
         }
     }
@@ -55,6 +61,9 @@ impl std::fmt::Display for Variant {
         f.write_str(self.policy.name())?;
         if self.partial_servers {
             f.write_str(PARTIAL)?;
+        }
+        if self.on_fabric {
+            f.write_str(FABRIC)?;
         }
         if let Some(c) = self.sharing {
             let (suffix, _) = SHARING
@@ -69,6 +78,8 @@ impl std::fmt::Display for Variant {
 
 /// The suffix of a [`Variant`] with partial servers.
 const PARTIAL: &str = "+partial";
+/// The suffix of a [`Variant`] placed as on a real fabric.
+const FABRIC: &str = "+fabric";
 /// The suffixes of a [`Variant`] in the sharing mode.
 const SHARING: [(&str, Congestion); 3] = [
     ("+cassini", Congestion::Cassini),
@@ -85,15 +96,28 @@ impl std::str::FromStr for Variant {
             rest = &rest[..rest.len() - suffix.len()];
             sharing = Some(*c);
         }
+        let on_fabric = match rest.strip_suffix(FABRIC) {
+            Some(r) => {
+                rest = r;
+                true
+            }
+            None => false,
+        };
         let (name, partial_servers) = match rest.strip_suffix(PARTIAL) {
             Some(name) => (name, true),
             None => (rest, false),
         };
         let policy: Policy = name.parse().map_err(|e: placement::UnknownPolicy| {
-            format!("{e}; add `{PARTIAL}` for the policy with --partial-servers, then `+cassini`, `+random` or `+mltcp` for its sharing mode")
+            format!("{e}; add `{PARTIAL}` for the policy with --partial-servers, `{FABRIC}` for it as a real fabric admits jobs, then `+cassini`, `+random` or `+mltcp` for its sharing mode")
         })?;
         if partial_servers && !policy.whole_servers() {
             return Err(format!("`{s}`: {policy} always takes partly used servers"));
+        }
+        if on_fabric && !policy.places_on_fabric() {
+            return Err(format!(
+                "`{s}`: {}",
+                placement::PlacementError::NotOnFabric(policy)
+            ));
         }
         if sharing.is_some() && !policy.shares() {
             return Err(format!(
@@ -103,6 +127,7 @@ impl std::str::FromStr for Variant {
         Ok(Variant {
             policy,
             partial_servers,
+            on_fabric,
             sharing,
         })
     }
@@ -252,7 +277,7 @@ fn one(
         // Titan time-shares only where no phases meet (its bandwidth
         // guarantee, and its shortest waits: docs/titan.md 6.8).
         sharing: policy.sharing.map(|_| SharingMode {
-            min_score: if policy.policy == Policy::Titan {
+            min_score: if policy.policy == Policy::Titan && !policy.on_fabric {
                 1.0
             } else {
                 SharingMode::default().min_score
@@ -262,14 +287,21 @@ fn one(
         ..SliceOptions::default()
     };
     let state = crate::state::FabricState::new(Arc::clone(topo));
-    let mut placer = placement::placer_on(policy.policy, state, options)
+    let placer = match policy.on_fabric {
+        true => placement::fabric_placer,
+        false => placement::placer_on,
+    };
+    let mut placer = placer(policy.policy, state, options)
         .map_err(|source| SweepError::Placer { policy, source })?;
+    // On a fabric every job across leaves has its slice: routed by it.
+    let routing = match policy.on_fabric {
+        true => Routing::Decision,
+        false => Routing::for_policy(policy.policy, seed),
+    };
     let opts = ReplayOptions {
         queue,
         backfill: grid.backfill,
-        network: grid
-            .fair_share
-            .then(|| Router::new(topo, Routing::for_policy(policy.policy, seed))),
+        network: grid.fair_share.then(|| Router::new(topo, routing)),
         profiles: None,
         congestion: policy.sharing.unwrap_or_default(),
         ..ReplayOptions::for_topology(topo)

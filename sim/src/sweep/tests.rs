@@ -165,6 +165,40 @@ fn partial_variants_parse_run_and_are_labelled() {
 }
 
 #[test]
+fn fabric_variants_parse_run_isolated_and_are_labelled() {
+    let v: Variant = "titan+fabric".parse().unwrap();
+    assert_eq!(
+        (v.policy, v.on_fabric, v.to_string().as_str()),
+        (Policy::Titan, true, "titan+fabric")
+    );
+    let w: Variant = "vclos+partial+fabric+cassini".parse().unwrap();
+    assert_eq!(w.to_string(), "vclos+partial+fabric+cassini");
+    assert!(w.partial_servers && w.on_fabric && w.sharing.is_some());
+    let e = "best+fabric".parse::<Variant>().unwrap_err();
+    assert!(e.contains("simulation baseline"), "{e}");
+    let topo = cluster512();
+    let mut g = grid();
+    g.policies = vec![Policy::Titan.into(), v];
+    g.loads = vec![0.9];
+    g.seeds = vec![1];
+    g.sizes = Sizes::Uniform { step: 2, max: 64 };
+    let rows = run(&topo, &g, 1, &|| {}).unwrap();
+    assert!(csv(&rows)
+        .lines()
+        .nth(2)
+        .unwrap()
+        .starts_with("titan+fabric,0.9,"));
+    let (sim, fab) = (&rows[0].report, &rows[1].report);
+    assert_eq!(
+        (fab.jobs, fab.isolation_violations, fab.contended_jobs),
+        (sim.jobs, 0, 0)
+    );
+    assert!(fab.partial_server_jobs > 0, "{fab:?}");
+    // Placed as on a fabric, not with titan's own routes.
+    assert_ne!(sim.avg_jwt_s, fab.avg_jwt_s);
+}
+
+#[test]
 fn sharing_variants_parse_run_and_model_their_congestion() {
     use crate::network::model::Congestion;
     let v: Variant = "vclos+partial+mltcp".parse().unwrap();
