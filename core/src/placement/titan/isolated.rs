@@ -297,6 +297,45 @@ mod tests {
         }
     }
 
+    /// `--sharing` goes to the fabric policy: the multi-leaf optimum's
+    /// slice is placed in its sharing mode (the decision carries the job's
+    /// profile and shift); `--partial-servers` and `--round-up` are refused.
+    #[test]
+    fn options_go_to_the_fabric_policy_or_are_refused() {
+        let topo = uniform_topology(2, 16, 4, 0);
+        let mut st = FabricState::new(Arc::clone(&topo));
+        for (i, s) in [0, 1, 4, 5].into_iter().enumerate() {
+            hold(&mut st, &format!("h{i}"), &[(s, 0), (s, 1)]);
+        }
+        let sharing = SliceOptions {
+            sharing: Some(crate::placement::shared::SharingMode::default()),
+            ..SliceOptions::default()
+        };
+        let mut t = IsolatedTitan::new(Policy::Vclos, st.clone(), sharing).unwrap();
+        let d = placed(t.place(&req("j", 8)).unwrap());
+        assert_eq!(d.source_routes.len(), 8, "{d:?}");
+        assert_eq!(
+            d.sharing.as_ref().map(|s| s.time_shift_ms),
+            Some(0),
+            "{d:?}"
+        );
+        for refused in [
+            SliceOptions {
+                partial_servers: true,
+                ..SliceOptions::default()
+            },
+            SliceOptions {
+                round_up: 1,
+                ..SliceOptions::default()
+            },
+        ] {
+            let e = IsolatedTitan::new(Policy::Vclos, st.clone(), refused).unwrap_err();
+            assert!(matches!(e, PlacementError::NotForPolicy { .. }), "{e}");
+        }
+        let e = IsolatedTitan::new(Policy::Best, st, SliceOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("vclos or ocs-vclos"), "{e}");
+    }
+
     /// One GPU held on a server: a 7-GPU job takes its three free GPUs and
     /// one idle server under the same leaf (Eq. 1: one idle server, not
     /// two), with nothing to configure; the fabric policy holds two whole
