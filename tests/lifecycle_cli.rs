@@ -572,8 +572,8 @@ fn partial_servers_configure_a_slice_on_partly_used_servers() {
 /// fabric's own policy takes idle servers, and is isolated on the devices
 /// by that policy's slice (leaf source routes, verified from the running
 /// configurations); a job that fits one leaf fills a partly used server
-/// with nothing to configure. `plan` places as `job submit` does; the
-/// simulation's baselines and titan on named GPUs are refused.
+/// with nothing to configure. `plan` places as `job submit` and `apply`
+/// do; the simulation's baselines and titan on named GPUs are refused.
 #[test]
 fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
     let dir = tempfile::tempdir().unwrap();
@@ -663,15 +663,23 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
         &["job", "submit", "--id", "h", "--gpus-on", "srv3=0"],
     );
     assert!(o.status.success(), "{}", text(&o));
+    // Through `apply`, which places as `plan` shows (Terraform's plan/apply).
     let o = vclos(
         &topo,
         &state,
-        &[
-            "job", "submit", "--id", "u", "--gpus", "7", "--policy", "titan",
-        ],
+        &["plan", "--submit", "u:7", "--policy", "titan", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let planned =
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone();
+    let o = vclos(
+        &topo,
+        &state,
+        &["apply", "--submit", "u:7", "--policy", "titan", "--yes"],
     );
     assert!(o.status.success(), "{}", text(&o));
     let u = listed_job(&topo, &state, "u");
+    assert_eq!(u, planned);
     assert_eq!(
         (u["stage"].as_str(), u["gpus"].as_array().unwrap().len()),
         (Some("leaf"), 7),
@@ -683,6 +691,8 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
             .is_none_or(|r| r.as_array().unwrap().is_empty()),
         "{u}"
     );
+    let o = vclos(&topo, &state, &["verify"]);
+    assert!(o.status.success(), "{}", text(&o));
     assert_in_sync(&topo, &state);
     // Refused before any device: a baseline, and titan on named GPUs.
     let o = vclos(

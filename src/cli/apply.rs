@@ -28,6 +28,13 @@ pub struct ApplyArgs {
     /// Admit a hand-written decision (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     decision: Option<PathBuf>,
+    /// With --submit: vclos, ocs-vclos or titan, as `plan --policy`
+    /// (default: the fabric's own).
+    #[arg(long, value_name = "POLICY", value_parser = super::fabric::fabric_policy, requires = "submit")]
+    policy: Option<vclos::placement::Policy>,
+    /// With --submit: how the engine may shape a job, as `plan`'s.
+    #[command(flatten)]
+    slicing: super::fabric::SlicingArgs,
     /// Print the plan and the report as JSON.
     #[arg(long)]
     json: bool,
@@ -55,16 +62,17 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
         Change::Decision(super::plan::read_decision(path)?)
     } else if let Some(spec) = &args.submit {
         let (job, gpus) = parse_submit(spec)?;
-        Change::Submit(job, gpus)
+        Change::Submit(job, gpus, args.policy)
     } else {
         bail!("one of --submit, --release, --decision is required")
     };
     let job = match &action {
-        Change::Submit(job, _) | Change::Release(job) => job.clone(),
+        Change::Submit(job, ..) | Change::Release(job) => job.clone(),
         Change::Decision(d) => d.job.clone(),
     };
     runtime()?.block_on(async {
-        let mut fabric = args.fabric.open("apply", Some(&job)).await?;
+        let mut fabric =
+            (args.fabric.open("apply", Some(&job)).await?).with_slicing(args.slicing.options());
         let plan = action.plan(&fabric)?;
         if !args.json {
             print!(
@@ -83,7 +91,7 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
 }
 
 enum Change {
-    Submit(JobId, u32),
+    Submit(JobId, u32, Option<vclos::placement::Policy>),
     Release(JobId),
     Decision(vclos::decision::Decision),
 }
@@ -91,7 +99,9 @@ enum Change {
 impl Change {
     fn plan(self, f: &Fabric) -> Result<Plan> {
         Ok(match self {
-            Change::Submit(job, gpus) => f.plan_submit(&job, gpus)?,
+            Change::Submit(job, gpus, policy) => {
+                f.plan_submit_by(&job, gpus, policy.unwrap_or(f.policy()))?
+            }
             Change::Release(job) => f.plan_release(&job)?,
             Change::Decision(d) => f.plan_decision(d)?,
         })
