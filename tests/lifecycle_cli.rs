@@ -579,17 +579,32 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let (_emu, topo) = serve(dir.path(), &[]);
-    let o = vclos(&topo, &state, &["reconcile", "--fix", "--init"]);
-    assert!(o.status.success(), "{}", text(&o));
+    // A command that must succeed: its output.
+    let ok = |args: &[&str]| {
+        let o = vclos(&topo, &state, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        o
+    };
+    // A command refused before any device, with `why` in its message.
+    let refused = |args: &[&str], why: &str| {
+        let o = vclos(&topo, &state, args);
+        assert!(
+            !o.status.success() && text(&o).contains(why),
+            "{}",
+            text(&o)
+        );
+    };
+    let decision = |o: Output| {
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone()
+    };
+    let verified = || {
+        ok(&["verify"]);
+        assert_in_sync(&topo, &state);
+    };
+    ok(&["reconcile", "--fix", "--init"]);
     // Two GPUs held on srv1, srv2 (leaf1) and srv5, srv6 (leaf2).
     for s in ["srv1", "srv2", "srv5", "srv6"] {
-        let on = format!("{s}=0,1");
-        let o = vclos(
-            &topo,
-            &state,
-            &["job", "submit", "--id", s, "--gpus-on", &on],
-        );
-        assert!(o.status.success(), "{}", text(&o));
+        ok(&["job", "submit", "--id", s, "--gpus-on", &format!("{s}=0,1")]);
     }
     let servers_of = |d: &serde_json::Value| -> Vec<String> {
         let mut v: Vec<String> = (d["gpus"].as_array().unwrap().iter())
@@ -611,9 +626,7 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
             "--dry-run",
             "--json",
         ];
-        let o = vclos(&topo, &state, &[&args[..], extra].concat());
-        assert!(o.status.success(), "{}", text(&o));
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone()
+        decision(ok(&[&args[..], extra].concat()))
     };
     let own = dry(&[]);
     assert!(
@@ -623,23 +636,13 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
         "{own}"
     );
     // titan: GPUs 2 and 3 of the four partly used servers, as `plan` says.
-    let o = vclos(
-        &topo,
-        &state,
-        &["plan", "--submit", "t:8", "--policy", "titan", "--json"],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let planned =
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone();
+    let planned = decision(ok(&[
+        "plan", "--submit", "t:8", "--policy", "titan", "--json",
+    ]));
     assert_eq!(dry(&["--policy", "titan"]), planned);
-    let o = vclos(
-        &topo,
-        &state,
-        &[
-            "job", "submit", "--id", "t", "--gpus", "8", "--policy", "titan",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    ok(&[
+        "job", "submit", "--id", "t", "--gpus", "8", "--policy", "titan",
+    ]);
     let t = listed_job(&topo, &state, "t");
     assert_eq!(t, planned);
     assert_eq!(servers_of(&t), ["srv1", "srv2", "srv5", "srv6"], "{t}");
@@ -652,32 +655,15 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
         "{t}"
     );
     assert_eq!(t["source_routes"].as_array().unwrap().len(), 8, "{t}");
-    let o = vclos(&topo, &state, &["verify"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_in_sync(&topo, &state);
+    verified();
     // One leaf: srv3's three free GPUs and one idle server, 7 GPUs held,
     // nothing configured (the fabric's own policy holds two idle servers).
-    let o = vclos(
-        &topo,
-        &state,
-        &["job", "submit", "--id", "h", "--gpus-on", "srv3=0"],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    ok(&["job", "submit", "--id", "h", "--gpus-on", "srv3=0"]);
     // Through `apply`, which places as `plan` shows (Terraform's plan/apply).
-    let o = vclos(
-        &topo,
-        &state,
-        &["plan", "--submit", "u:7", "--policy", "titan", "--json"],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let planned =
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["decision"].clone();
-    let o = vclos(
-        &topo,
-        &state,
-        &["apply", "--submit", "u:7", "--policy", "titan", "--yes"],
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let planned = decision(ok(&[
+        "plan", "--submit", "u:7", "--policy", "titan", "--json",
+    ]));
+    ok(&["apply", "--submit", "u:7", "--policy", "titan", "--yes"]);
     let u = listed_job(&topo, &state, "u");
     assert_eq!(u, planned);
     assert_eq!(
@@ -691,44 +677,25 @@ fn titan_fills_partly_used_servers_and_isolates_jobs_across_leaves() {
             .is_none_or(|r| r.as_array().unwrap().is_empty()),
         "{u}"
     );
-    let o = vclos(&topo, &state, &["verify"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_in_sync(&topo, &state);
+    verified();
     // Refused before any device: a baseline, and titan on named GPUs.
-    let o = vclos(
-        &topo,
-        &state,
-        &[
-            "job", "submit", "--id", "b", "--gpus", "4", "--policy", "best",
-        ],
-    );
-    assert!(
-        !o.status.success() && text(&o).contains("simulation baseline"),
-        "{}",
-        text(&o)
-    );
-    let o = vclos(
-        &topo,
-        &state,
-        &[
-            "job",
-            "submit",
-            "--id",
-            "b",
-            "--gpus-on",
-            "srv7=0",
-            "--policy",
-            "titan",
-        ],
-    );
-    assert!(
-        !o.status.success() && text(&o).contains("titan chooses a job's GPUs itself"),
-        "{}",
-        text(&o)
-    );
+    let best = [
+        "job", "submit", "--id", "b", "--gpus", "4", "--policy", "best",
+    ];
+    refused(&best, "simulation baseline");
+    let named = [
+        "job",
+        "submit",
+        "--id",
+        "b",
+        "--gpus-on",
+        "srv7=0",
+        "--policy",
+        "titan",
+    ];
+    refused(&named, "titan chooses a job's GPUs itself");
     for j in ["t", "u"] {
-        let o = vclos(&topo, &state, &["job", "release", "--id", j]);
-        assert!(o.status.success(), "{}", text(&o));
+        ok(&["job", "release", "--id", j]);
     }
     assert_in_sync(&topo, &state);
 }

@@ -353,6 +353,14 @@ impl Free {
         Free { t, idle, partial }
     }
 
+    /// The shared checks ([`precheck`]), then the free GPUs if they are
+    /// enough for `job` (`None`: blocked on GPUs).
+    fn for_job(st: &FabricState, job: &JobRequest) -> Result<Option<Free>, PlacementError> {
+        precheck(st, job)?;
+        let free = Free::scan(st);
+        Ok((free.total() >= u64::from(job.gpus)).then_some(free))
+    }
+
     /// Free GPUs under leaf `l`.
     fn on_leaf(&self, l: usize) -> u32 {
         let partly: u32 = self.partial[l].iter().map(|&(f, _)| u32::from(f)).sum();
@@ -983,11 +991,9 @@ impl Placer for TitanPlacer {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        precheck(&self.state, job)?;
-        let free = Free::scan(&self.state);
-        if free.total() < u64::from(job.gpus) {
+        let Some(free) = Free::for_job(&self.state, job)? else {
             return Ok(Outcome::Blocked(Blocked::Gpu));
-        }
+        };
         let Some((_, gpus, class, sharing)) = self.choose(job, &free) else {
             return Ok(Outcome::Blocked(Blocked::Network));
         };

@@ -60,8 +60,8 @@ use crate::names::JobId;
 use crate::placement::given::{self, Allocation};
 use crate::placement::plan::Plan;
 use crate::placement::{
-    commit, placer_on, precheck, release_held, Blocked, JobRequest, Outcome, PlacementError,
-    Placer, Policy, SliceOptions,
+    commit, placer_on, release_held, Blocked, JobRequest, Outcome, PlacementError, Placer, Policy,
+    SliceOptions,
 };
 use crate::state::FabricState;
 use crate::topology::{LeafId, ServerId};
@@ -182,11 +182,9 @@ impl Placer for IsolatedTitan {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        precheck(&self.state, job)?;
-        let free = Free::scan(&self.state);
-        if free.total() < u64::from(job.gpus) {
+        let Some(free) = Free::for_job(&self.state, job)? else {
             return Ok(Outcome::Blocked(Blocked::Gpu));
-        }
+        };
         match self.choose(job, &free)? {
             Some(Chosen::Local(gpus)) => {
                 let stage = local_stage(self.state.topology(), &gpus);
