@@ -139,13 +139,42 @@ pub fn check_file(file: &str, text: &str, limits: &Limits) -> Result<Shape, File
 
 /// Read at most `limit + 1` bytes of `path`: enough to tell a file over
 /// the limit without reading all of it (a file may also grow while read).
+/// Only a regular file (or a link to one) is opened: a named pipe would
+/// block the open until a writer comes, and a device such as `/dev/zero`
+/// never ends (refused as `InvalidInput`).
 pub fn read_capped(path: &std::path::Path, limit: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    regular_file(path)?;
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(limit as u64 + 1)
         .read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// `Ok` when `path` is a regular file (after links), else the reason:
+/// not found, or `InvalidInput` naming what it is instead.
+pub fn regular_file(path: &std::path::Path) -> std::io::Result<()> {
+    let kind = std::fs::metadata(path)?.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file (a pipe, socket or device)"
+    };
+    Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
+}
+
+/// [`read_capped`] as UTF-8 text, refusing a file over `limit` bytes; the
+/// error is a sentence for a message that names the file.
+pub fn read_text_capped(path: &std::path::Path, limit: usize) -> Result<String, String> {
+    let bytes = read_capped(path, limit).map_err(|e| e.to_string())?;
+    if bytes.len() > limit {
+        return Err(format!("larger than the {limit}-byte limit"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 /// Check `text` against `limits` in one streaming pass; refuse at the first
@@ -281,6 +310,32 @@ mod tests {
             Err(LimitError::TooDeep { line: 3, limit: 8 })
         );
         assert!(check("a: [[x]]\n", &SMALL).is_ok());
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |p: &std::path::Path| {
+            let e = read_capped(p, 16).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{p:?}: {e}");
+        };
+        // A device that never ends, a directory, and a named pipe with no
+        // writer (opening it would block): refused before any read.
+        refused(std::path::Path::new("/dev/zero"));
+        refused(dir.path());
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        refused(&fifo);
+        let link = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        refused(&link);
+        let file = dir.path().join("f");
+        std::fs::write(&file, "0123456789abcdefXYZ").unwrap();
+        assert_eq!(read_capped(&file, 16).unwrap().len(), 17);
+        assert_eq!(read_text_capped(&file, 32).unwrap(), "0123456789abcdefXYZ");
+        let e = read_text_capped(&file, 16).unwrap_err();
+        assert!(e.contains("16-byte limit"), "{e}");
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub fn stage(role: Role, admit: bool) -> usize {
 /// Running items per device name, parsed from saved configurations.
 pub type Running = BTreeMap<String, BTreeSet<Item>>;
 
+/// Largest saved running configuration `load_running` reads (a CE or
+/// SONiC configuration of a 64-port switch is tens of kilobytes).
+pub const MAX_RUNNING_BYTES: usize = 16 * 1024 * 1024;
+
 /// Read `dir/<device>.cfg` for every device that has one, parsed in the
 /// device's dialect. Devices without a file are absent from the result.
 /// `dir` must be an existing directory holding the file of at least one
@@ -115,16 +119,22 @@ pub fn load_running(topo: &Topology, dir: &Path) -> Result<Running, PlanError> {
     let mut out = Running::new();
     for dev in &topo.devices {
         let file = dir.join(format!("{}.cfg", dev.name));
-        let text = match std::fs::read_to_string(&file) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(PlanError::Io {
-                    file: file.display().to_string(),
-                    source,
-                })
-            }
+        let io = |source| PlanError::Io {
+            file: file.display().to_string(),
+            source,
         };
+        let bytes = match vclos_core::yaml::read_capped(&file, MAX_RUNNING_BYTES) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(io(source)),
+        };
+        let invalid = |why: String| io(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+        if bytes.len() > MAX_RUNNING_BYTES {
+            return Err(invalid(format!(
+                "larger than the {MAX_RUNNING_BYTES}-byte limit"
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text".into()))?;
         let items = dialect(dev.mgmt.dialect).parse(&dev.name, &text)?;
         out.insert(dev.name.clone(), items);
     }

@@ -28,6 +28,26 @@ use crate::ErrorKind;
 #[derive(Clone)]
 pub struct Password(String);
 
+/// Largest known_hosts file handed to russh, which reads it whole
+/// (OpenSSH's files take a few hundred bytes per host).
+pub const MAX_KNOWN_HOSTS: u64 = 16 * 1024 * 1024;
+
+/// A known_hosts path russh may read: a regular file within
+/// [`MAX_KNOWN_HOSTS`] (a pipe would block the read, `/dev/zero` never
+/// ends). A missing file passes: russh reports it as no entry.
+fn known_hosts_readable(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.to_string()),
+        Ok(m) if !m.is_file() => Err("not a regular file".into()),
+        Ok(m) if m.len() > MAX_KNOWN_HOSTS => Err(format!(
+            "{} bytes, over the {MAX_KNOWN_HOSTS}-byte limit",
+            m.len()
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
 impl Password {
     pub fn new(s: impl Into<String>) -> Self {
         Self(s.into())
@@ -118,6 +138,10 @@ impl client::Handler for Verifier {
                 Ok(true)
             }
             HostKeyCheck::KnownHosts(path) => {
+                if let Err(why) = known_hosts_readable(path) {
+                    self.refuse(format!("cannot read {}: {why}", path.display()));
+                    return Ok(false);
+                }
                 match check_known_hosts_path(&self.host, self.port, key, path) {
                     Ok(true) => Ok(true),
                     Ok(false) => {

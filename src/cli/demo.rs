@@ -239,7 +239,8 @@ fn topology_text(args: &DemoArgs) -> Result<(String, String)> {
     Ok(match &args.topology {
         Some(p) => (
             p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            vclos_core::yaml::read_text_capped(p, topology::MAX_FILE_BYTES)
+                .map_err(|why| anyhow::anyhow!("reading {}: {why}", p.display()))?,
         ),
         None => (
             "topologies/testbed-ocs.yaml".to_string(),

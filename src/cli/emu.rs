@@ -66,8 +66,8 @@ pub fn run(cmd: EmuCmd) -> Result<ExitCode> {
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.topology)
-        .with_context(|| format!("reading {}", args.topology.display()))?;
+    let text = vclos_core::yaml::read_text_capped(&args.topology, topology::MAX_FILE_BYTES)
+        .map_err(|why| anyhow::anyhow!("reading {}: {why}", args.topology.display()))?;
     let file = args.topology.display().to_string();
     let topo = Arc::new(topology::from_str(&file, &text)?);
     let opts = FabricOptions {

@@ -100,8 +100,8 @@ pub enum StoreKind {
 pub fn run(a: ServeArgs) -> Result<ExitCode> {
     let token = match &a.token_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading --token-file {}", path.display()))?;
+            let text = vclos_core::yaml::read_text_capped(path, vclos::client::MAX_TOKEN_FILE as usize)
+                .map_err(|why| anyhow::anyhow!("reading --token-file {}: {why}", path.display()))?;
             Some(Token::from_file_text(&text).with_context(|| path.display().to_string())?)
         }
         None => None,

@@ -23,6 +23,9 @@ use vclos_drivers::{Driver, DriverError, ErrorKind, Step};
 use super::DriverFactory;
 use crate::topology::{Dialect, HostKeyPolicy, Protocol, SecretRef, Topology};
 
+/// Largest password file read (its first line is the password).
+const MAX_PASSWORD_FILE: usize = 64 * 1024;
+
 /// Makes a fresh driver for any managed device of a topology.
 #[derive(Debug, Clone)]
 pub struct TopologyDrivers {
@@ -73,9 +76,11 @@ fn secret(device: &str, credential: &str, s: &SecretRef) -> Result<String, Drive
         SecretRef::PasswordEnv(var) => {
             std::env::var(var).map_err(|_| fail(format!("environment variable {var} is not set")))
         }
-        SecretRef::PasswordFile(path) => std::fs::read_to_string(path)
-            .map(|t| t.lines().next().unwrap_or("").to_string())
-            .map_err(|e| fail(format!("cannot read password file {path}: {e}"))),
+        SecretRef::PasswordFile(path) => {
+            vclos_core::yaml::read_text_capped(std::path::Path::new(path), MAX_PASSWORD_FILE)
+                .map(|t| t.lines().next().unwrap_or("").to_string())
+                .map_err(|e| fail(format!("cannot read password file {path}: {e}")))
+        }
     }
 }
 

@@ -113,12 +113,7 @@ impl std::fmt::Debug for Token {
 }
 
 fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    f.take(max + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
+    let buf = vclos_core::yaml::read_capped(path, max as usize).map_err(|e| e.to_string())?;
     if buf.len() as u64 > max {
         return Err(format!("over the {max}-byte limit"));
     }

@@ -138,7 +138,8 @@ impl NodeMap {
                 meta.len()
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        let bytes = vclos_core::yaml::read_capped(path, MAX_NODE_MAP as usize)
+            .map_err(|e| fail(e.to_string()))?;
         if bytes.len() as u64 > MAX_NODE_MAP {
             return Err(fail(format!("over the {MAX_NODE_MAP}-byte limit")));
         }
