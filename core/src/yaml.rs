@@ -29,9 +29,14 @@
 //!   (YAML 1.2.2 §3.2.2.2 and §7.1: an alias is a copy of the anchored node,
 //!   aliases inside it included), which is what serde_yaml_ng will build.
 //!
+//! - aliases whose copies of scalars, with the text itself, come to more
+//!   than [`Limits::max_bytes`]: a count of nodes alone let 100 000 aliases
+//!   of one 1 MB scalar through (a 1 MB file standing for 100 GB).
+//!
 //! Every refusal names the line of the offending node. A file that passes
 //! has at most `max_bytes` of literal nodes plus `max_alias_nodes` copied
-//! ones, and nesting libyaml scans in time linear in its length.
+//! ones, stands for at most `max_bytes` of scalar text in all, and nests
+//! so that libyaml scans it in time linear in its length.
 
 use saphyr_parser::{Event, Parser};
 use thiserror::Error;
@@ -59,6 +64,11 @@ pub enum LimitError {
          repeat small parts of a file)"
     )]
     AliasBudget { line: usize, limit: u64 },
+    #[error(
+        "aliases copy more than {limit} bytes of text with the file's own (anchors and \
+         aliases may only repeat small parts of a file)"
+    )]
+    AliasBytes { line: usize, limit: usize },
     #[error("{message}")]
     Syntax { line: usize, message: String },
 }
@@ -70,6 +80,7 @@ impl LimitError {
             LimitError::TooLarge { .. } => None,
             LimitError::TooDeep { line, .. }
             | LimitError::AliasBudget { line, .. }
+            | LimitError::AliasBytes { line, .. }
             | LimitError::Syntax { line, .. } => Some(*line),
         }
     }
@@ -188,14 +199,17 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
     }
     let mut shape = Shape::default();
     // Size of every anchored node by anchor id (saphyr numbers anchors from
-    // 1 in order of appearance; 0 means "no anchor").
-    let mut anchor_size: Vec<u64> = Vec::new();
-    // Open collections: (anchor id, nodes inside so far, itself included).
-    let mut open: Vec<(usize, u64)> = Vec::new();
-    let record = |sizes: &mut Vec<u64>, id: usize, n: u64| {
+    // 1 in order of appearance; 0 means "no anchor"): nodes, scalar bytes.
+    let mut anchor_size: Vec<(u64, u64)> = Vec::new();
+    // Open collections: (anchor id, (nodes inside so far, itself included;
+    // their scalar bytes)).
+    let mut open: Vec<(usize, (u64, u64))> = Vec::new();
+    // Scalar bytes all aliases copy, on top of the text.
+    let mut copied: u64 = 0;
+    let record = |sizes: &mut Vec<(u64, u64)>, id: usize, n: (u64, u64)| {
         if id > 0 {
             if sizes.len() <= id {
-                sizes.resize(id + 1, 0);
+                sizes.resize(id + 1, (0, 0));
             }
             sizes[id] = n;
         }
@@ -223,7 +237,7 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
         let node = match event {
             Event::SequenceStart(id, _) | Event::MappingStart(id, _) => {
                 shape.literal_nodes += 1;
-                open.push((id, 1));
+                open.push((id, (1, 0)));
                 shape.depth = shape.depth.max(open.len());
                 if open.len() > limits.max_depth {
                     return Err(LimitError::TooDeep {
@@ -240,10 +254,11 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
                 }
                 None => continue,
             },
-            Event::Scalar(_, _, id, _) => {
+            Event::Scalar(value, _, id, _) => {
                 shape.literal_nodes += 1;
-                record(&mut anchor_size, id, 1);
-                1
+                let n = (1, value.len() as u64);
+                record(&mut anchor_size, id, n);
+                n
             }
             Event::Alias(id) => {
                 // An alias to a node still open is a cycle, which serde_yaml_ng
@@ -251,13 +266,20 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
                 let n = anchor_size
                     .get(id)
                     .copied()
-                    .filter(|&n| n > 0)
-                    .unwrap_or(limits.max_alias_nodes.saturating_add(1));
-                shape.alias_nodes = shape.alias_nodes.saturating_add(n);
+                    .filter(|&(n, _)| n > 0)
+                    .unwrap_or((limits.max_alias_nodes.saturating_add(1), 0));
+                shape.alias_nodes = shape.alias_nodes.saturating_add(n.0);
                 if shape.alias_nodes > limits.max_alias_nodes {
                     return Err(LimitError::AliasBudget {
                         line,
                         limit: limits.max_alias_nodes,
+                    });
+                }
+                copied = copied.saturating_add(n.1);
+                if copied.saturating_add(text.len() as u64) > limits.max_bytes as u64 {
+                    return Err(LimitError::AliasBytes {
+                        line,
+                        limit: limits.max_bytes,
                     });
                 }
                 n
@@ -268,8 +290,9 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
             | Event::DocumentEnd
             | Event::Nothing => continue,
         };
-        if let Some(parent) = open.last_mut() {
-            parent.1 = parent.1.saturating_add(node);
+        if let Some((_, parent)) = open.last_mut() {
+            parent.0 = parent.0.saturating_add(node.0);
+            parent.1 = parent.1.saturating_add(node.1);
         }
     }
     Ok(shape)
@@ -303,6 +326,38 @@ mod tests {
     }
 
     #[test]
+    fn alias_counts_the_text_it_copies() {
+        // 40 aliases of a 1 000-byte scalar: 40 nodes, but 40 000 bytes.
+        let long = "A".repeat(1000);
+        let text = format!("a: &a {long}\nb: [{}]\n", vec!["*a"; 40].join(", "));
+        let roomy = Limits {
+            max_bytes: 64 * 1024,
+            ..SMALL
+        };
+        assert_eq!(check(&text, &roomy).unwrap().alias_nodes, 40);
+        let tight = Limits {
+            max_bytes: 32 * 1024,
+            ..SMALL
+        };
+        assert_eq!(
+            check(&text, &tight),
+            Err(LimitError::AliasBytes {
+                line: 2,
+                limit: 32 * 1024
+            })
+        );
+        // Through a collection the bytes add up the same way.
+        let nested = format!(
+            "a: &a [{long}, {long}]\nb: [{}]\n",
+            vec!["*a"; 20].join(", ")
+        );
+        assert!(matches!(
+            check(&nested, &tight),
+            Err(LimitError::AliasBytes { line: 2, .. })
+        ));
+    }
+
+    #[test]
     fn depth_is_refused_at_its_line() {
         let text = "a:\n  b:\n    - [[[[[[[[[x]]]]]]]]]\n";
         assert_eq!(
@@ -324,7 +379,10 @@ mod tests {
         refused(std::path::Path::new("/dev/zero"));
         refused(dir.path());
         let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(made.success());
         refused(&fifo);
         let link = dir.path().join("zero");
