@@ -78,6 +78,30 @@ pub struct NameError {
     pub reason: String,
 }
 
+/// `text` with every control character written as an escape (`\u{1b}`),
+/// newlines too unless `keep_newlines`: for messages that quote input
+/// files, so that a name cannot clear a terminal or forge a line of its
+/// own. Text without control characters is returned as it is.
+pub fn escape_controls(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && !(keep_newlines && c == '\n');
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Longest port name (Huawei CE interface names are far shorter; 64
+/// leaves room for any vendor's sub-interface names).
+pub const MAX_PORT_NAME: usize = 64;
+
 fn rule(kind: NameKind) -> (usize, fn(char) -> bool, &'static str) {
     fn ident(c: char) -> bool {
         c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
@@ -95,7 +119,11 @@ fn rule(kind: NameKind) -> (usize, fn(char) -> bool, &'static str) {
         NameKind::Device | NameKind::Credential | NameKind::Topology => {
             (63, ident, "letters, digits, '_', '-', '.'")
         }
-        NameKind::Port => (64, port, "letters, digits, '_', '-', '.', '/', ':'"),
+        NameKind::Port => (
+            MAX_PORT_NAME,
+            port,
+            "letters, digits, '_', '-', '.', '/', ':'",
+        ),
         // Job ids become part of VRF/ACL/policy names (see MAX_JOB_ID).
         NameKind::Job => (MAX_JOB_ID, job, "letters, digits, '_', '-'"),
         NameKind::Host => (253, host, "letters, digits, '-', '.', ':'"),
@@ -187,6 +215,25 @@ impl std::str::FromStr for JobId {
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::escape_controls;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("leaf1", false), "leaf1");
+        assert_eq!(
+            escape_controls("leaf1\u{1b}[2J\nm.yaml:1: all good\r", false),
+            "leaf1\\u{1b}[2J\\nm.yaml:1: all good\\r"
+        );
+        assert_eq!(escape_controls("a\nb\u{7}", true), "a\nb\\u{7}");
+        assert!(matches!(
+            escape_controls("plain\ntext", true),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }
 

@@ -1115,6 +1115,43 @@ mod tests {
     }
 
     #[test]
+    fn a_credential_written_as_a_value_is_never_quoted() {
+        let lab = "  lab: {username: admin, password_env: VCLOS_PASSWORD}\n";
+        for (bad, named) in [
+            ("  lab: hunter2SECRET\n", "must be a mapping"),
+            ("  lab: [hunter2SECRET]\n", "must be a mapping"),
+            (
+                "  lab: {username: admin, password_env: [hunter2SECRET]}\n",
+                "must be a mapping",
+            ),
+            (
+                "  lab: {username: admin, pass: hunter2SECRET}\n",
+                "unknown field `pass`",
+            ),
+        ] {
+            let e = build("t.yaml", TESTBED.replacen(lab, bad, 1).as_bytes()).unwrap_err();
+            let e = e.to_string();
+            assert!(!e.contains("hunter2"), "{e}");
+            assert!(e.contains("credentials.lab: ") && e.contains(named), "{e}");
+        }
+    }
+
+    #[test]
+    fn names_in_problems_cannot_forge_lines_or_drive_a_terminal() {
+        let forged =
+            r#"  - {name: srv1, leaf: "leaf1\e[2J\nx.yaml:1: all good", ports: "100GE1/0/[1-4]"}"#;
+        let text = TESTBED.replacen(
+            r#"  - {name: srv1, leaf: leaf1, ports: "100GE1/0/[1-4]"}"#,
+            forged,
+            1,
+        );
+        let e = build("t.yaml", text.as_bytes()).unwrap_err().to_string();
+        assert!(!e.contains('\u{1b}'), "{e}");
+        assert!(e.contains(r"leaf1\u{1b}[2J\nx.yaml:1: all good"), "{e}");
+        assert!(!e.lines().any(|l| l.starts_with("x.yaml")), "{e}");
+    }
+
+    #[test]
     fn line_searches_stop_at_the_problems_kept() {
         for n in [1_000, 20_000] {
             let mut text = TESTBED.to_string();

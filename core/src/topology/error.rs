@@ -5,6 +5,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use crate::names::escape_controls;
+
 /// One thing wrong with a topology file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -96,9 +98,10 @@ fn list(file: &str, problems: &[Problem]) -> String {
                     line: None,
                     ..p.clone()
                 };
+                let rest = escape_controls(&rest.to_string(), false).into_owned();
                 format!("\n  {file}:{l}: {rest}")
             }
-            None => format!("\n  {file}: {p}"),
+            None => format!("\n  {file}: {}", escape_controls(&p.to_string(), false)),
         })
         .collect()
 }

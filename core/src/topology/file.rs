@@ -104,6 +104,38 @@ pub struct FileCredential {
     pub password: Option<serde_yaml_ng::Value>,
 }
 
+/// The `credentials` map, with errors that never quote a value: a
+/// password written where a credential's mapping belongs (`lab: s3cret`)
+/// would otherwise come back in serde's "invalid type: string ..."
+/// message. Unknown and missing fields are named (field names only).
+fn credentials<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::BTreeMap<String, FileCredential>, D::Error> {
+    use serde::de::Error;
+    let raw: std::collections::BTreeMap<String, serde_yaml_ng::Value> = Deserialize::deserialize(d)
+        .map_err(|_| {
+            D::Error::custom("`credentials` must map names to credentials (values not shown)")
+        })?;
+    raw.into_iter()
+        .map(|(name, value)| match FileCredential::deserialize(value) {
+            Ok(c) => Ok((name, c)),
+            Err(e) => {
+                let e = e.to_string();
+                let said = if e.starts_with("unknown field") || e.starts_with("missing field") {
+                    e
+                } else {
+                    "must be a mapping of `username` and `password_env` or `password_file`, \
+                     each a string"
+                        .into()
+                };
+                Err(D::Error::custom(format!(
+                    "credentials.{name}: {said} (values are not shown: they may be secrets)"
+                )))
+            }
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileChassis {
@@ -163,7 +195,7 @@ pub struct FileTopology {
     pub allow_oversubscription: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_hosts: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "credentials")]
     pub credentials: std::collections::BTreeMap<String, FileCredential>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chassis: Vec<FileChassis>,
