@@ -129,7 +129,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            // Messages quote input files: no terminal escapes from them.
+            let said = describe(&e);
+            eprintln!("error: {}", vclos_core::names::escape_controls(&said, true));
             ExitCode::FAILURE
         }
     }
