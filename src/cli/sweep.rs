@@ -64,9 +64,10 @@ pub struct SweepArgs {
     /// Network model (as `vclos replay --network`).
     #[arg(long, value_enum, default_value_t = NetworkModel::FairShare)]
     network: NetworkModel,
-    /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
+    /// Worker threads (0: one per core; at most 256: each runs a whole
+    /// replay, so more threads than cores only add memory).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
+    threads: u16,
     /// TDM mode (issue 19, docs/tdm.md): on a pod fabric, plan and replay
     /// 003's default job mix per pod group over --tdm-jobs x --contexts x
     /// --seeds; writes tdm.csv, round_vs_jobs.svg and round_vs_context.svg
@@ -129,7 +130,7 @@ pub fn run(a: SweepArgs) -> Result<ExitCode> {
         backfill: a.backfill.mode(),
     };
     let bar = progress_bar(grid.runs(), "replays");
-    let rows = sweep::run(&topo, &grid, a.threads, &|| bar.inc(1))?;
+    let rows = sweep::run(&topo, &grid, usize::from(a.threads), &|| bar.inc(1))?;
     bar.finish_and_clear();
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
@@ -192,7 +193,7 @@ fn tdm_sweep(a: &SweepArgs, topo: &topology::Topology) -> Result<ExitCode> {
         },
     };
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(a.threads)
+        .num_threads(usize::from(a.threads))
         .build()
         .context("cannot start the worker threads")?;
     let rows = pool.install(|| tdm_sweep::run(topo, &grid))?;

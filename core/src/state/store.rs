@@ -64,7 +64,10 @@ pub enum StoreError {
     /// Empty, zero-filled or cut short: a power loss while it was being
     /// replaced under a journal (see the module docs).
     #[error(
-        "{file}: torn by a crash while it was being replaced (the journal next to it settles it)"
+        "{file}: damaged: empty, zero-filled, cut short or not text, as a crash while it was \
+         being replaced leaves it. With the journal of that change next to it, the next open \
+         settles it from the devices; without one, restore the file from a backup (vclos does \
+         not guess which jobs it held)"
     )]
     Torn { file: String },
     #[error("{file}: not a valid state file: {error}")]

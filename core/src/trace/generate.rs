@@ -69,6 +69,10 @@ pub const SLACK: (f64, f64) = (1.5, 5.0);
 const WORKLOAD_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Generator inputs.
+/// Most job sizes `--sizes uniform` draws from (one table entry each): a
+/// table of every multiple of 1 GPU up to a billion would take gigabytes.
+pub const MAX_UNIFORM_SIZES: u32 = 1 << 20;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
     pub jobs: u32,
@@ -100,6 +104,11 @@ pub enum GenError {
     BadLoad(String),
     #[error("uniform sizes need 0 < step <= max, and step <= --gpus (got step {step}, max {max})")]
     BadSizes { step: u32, max: u32 },
+    #[error(
+        "uniform sizes up to {max} GPUs in steps of {step} are {sizes} sizes, more than \
+         {MAX_UNIFORM_SIZES}: raise --size-step or lower --max-gpus"
+    )]
+    TooManySizes { step: u32, max: u32, sizes: u32 },
     #[error("--jobs must be at most {} (the limit of a trace)", super::MAX_JOBS)]
     TooManyJobs,
     #[error(
@@ -154,6 +163,10 @@ pub fn generate(p: &Params) -> Result<Generated, GenError> {
     if let Sizes::Uniform { step, max } = p.sizes {
         if step == 0 || step > max || step > p.gpus {
             return Err(GenError::BadSizes { step, max });
+        }
+        let sizes = max.min(p.gpus) / step;
+        if sizes > MAX_UNIFORM_SIZES {
+            return Err(GenError::TooManySizes { step, max, sizes });
         }
     }
     let mut rng = Pcg64Mcg::seed_from_u64(p.seed);
@@ -322,6 +335,22 @@ mod tests {
                 "{step} {max}"
             );
         }
+    }
+
+    #[test]
+    fn a_uniform_size_table_is_bounded() {
+        let mut p = params(3, u32::MAX, 0.9, 1);
+        p.sizes = Sizes::Uniform {
+            step: 1,
+            max: u32::MAX / 4,
+        };
+        let e = generate(&p).unwrap_err();
+        assert!(matches!(e, GenError::TooManySizes { .. }), "{e}");
+        p.sizes = Sizes::Uniform {
+            step: 8,
+            max: 8 * MAX_UNIFORM_SIZES,
+        };
+        assert_eq!(generate(&p).unwrap().jobs.len(), 3);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub mod workload;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -229,12 +229,8 @@ fn load_within(path: &Path, limits: Limits) -> Result<Vec<Job>, TraceError> {
         file: file.clone(),
         source,
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(limits.file_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
+    let limit = usize::try_from(limits.file_bytes).unwrap_or(usize::MAX - 1);
+    let bytes = crate::yaml::read_capped(path, limit).map_err(io)?;
     if bytes.len() as u64 > limits.file_bytes {
         return Err(TraceError::TooLarge {
             file,
@@ -257,6 +253,9 @@ fn parse_within(file: &str, bytes: &[u8], limits: Limits) -> Result<Vec<Job>, Tr
     let mut seen: HashMap<JobId, usize> = HashMap::new();
     let mut rows = 0usize;
     let mut run_total = 0.0f64;
+    // A UTF-8 byte-order mark (spreadsheets write one) is not part of the
+    // header, as YAML files read here ignore it too.
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
 
     for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line = i + 1;

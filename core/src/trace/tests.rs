@@ -24,6 +24,13 @@ fn parses_and_sorts_stably_by_arrival() {
 }
 
 #[test]
+fn a_byte_order_mark_before_the_header_is_ignored() {
+    let text = "\u{feff}job_id,arrival_s,gpus,duration_s\nj1,0,1,10\n";
+    let jobs = parse("t.csv", text.as_bytes()).unwrap();
+    assert_eq!(jobs[0].id.as_str(), "j1");
+}
+
+#[test]
 fn deadline_column_is_optional_per_row() {
     let text = "job_id,arrival_s,gpus,duration_s,deadline_s\nj1,0,1,10,30\nj2,1,2,10,\n";
     let jobs = parse("t.csv", text.as_bytes()).unwrap();

@@ -238,7 +238,22 @@ impl Jobs {
             if !seen.insert(j.name.clone()) {
                 return Err(field("name", "job named twice".into()));
             }
-            jobs.push(job(j, &d, line, field)?);
+            let job = job(j, &d, line, field)?;
+            // Each setting is finite, but their products may not be
+            // (1e-308 GFLOPS): every figure the planner uses must be.
+            let (train, gbit) = (job.train_s(&d), job.per_gpu_gbit(&d));
+            if !(train.is_finite() && train > 0.0 && gbit.is_finite() && gbit >= 0.0) {
+                return Err(JobsError::Field {
+                    file: file.into(),
+                    line,
+                    what: format!("job `{}`", job.name),
+                    message: format!(
+                        "with these defaults its training time is {train} s and each GPU \
+                         sends {gbit} Gbit per collective: not finite positive numbers"
+                    ),
+                });
+            }
+            jobs.push(job);
         }
         Ok(Jobs { defaults: d, jobs })
     }
@@ -438,6 +453,17 @@ mod tests {
         assert!((a.per_gpu_gbit(&d) * 2.0 - 21.2 * 8.0).abs() < 1e-9);
         let c = &j.jobs[2];
         assert!((c.per_gpu_gbit(&d) - 1024.0 * 2048.0 * 2.0 * 8.0 / 1e9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn settings_whose_products_overflow_are_refused_at_the_job() {
+        let text = FILE.replace(
+            "defaults:\n  tokens: 4096\n",
+            "defaults:\n  tokens: 4096\n  gpu_tflops: 1e-308\n  efficiency: 1e-308\n  k: 1e308\n",
+        );
+        let e = Jobs::from_text("jobs.yaml", &text).unwrap_err().to_string();
+        assert!(e.starts_with("jobs.yaml:7: job `a`"), "{e}");
+        assert!(e.contains("training time is inf s"), "{e}");
     }
 
     #[test]

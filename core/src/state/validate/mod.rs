@@ -621,7 +621,7 @@ impl Walk {
                 return Err(cx.invalid(
                     &r.leaf,
                     &r.server_port,
-                    "server port self.routed twice (the map must be one-to-one)",
+                    "server port routed twice (the map must be one-to-one)",
                 ));
             }
             if !route_up.insert((lid, up)) {
