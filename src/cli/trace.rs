@@ -84,7 +84,11 @@ pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
         }
         TraceCmd::Stats { file, gpus } => {
             let jobs = trace::load(&file)?;
-            print!("{}", stats(&jobs, gpus).context("empty trace")?);
+            let said = stats(&jobs, gpus);
+            print!(
+                "{}",
+                said.with_context(|| format!("{}: no jobs in the trace", file.display()))?
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -58,6 +58,7 @@ pub(super) fn build(file: &str, bytes: &[u8]) -> Result<Topology, TopologyError>
         more: 0,
         total_ports: 0,
         names: HashMap::new(),
+        entries_seen: HashMap::new(),
     };
     let topo = b.topology(raw);
     if b.problems.is_empty() {
@@ -110,6 +111,9 @@ struct Builder<'a> {
     /// Port names expanded so far, all devices together.
     total_ports: usize,
     names: HashMap<String, (Named, Option<usize>)>,
+    /// Entries declared so far per (section, name): the line of a second
+    /// declaration is the second `name:` entry.
+    entries_seen: HashMap<(String, String), usize>,
 }
 
 /// The managed devices built so far, and which of them are chassis.
@@ -140,7 +144,12 @@ impl<'a> Builder<'a> {
 
     /// Register a name in the single fabric-wide namespace.
     fn declare(&mut self, section: &str, name: &str, what: Named) -> Option<usize> {
-        let line = self.loc.entry(section, name);
+        let nth = self
+            .entries_seen
+            .entry((section.into(), name.into()))
+            .or_insert(0);
+        let line = self.loc.entry_nth(section, name, *nth);
+        *nth += 1;
         if let Err(e) = validate(NameKind::Device, name) {
             self.problem(Problem::new(e.to_string()).at(line));
         }
@@ -1134,6 +1143,24 @@ mod tests {
             assert!(!e.contains("hunter2"), "{e}");
             assert!(e.contains("credentials.lab: ") && e.contains(named), "{e}");
         }
+    }
+
+    #[test]
+    fn a_name_declared_twice_is_reported_at_its_second_entry() {
+        let text = TESTBED.replacen("  - name: leaf2\n", "  - name: leaf1\n", 1);
+        let e = build("t.yaml", text.as_bytes()).unwrap_err().to_string();
+        let second = 1 + TESTBED
+            .lines()
+            .position(|l| l == "  - name: leaf2")
+            .unwrap();
+        let first = 1 + TESTBED
+            .lines()
+            .position(|l| l == "  - name: leaf1")
+            .unwrap();
+        let said = format!(
+            "t.yaml:{second}: device `leaf1`: name declared twice (first declared at line {first})"
+        );
+        assert!(e.contains(&said), "{e}");
     }
 
     #[test]

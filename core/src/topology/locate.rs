@@ -22,8 +22,9 @@ fn searched() {
 
 pub(crate) struct Locator<'a> {
     lines: Vec<&'a str>,
-    /// (top-level section, entry name) -> line of its `name:` key; first wins.
-    entries: HashMap<(&'a str, &'a str), usize>,
+    /// (top-level section, entry name) -> lines of its `name:` keys, in
+    /// order (more than one when a name is declared twice).
+    entries: HashMap<(&'a str, &'a str), Vec<usize>>,
 }
 
 impl<'a> Locator<'a> {
@@ -39,7 +40,10 @@ impl<'a> Locator<'a> {
                 section = line.split(':').next().unwrap_or("").trim();
             }
             if let Some(v) = key_value(line, "name") {
-                entries.entry((section, v)).or_insert(i + 1);
+                entries
+                    .entry((section, v))
+                    .or_insert_with(Vec::new)
+                    .push(i + 1);
             }
         }
         Locator { lines, entries }
@@ -47,7 +51,12 @@ impl<'a> Locator<'a> {
 
     /// Line (1-based) of the `name: <name>` entry of `section` (e.g. `leaves`).
     pub fn entry(&self, section: &str, name: &str) -> Option<usize> {
-        self.entries.get(&(section, name)).copied()
+        self.entry_nth(section, name, 0)
+    }
+
+    /// Line of the `nth` (0-based) `name: <name>` entry of `section`.
+    pub fn entry_nth(&self, section: &str, name: &str, nth: usize) -> Option<usize> {
+        self.entries.get(&(section, name))?.get(nth).copied()
     }
 
     /// Line of the `nth` (0-based) occurrence of `token` as a whole YAML scalar.
