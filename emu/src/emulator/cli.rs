@@ -34,6 +34,22 @@
 //! Leaving system view keeps the candidate (a CE would ask whether to commit;
 //! drivers must commit or clear first).
 //!
+//! # Sessions and line length
+//! At most [`CE_VTY_USERS`] (21, VTY 0-20) connections at once
+//! ([`super::slots`]); the login banner gives that maximum and the number
+//! of VTYs in use, this one included ("Info: The max number of VTY users is
+//! 21, the number of current VTY users online is N."). A command line holds
+//! at most [`MAX_LINE`] = 510 characters: "Each command can contain a maximum
+//! of 510 characters", and a key "inserts a character ... if the editing
+//! buffer is not full ... Otherwise, an alarm is generated" (Huawei, "Editing
+//! Command Lines", CLI overview of the CE and VRP configuration guides,
+//! e.g. EDOC1100127196). The line editor stops storing at 510 characters and
+//! rings the bell (BEL) once, as the terminal's alarm; where the device then
+//! runs what fitted in its buffer, the emulator refuses the whole line with
+//! `Error: The command is too long ...` (the session goes on), so a command
+//! cut short can never take effect. Characters are counted as bytes (the CLI
+//! is ASCII).
+//!
 //! # Faults
 //! Every non-empty line consults [`Faults::on_command`] (drop: the session
 //! returns [`SessionAction::Drop`]; fail: `Error: The system is busy...`),
@@ -47,6 +63,7 @@ use std::time::SystemTime;
 use super::faults::{Action, Faults};
 pub use super::shell::{Reply, SessionAction};
 use super::shell::{SessionKind, ShellDevice, ShellSession};
+use super::slots::{SessionSlots, CE_VTY_USERS};
 use super::vrp::{is_physical, normalize, VrpConfig, VrpError};
 
 /// One commit point in the device's history.
@@ -79,7 +96,12 @@ pub struct SwitchDevice {
     /// another physical interface is refused, as on a CE (physical
     /// interfaces are neither created nor deleted by configuration).
     interfaces: Option<BTreeSet<String>>,
+    /// The VTY lines: one per SSH connection.
+    vty: Arc<SessionSlots>,
 }
+
+/// The longest command line, in characters.
+pub const MAX_LINE: usize = 510;
 
 /// First commit id, as on VRP.
 pub const FIRST_COMMIT_ID: u64 = 1_000_000_001;
@@ -97,6 +119,7 @@ impl SwitchDevice {
             }),
             faults,
             interfaces: None,
+            vty: SessionSlots::new(CE_VTY_USERS),
         })
     }
 
@@ -208,6 +231,14 @@ impl ShellDevice for SwitchDevice {
     fn session(self: Arc<Self>, user: &str, _kind: SessionKind) -> Box<dyn ShellSession> {
         Box::new(CliSession::new(self, user))
     }
+
+    fn sessions(&self) -> &Arc<SessionSlots> {
+        &self.vty
+    }
+
+    fn max_line(&self) -> usize {
+        MAX_LINE
+    }
 }
 
 impl ShellSession for CliSession {
@@ -221,6 +252,12 @@ impl ShellSession for CliSession {
 
     fn handle_line(&mut self, line: &str) -> Reply {
         CliSession::handle_line(self, line)
+    }
+
+    fn line_too_long(&mut self) -> Reply {
+        Reply::text(format!(
+            "Error: The command is too long. A command can contain a maximum of {MAX_LINE} characters.\n"
+        ))
     }
 }
 
@@ -285,8 +322,12 @@ impl CliSession {
 
     /// The login banner printed before the first prompt.
     pub fn banner(&self) -> String {
-        "Info: The max number of VTY users is 21, the number of current VTY users online is 1.\n"
-            .to_string()
+        // This session is one of them, even when not served over SSH.
+        let online = self.dev.vty.in_use().max(1);
+        format!(
+            "Info: The max number of VTY users is {}, the number of current VTY users online is {online}.\n",
+            self.dev.vty.max()
+        )
     }
 
     /// The prompt to print now.

@@ -272,6 +272,7 @@ async fn serve_ocs(
             login: opts.login.clone(),
             faults: faults[&*o.name].clone(),
             timeouts: opts.timeouts,
+            ..Tl1Options::new(opts.login.clone())
         };
         let server = tl1::serve(model.clone(), options)
             .await

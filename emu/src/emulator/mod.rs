@@ -13,6 +13,7 @@ pub mod faults;
 pub mod netconf;
 pub mod ocs;
 pub mod shell;
+pub mod slots;
 pub mod sonic;
 pub mod ssh;
 pub mod steering;

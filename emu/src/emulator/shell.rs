@@ -3,11 +3,24 @@
 //! a prompt. The Huawei CE CLI ([`super::cli`]) and the SONiC shell
 //! ([`super::sonic`]) are such devices, so [`super::ssh`] serves both with
 //! one byte pump (line editing, echo, faults' reply delay).
+//!
+//! A device also says how many sessions it serves at once
+//! ([`ShellDevice::sessions`], [`super::slots`]) and how long a command
+//! line may be ([`ShellDevice::max_line`]): the line editor keeps at most
+//! that many bytes of a line, drops the rest as it arrives and, at the end
+//! of the line, asks the session for the device's answer to a line that
+//! was too long ([`ShellSession::line_too_long`]) instead of running it. A
+//! session's memory is so bounded whatever a client sends.
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::faults::Faults;
+use super::slots::SessionSlots;
+
+/// The longest command line a device takes unless it says otherwise
+/// ([`ShellDevice::max_line`]).
+pub const DEFAULT_MAX_LINE: usize = 64 * 1024;
 
 /// Which SSH channel request started a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +39,13 @@ pub trait ShellDevice: fmt::Debug + Send + Sync {
     fn faults(&self) -> &Arc<Faults>;
     /// A new session for `user`.
     fn session(self: Arc<Self>, user: &str, kind: SessionKind) -> Box<dyn ShellSession>;
+    /// The device's session slots: the SSH server takes one per accepted
+    /// connection and refuses connections beyond the maximum.
+    fn sessions(&self) -> &Arc<SessionSlots>;
+    /// The longest command line, in bytes, the device takes.
+    fn max_line(&self) -> usize {
+        DEFAULT_MAX_LINE
+    }
 }
 
 /// One logged-in session.
@@ -36,6 +56,9 @@ pub trait ShellSession: Send {
     fn prompt(&self) -> String;
     /// Handle one input line (without its terminator).
     fn handle_line(&mut self, line: &str) -> Reply;
+    /// The answer to a line longer than the device's
+    /// [`ShellDevice::max_line`], which is not run.
+    fn line_too_long(&mut self) -> Reply;
 }
 
 /// What the transport must do after printing a reply.

@@ -12,6 +12,25 @@
 //! Each channel is a tokio task owning the russh `Channel` and its session
 //! state, so a slow reply (injected delay) blocks only that channel.
 //!
+//! Bounds ([`super::slots`] gives the figures and their sources): each
+//! accepted connection takes one of its device's session slots
+//! ([`ShellDevice::sessions`], [`NetconfDevice::clients`]) and a connection
+//! beyond the device's maximum is closed at once (as sshd drops one past
+//! `MaxStartups`); a connection opens at most
+//! [`SSH_SESSIONS_PER_CONNECTION`] channels at once (sshd's `MaxSessions`;
+//! the next is refused `administratively prohibited`); a NETCONF device
+//! runs at most [`NetconfDevice::netconf_sessions`] sessions at once (the
+//! channel of a `netconf` subsystem beyond is closed before the hello).
+//! The shell's line editor keeps at most the device's
+//! [`ShellDevice::max_line`] bytes of a line and discards the rest as it
+//! arrives (Huawei CE: 510 characters, its editing buffer; when full, the
+//! terminal alarm, a BEL, sounds once); at the end of the line the device's
+//! answer to an over-long line
+//! ([`super::shell::ShellSession::line_too_long`]) replaces running it. An
+//! `exec` command longer than that gets the same answer. A failed accept
+//! (`EMFILE`: out of descriptors) is retried after 50 ms and logged at most
+//! once a second ([`Throttle`]), as are refused connections.
+//!
 //! Session timeouts ([`SessionTimeouts`], models and citations in
 //! [`super::timeouts`]): each connection has a watchdog that disconnects it
 //! when it has not authenticated within the login grace time (counted from
@@ -29,12 +48,13 @@ use russh::server::{Auth, Handle, Msg, Session};
 use russh::{Channel, ChannelId, ChannelMsg, Disconnect};
 use thiserror::Error;
 use tokio::task::JoinHandle;
-use tracing::{debug, info, info_span, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::faults::Faults;
 use super::netconf::session::too_big_reply;
 use super::netconf::{NetconfDevice, NetconfSession};
 use super::shell::{SessionAction, SessionKind, ShellDevice};
+use super::slots::{accept_next, SessionSlots, Slot, Throttle, SSH_SESSIONS_PER_CONNECTION};
 use super::timeouts::{Activity, SessionTimeouts, CLIENT_ALIVE_COUNT_MAX, CLIENT_ALIVE_INTERVAL};
 use vclos_drivers::netconf::framing::{encode, Decoder, Framing, FramingError};
 
@@ -59,6 +79,14 @@ impl Service {
         match self {
             Service::Cli(d) => d.faults(),
             Service::Netconf(d) => d.faults(),
+        }
+    }
+
+    /// The device's connection slots.
+    fn sessions(&self) -> &Arc<SessionSlots> {
+        match self {
+            Service::Cli(d) => d.sessions(),
+            Service::Netconf(d) => d.clients(),
         }
     }
 }
@@ -153,14 +181,17 @@ pub async fn serve_with(
         async move {
             // Dropped with this task: every connection is then disconnected.
             let (stop, _) = tokio::sync::watch::channel(());
+            let (failing, refusing) = (Throttle::default(), Throttle::default());
             loop {
-                let (socket, peer) = match listener.accept().await {
-                    Ok(a) => a,
-                    Err(e) => {
-                        debug!(error = %e, "ssh accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
+                let (socket, peer) = accept_next(|| listener.accept(), &failing, "ssh").await;
+                let slots = service.sessions();
+                let Some(slot) = slots.try_take() else {
+                    if let Some(held) = refusing.pass() {
+                        warn!(%peer, max = slots.max(), repeated = held,
+                            "ssh connection refused: the device's sessions are all in use");
                     }
+                    drop(socket);
+                    continue;
                 };
                 let _ = socket.set_nodelay(true);
                 let activity = Activity::new();
@@ -169,6 +200,7 @@ pub async fn serve_with(
                     login: login.clone(),
                     user: String::new(),
                     activity: activity.clone(),
+                    channels: SessionSlots::new(SSH_SESSIONS_PER_CONNECTION),
                 };
                 let span = info_span!("emu.ssh.conn", %peer);
                 let served = connection(
@@ -178,6 +210,7 @@ pub async fn serve_with(
                     activity,
                     timeouts,
                     stop.subscribe(),
+                    slot,
                 );
                 tokio::spawn(served.instrument(span));
             }
@@ -191,7 +224,8 @@ pub async fn serve_with(
     })
 }
 
-/// Serve one accepted connection until it ends or its timers close it.
+/// Serve one accepted connection until it ends or its timers close it; it
+/// holds `_slot`, its device's session slot, until then.
 async fn connection(
     config: Arc<russh::server::Config>,
     socket: tokio::net::TcpStream,
@@ -199,6 +233,7 @@ async fn connection(
     activity: Arc<Activity>,
     timeouts: SessionTimeouts,
     mut stopped: tokio::sync::watch::Receiver<()>,
+    _slot: Slot,
 ) {
     // A second handle on the socket, to shut it down whatever state the
     // SSH session is in: during a key exchange russh does not act on a
@@ -267,6 +302,8 @@ struct Conn {
     login: Arc<Login>,
     user: String,
     activity: Arc<Activity>,
+    /// The channels open on this connection.
+    channels: Arc<SessionSlots>,
 }
 
 impl russh::server::Handler for Conn {
@@ -289,6 +326,16 @@ impl russh::server::Handler for Conn {
         reply: russh::server::ChannelOpenHandle,
         session: &mut Session,
     ) -> Result<(), Self::Error> {
+        let Some(slot) = self.channels.try_take() else {
+            debug!(
+                max = self.channels.max(),
+                "channel refused: too many open on this connection"
+            );
+            reply
+                .reject(russh::ChannelOpenFailure::AdministrativelyProhibited)
+                .await;
+            return Ok(());
+        };
         reply.accept().await;
         let handle = session.handle();
         let task = ChannelTask {
@@ -296,6 +343,7 @@ impl russh::server::Handler for Conn {
             user: self.user.clone(),
             handle: handle.clone(),
             activity: self.activity.clone(),
+            _slot: slot,
         };
         let span = info_span!("emu.channel", device = %self.service.name());
         // An injected disconnect ends the channel and the whole connection.
@@ -359,6 +407,9 @@ impl russh::server::Handler for Conn {
         session: &mut Session,
     ) -> Result<(), Self::Error> {
         match (&self.service, name) {
+            // The channel's task takes the session slot, or closes the
+            // channel before the hello when none is free (one place
+            // decides, so no slot is taken for a refused request).
             (Service::Netconf(_), "netconf") => session.channel_success(channel),
             _ => session.channel_failure(channel),
         }
@@ -373,21 +424,41 @@ struct ChannelTask {
     /// The connection's activity: input and running commands hold off its
     /// idle timeout.
     activity: Arc<Activity>,
+    /// This channel's place among its connection's channels.
+    _slot: Slot,
 }
 
-/// Minimal line editor for the interactive shell.
-#[derive(Debug, Default)]
+/// Minimal line editor for the interactive shell, keeping at most `max`
+/// bytes of a line.
+#[derive(Debug)]
 struct LineEditor {
     line: Vec<u8>,
     last_cr: bool,
+    max: usize,
+    /// Bytes of this line were discarded.
+    overflow: bool,
 }
 
 enum Edit {
     Echo(Vec<u8>),
     Line(String),
+    /// The line ended, and was longer than the editor keeps.
+    TooLong,
 }
 
+/// The terminal alarm rung when the line is full.
+const BEL: u8 = 0x07;
+
 impl LineEditor {
+    fn new(max: usize) -> Self {
+        LineEditor {
+            line: Vec::new(),
+            last_cr: false,
+            max,
+            overflow: false,
+        }
+    }
+
     fn feed(&mut self, b: u8) -> Option<Edit> {
         let was_cr = std::mem::replace(&mut self.last_cr, b == b'\r');
         match b {
@@ -395,12 +466,20 @@ impl LineEditor {
             b'\r' | b'\n' => {
                 let l = String::from_utf8_lossy(&self.line).into_owned();
                 self.line.clear();
+                if std::mem::take(&mut self.overflow) {
+                    return Some(Edit::TooLong);
+                }
                 Some(Edit::Line(l))
             }
             0x7f | 0x08 => self.line.pop().map(|_| Edit::Echo(b"\x08 \x08".to_vec())),
             0x03 => {
                 self.line.clear();
+                self.overflow = false;
                 Some(Edit::Line(String::new()))
+            }
+            // The buffer is full: the byte is dropped, the bell rung once.
+            b if (b >= 0x20 || b == b'\t') && self.line.len() >= self.max => {
+                (!std::mem::replace(&mut self.overflow, true)).then(|| Edit::Echo(vec![BEL]))
             }
             b if b >= 0x20 || b == b'\t' => {
                 self.line.push(b);
@@ -467,7 +546,11 @@ impl ChannelTask {
     async fn exec(&self, channel: Channel<Msg>, dev: Arc<dyn ShellDevice>, command: &str) {
         let _running = self.activity.running();
         let mut s = dev.clone().session(&self.user, SessionKind::Exec);
-        let r = s.handle_line(command);
+        let r = if command.len() > dev.max_line() {
+            s.line_too_long()
+        } else {
+            s.handle_line(command)
+        };
         tokio::time::sleep(dev.faults().reply_delay()).await;
         if r.action == SessionAction::Drop {
             return self.drop_connection().await;
@@ -484,7 +567,7 @@ impl ChannelTask {
         if channel.data_bytes(hello.into_bytes()).await.is_err() {
             return;
         }
-        let mut ed = LineEditor::default();
+        let mut ed = LineEditor::new(dev.max_line());
         let mut pending: Vec<u8> = Vec::new();
         // A shell's exit status is its last command's (bash(1), "EXIT STATUS").
         let mut last = 0;
@@ -497,34 +580,42 @@ impl ChannelTask {
             // Until this input is answered the session is not idle.
             let _running = self.activity.running();
             for b in data {
-                match ed.feed(b) {
-                    Some(Edit::Echo(e)) if pty => pending.extend(e),
-                    Some(Edit::Echo(_)) | None => {}
-                    Some(Edit::Line(line)) => {
-                        pending.extend(b"\r\n");
-                        if eof && line.is_empty() {
-                            continue;
+                let line = match ed.feed(b) {
+                    Some(Edit::Echo(e)) => {
+                        if pty {
+                            pending.extend(e);
                         }
-                        let r = s.handle_line(&line);
-                        last = r.status;
-                        let delay = dev.faults().reply_delay();
-                        if !delay.is_zero() {
-                            tokio::time::sleep(delay).await;
-                        }
-                        match r.action {
-                            SessionAction::Drop => return self.drop_connection().await,
-                            SessionAction::Close => {
-                                let _ = channel.data_bytes(pending).await;
-                                let _ = channel.exit_status(last).await;
-                                let _ = channel.eof().await;
-                                let _ = channel.close().await;
-                                return;
-                            }
-                            SessionAction::Continue => {
-                                pending.extend(crlf(&r.output).into_bytes());
-                                pending.extend(s.prompt().into_bytes());
-                            }
-                        }
+                        continue;
+                    }
+                    None => continue,
+                    Some(Edit::Line(line)) => Some(line),
+                    Some(Edit::TooLong) => None,
+                };
+                pending.extend(b"\r\n");
+                if eof && line.as_deref() == Some("") {
+                    continue;
+                }
+                let r = match line {
+                    Some(line) => s.handle_line(&line),
+                    None => s.line_too_long(),
+                };
+                last = r.status;
+                let delay = dev.faults().reply_delay();
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                match r.action {
+                    SessionAction::Drop => return self.drop_connection().await,
+                    SessionAction::Close => {
+                        let _ = channel.data_bytes(pending).await;
+                        let _ = channel.exit_status(last).await;
+                        let _ = channel.eof().await;
+                        let _ = channel.close().await;
+                        return;
+                    }
+                    SessionAction::Continue => {
+                        pending.extend(crlf(&r.output).into_bytes());
+                        pending.extend(s.prompt().into_bytes());
                     }
                 }
             }
@@ -548,9 +639,22 @@ impl ChannelTask {
     /// One NETCONF session. The decoder refuses a message over the
     /// device's size limit while reading it: the session answers
     /// `too-big` and closes (RFC 6241 Appendix A); other sessions and
-    /// devices are untouched. A `<kill-session>` from another session
-    /// closes this one.
+    /// devices are untouched. A message that is not UTF-8 is answered
+    /// `malformed-message` (RFC 6241 section 3) and the session goes on
+    /// (before the hello it is closed); one that cannot be delimited (a bad
+    /// chunk header) closes the session. A `<kill-session>` from another
+    /// session closes this one. Beyond the device's maximum of NETCONF
+    /// sessions the channel is closed before the hello.
     async fn netconf(&self, mut channel: Channel<Msg>, dev: Arc<NetconfDevice>) {
+        let Some(_slot) = dev.netconf_sessions().try_take() else {
+            info!(
+                max = dev.netconf_sessions().max(),
+                "netconf session refused: the device's sessions are all in use"
+            );
+            let _ = channel.eof().await;
+            let _ = channel.close().await;
+            return;
+        };
         let mut s = NetconfSession::new(dev.clone());
         debug!(session = s.id(), "netconf session start");
         if channel
@@ -576,23 +680,35 @@ impl ChannelTask {
             // Until this input is answered the session is not idle.
             let _running = self.activity.running();
             loop {
-                let m = match dec.next_message() {
-                    Ok(Some(m)) => m,
+                let framing = s.framing();
+                let out = match dec.next_message() {
+                    Ok(Some(m)) => s.handle(&m),
                     Ok(None) => break,
                     Err(FramingError::TooLarge(limit)) => {
-                        debug!(limit, "message over the size limit: closing the session");
+                        info!(
+                            limit,
+                            "message over the size limit: too-big, closing the session"
+                        );
                         let r = too_big_reply(limit);
-                        let _ = channel.data_bytes(encode(&r, s.framing())).await;
+                        let _ = channel.data_bytes(encode(&r, framing)).await;
                         break 'outer;
                     }
+                    Err(FramingError::NotUtf8) => {
+                        info!(
+                            session = s.id(),
+                            "message is not UTF-8: malformed-message (RFC 6241 section 3)"
+                        );
+                        s.not_utf8()
+                    }
                     Err(e) => {
-                        debug!(error = %e, "framing error: closing");
+                        info!(
+                            session = s.id(),
+                            error = %e,
+                            "framing error: no message can be delimited any more, closing the session"
+                        );
                         break 'outer;
                     }
                 };
-                let framing = s.framing();
-                let out = s.handle(&m);
-                drop(m);
                 dec.set_framing(s.framing());
                 let delay = dev.faults().reply_delay();
                 if !delay.is_zero() {
@@ -625,7 +741,7 @@ mod tests {
 
     #[test]
     fn line_editor_handles_crlf_and_backspace() {
-        let mut ed = LineEditor::default();
+        let mut ed = LineEditor::new(usize::MAX);
         let mut lines = Vec::new();
         for b in b"ab\x7fc\r\nd\re\n" {
             if let Some(Edit::Line(l)) = ed.feed(*b) {
@@ -633,5 +749,37 @@ mod tests {
             }
         }
         assert_eq!(lines, vec!["ac", "d", "e"]);
+    }
+
+    #[test]
+    fn line_editor_keeps_at_most_its_maximum_and_rings_once() {
+        let mut ed = LineEditor::new(510);
+        let mut bells = 0;
+        // 1 MiB without a line end: the buffer stops at 510 bytes.
+        for _ in 0..1 << 20 {
+            match ed.feed(b'a') {
+                Some(Edit::Echo(e)) if e == [BEL] => bells += 1,
+                Some(Edit::Echo(_)) | None => {}
+                Some(Edit::Line(_) | Edit::TooLong) => panic!("no line end was sent"),
+            }
+            assert!(ed.line.len() <= 510);
+        }
+        assert_eq!(bells, 1);
+        assert!(matches!(ed.feed(b'\r'), Some(Edit::TooLong)));
+        // The next line starts afresh; 510 bytes exactly is a line.
+        assert!(ed.feed(b'\n').is_none());
+        for _ in 0..510 {
+            ed.feed(b'b');
+        }
+        match ed.feed(b'\n') {
+            Some(Edit::Line(l)) => assert_eq!(l.len(), 510),
+            _ => panic!("a 510-byte line is a line"),
+        }
+        // Ctrl-C forgets an over-long line too.
+        for _ in 0..600 {
+            ed.feed(b'c');
+        }
+        assert!(matches!(ed.feed(0x03), Some(Edit::Line(l)) if l.is_empty()));
+        assert!(matches!(ed.feed(b'\n'), Some(Edit::Line(l)) if l.is_empty()));
     }
 }

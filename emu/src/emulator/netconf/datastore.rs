@@ -3,8 +3,12 @@
 //! RFC 6241 defines it (that is what `<lock>` protects).
 //!
 //! The device also keeps the registry of its open sessions, so
-//! `<kill-session>` (RFC 6241 7.9) can end another one, and its
-//! [`Limits`] on what a peer may send.
+//! `<kill-session>` (RFC 6241 7.9) can end another one, its
+//! [`Limits`] on what a peer may send, and its session slots
+//! ([`NetconfDevice::clients`], [`NetconfDevice::netconf_sessions`]): at
+//! most [`NETCONF_SESSIONS`] (15, Huawei VRP8's `max-sessions` default;
+//! [`crate::emulator::slots`]) SSH connections and as many NETCONF sessions
+//! at once, so the device's memory is bounded by 15 sessions' [`Limits`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +20,7 @@ use tracing::info;
 use vclos_drivers::netconf::xml::Element;
 
 use super::super::faults::Faults;
+use super::super::slots::{SessionSlots, NETCONF_SESSIONS};
 use crate::schema::Schema;
 
 /// What one message may be, so a hostile peer cannot exhaust the
@@ -185,6 +190,10 @@ pub struct NetconfDevice {
     next_session: AtomicU64,
     options: DeviceOptions,
     sessions: Mutex<HashMap<u64, Arc<KillSwitch>>>,
+    /// One per SSH connection.
+    clients: Arc<SessionSlots>,
+    /// One per NETCONF session (`netconf` subsystem channel).
+    netconf_sessions: Arc<SessionSlots>,
 }
 
 impl NetconfDevice {
@@ -222,7 +231,21 @@ impl NetconfDevice {
             next_session: AtomicU64::new(1),
             options,
             sessions: Mutex::new(HashMap::new()),
+            clients: SessionSlots::new(NETCONF_SESSIONS),
+            netconf_sessions: SessionSlots::new(NETCONF_SESSIONS),
         })
+    }
+
+    /// The SSH connections' slots: the server takes one per accepted
+    /// connection and refuses connections beyond the maximum.
+    pub fn clients(&self) -> &Arc<SessionSlots> {
+        &self.clients
+    }
+
+    /// The NETCONF sessions' slots: the transport takes one per `netconf`
+    /// subsystem and closes the channel of a session beyond the maximum.
+    pub fn netconf_sessions(&self) -> &Arc<SessionSlots> {
+        &self.netconf_sessions
     }
 
     pub fn limits(&self) -> Limits {

@@ -2,11 +2,24 @@
 //! RPCs, as a pure message-in/message-out machine (timers aside) so it is
 //! testable without SSH. The SSH server feeds it decoded messages.
 //!
+//! The client's `<hello>` (RFC 6241 8.1) must carry a base capability,
+//! `urn:ietf:params:netconf:base:1.0` or `:1.1` ("each peer MUST send at
+//! least the base NETCONF capability"; without one the peers share no
+//! protocol version), and no `<session-id>` ("if a server receives a
+//! `<hello>` message with a `<session-id>` element, the NETCONF server MUST
+//! terminate the NETCONF session"); otherwise the session is closed without
+//! a reply, as for any first message that is not a `<hello>`.
+//!
 //! What a message must be before anything runs (in this order):
-//! no NUL character (XML 1.0 section 2.2 excludes it from `Char`; libyang
-//! reads C strings), nesting and element count within
-//! [`Limits`](super::datastore::Limits) (`too-big`, RFC 6241 Appendix A),
-//! well-formed (`malformed-message`),
+//! UTF-8 (RFC 6241 section 3: "All NETCONF messages MUST be well-formed
+//! XML, encoded in UTF-8"; the transport answers `malformed-message`,
+//! [`NetconfSession::not_utf8`], without a `message-id` since none can be
+//! read), no NUL character (XML 1.0 section 2.2 excludes it from `Char`;
+//! libyang reads C strings), no document type declaration (RFC 6241 3.2:
+//! "Document type declarations ... MUST NOT appear in NETCONF content";
+//! `malformed-message`, the message is not processed), nesting and element
+//! count within [`Limits`](super::datastore::Limits) (`too-big`, RFC 6241
+//! Appendix A), well-formed (`malformed-message`),
 //! an `<rpc>` in the base namespace `urn:ietf:params:xml:ns:netconf:base:1.0`
 //! (RFC 6241 4.1; `unknown-element` / `unknown-namespace`), with a
 //! `message-id` (`missing-attribute`), whose operation element is in the
@@ -34,6 +47,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use tracing::info;
 use vclos_drivers::netconf::framing::Framing;
 use vclos_drivers::netconf::xml::{Element, NS_BASE};
 use vclos_drivers::netconf::{CAP_BASE_10, CAP_BASE_11, CAP_CONFIRMED};
@@ -292,6 +308,14 @@ impl NetconfSession {
             let err = rpc_err("rpc", "malformed-message", "NUL character in the message");
             return Outcome::reply(error_reply(&[], &err));
         }
+        if has_doctype(msg) {
+            let err = rpc_err(
+                "rpc",
+                "malformed-message",
+                "document type declarations must not appear in NETCONF messages (RFC 6241 3.2)",
+            );
+            return Outcome::reply(error_reply(&[], &err));
+        }
         let limits = self.dev.limits();
         let el = match Element::parse_limited(msg, limits.max_depth, limits.max_elements) {
             Ok(e) => e,
@@ -309,9 +333,24 @@ impl NetconfSession {
             if el.local() != "hello" {
                 return Outcome::silent(true);
             }
-            self.hello_done = true;
+            if el.find("session-id").is_some() {
+                info!(
+                    session = self.id,
+                    "client <hello> has a <session-id>: terminating (RFC 6241 8.1)"
+                );
+                return Outcome::silent(true);
+            }
             let caps = el.find("capabilities");
-            let peer_11 = caps.is_some_and(|c| c.children.iter().any(|x| x.text == CAP_BASE_11));
+            let offers = |cap: &str| caps.is_some_and(|c| c.children.iter().any(|x| x.text == cap));
+            let peer_11 = offers(CAP_BASE_11);
+            if !peer_11 && !offers(CAP_BASE_10) {
+                info!(
+                    session = self.id,
+                    "client <hello> has no base capability: terminating (RFC 6241 8.1)"
+                );
+                return Outcome::silent(true);
+            }
+            self.hello_done = true;
             if peer_11 {
                 self.framing = Framing::Chunked;
             }
@@ -365,6 +404,17 @@ impl NetconfSession {
             },
             Err(e) => Outcome::reply(error_reply(&echo, &e)),
         }
+    }
+
+    /// The answer to a message that is not UTF-8 (RFC 6241 section 3):
+    /// `malformed-message`, without a `message-id` (none can be read); the
+    /// session goes on. Before the hello exchange the session is closed.
+    pub fn not_utf8(&mut self) -> Outcome {
+        if self.kill.is_killed() || !self.hello_done {
+            return Outcome::silent(true);
+        }
+        let err = rpc_err("rpc", "malformed-message", "the message is not UTF-8");
+        Outcome::reply(error_reply(&[], &err))
     }
 
     /// The session ended (close-session, connection loss, or killed):
@@ -791,6 +841,29 @@ impl NetconfSession {
             r.path = Some(d.path);
             r
         })
+    }
+}
+
+/// Whether `msg` holds a document type declaration. Only a message that
+/// has the text `<!DOCTYPE` (in any case) is read for it, so a CDATA section
+/// or comment quoting one is not mistaken for one; a message the reader
+/// cannot get through is left to the full parser, which refuses it.
+fn has_doctype(msg: &str) -> bool {
+    const DOCTYPE: &[u8] = b"<!doctype";
+    let quoted = msg
+        .as_bytes()
+        .windows(DOCTYPE.len())
+        .any(|w| w.eq_ignore_ascii_case(DOCTYPE));
+    if !quoted {
+        return false;
+    }
+    let mut reader = Reader::from_str(msg);
+    loop {
+        match reader.read_event() {
+            Ok(Event::DocType(_)) => return true,
+            Ok(Event::Eof) | Err(_) => return false,
+            Ok(_) => {}
+        }
     }
 }
 

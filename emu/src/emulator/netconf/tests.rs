@@ -878,3 +878,88 @@ fn the_models_refuse_bad_tags_and_dangling_subinterfaces() {
     ok(&mut s, &edit(&bind("e1", 101)));
     ok(&mut s, "<commit/>");
 }
+
+#[test]
+fn client_hello_without_a_base_capability_or_with_a_session_id_ends_the_session() {
+    let dev = bare();
+    let hello = |caps: &str, extra: &str| {
+        format!("<hello xmlns=\"{NS_BASE}\"><capabilities>{caps}</capabilities>{extra}</hello>")
+    };
+    let base10 = "<capability>urn:ietf:params:netconf:base:1.0</capability>";
+    let other = "<capability>urn:ietf:params:netconf:capability:candidate:1.0</capability>";
+    // RFC 6241 8.1: no base capability, no protocol in common.
+    for bad in [
+        hello(other, ""),
+        hello("", ""),
+        format!("<hello xmlns=\"{NS_BASE}\"/>"),
+        // A client must not send a session-id: the server terminates.
+        hello(base10, "<session-id>4</session-id>"),
+    ] {
+        let mut s = NetconfSession::new(dev.clone());
+        let out = s.handle(&bad);
+        assert!(out.close && out.reply.is_none(), "{bad}: {out:?}");
+        s.end();
+    }
+    // base:1.0 alone is a hello (end-of-message framing stays).
+    let mut s = NetconfSession::new(dev.clone());
+    let out = s.handle(&hello(&format!("{other}{base10}"), ""));
+    assert!(!out.close && out.reply.is_none(), "{out:?}");
+    assert_eq!(s.framing(), Framing::EndOfMessage);
+    let r = rpc(
+        &mut s,
+        "<get-config><source><running/></source></get-config>",
+    );
+    assert!(r.find("data").is_some(), "{}", r.to_xml());
+}
+
+#[test]
+fn a_document_type_declaration_is_malformed_and_nothing_runs() {
+    for dev in devices() {
+        let mut s = session(&dev);
+        let msg = format!(
+            "<?xml version=\"1.0\"?><!DOCTYPE rpc [<!ENTITY x \"JOB7\">]><rpc xmlns=\"{NS_BASE}\" message-id=\"1\">{}</rpc>",
+            edit(VRF)
+        );
+        let e = raw_err(&mut s, &msg);
+        assert_eq!(text_of(&e, "error-tag"), "malformed-message");
+        assert_eq!(text_of(&e, "error-type"), "rpc");
+        // RFC 6241 3.2: refused, not processed: the candidate is unchanged.
+        assert!(dev.state().candidate.children.is_empty());
+        // Lower case is a DTD to the parser too.
+        let msg = msg.replace("DOCTYPE", "doctype");
+        assert_eq!(
+            text_of(&raw_err(&mut s, &msg), "error-tag"),
+            "malformed-message"
+        );
+        // A comment quoting one is not a declaration.
+        let r = rpc(
+            &mut s,
+            "<!-- <!DOCTYPE x> --><get-config><source><running/></source></get-config>",
+        );
+        assert!(r.find("rpc-error").is_none(), "{}", r.to_xml());
+        ok(&mut s, &edit(VRF));
+    }
+}
+
+#[test]
+fn a_message_that_is_not_utf8_is_malformed_after_the_hello() {
+    let dev = bare();
+    // Before the hello: the session ends.
+    let mut s = NetconfSession::new(dev.clone());
+    let out = s.not_utf8();
+    assert!(out.close && out.reply.is_none());
+    s.end();
+    // After it: malformed-message (RFC 6241 3), and the session goes on.
+    let mut s = session(&dev);
+    let out = s.not_utf8();
+    assert!(!out.close);
+    let r = Element::parse(&out.reply.unwrap()).unwrap();
+    let e = error_of(&r);
+    assert_eq!(text_of(e, "error-tag"), "malformed-message");
+    assert_eq!(text_of(e, "error-type"), "rpc");
+    let r = rpc(
+        &mut s,
+        "<get-config><source><running/></source></get-config>",
+    );
+    assert!(r.find("data").is_some(), "{}", r.to_xml());
+}

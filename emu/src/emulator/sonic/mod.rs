@@ -13,6 +13,15 @@
 //! make it running; a refused change leaves running as it was. A fresh
 //! switch holds its baseline plus hardware settings ([`validate::initial`]).
 //!
+//! # Sessions and line length
+//! sshd serves at most [`SONIC_SSH_CONNECTIONS`] connections at once
+//! (`MaxStartups` 10:30:100, [`super::slots`]). bash itself puts no limit
+//! on a command line (readline grows its buffer); the emulator reads at most
+//! [`MAX_LINE`] = 64 KiB of one and answers a longer one, which it does not
+//! run, with `-bash: line too long ...` (exit status 2, as bash's usage
+//! errors), its own bound so a session's memory stays bounded. The driver
+//! writes files 1 KiB a line, far below.
+//!
 //! # Faults
 //! Every command line consults [`Faults::on_command`] (drop: the connection
 //! closes; fail: bash cannot fork), and a non-dry-run `apply-patch` or
@@ -31,7 +40,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use vclos_drivers::configdb::{self, ConfigDb};
 
 use super::faults::Faults;
-use super::shell::{SessionKind, ShellDevice, ShellSession};
+use super::shell::{SessionKind, ShellDevice, ShellSession, DEFAULT_MAX_LINE};
+use super::slots::{SessionSlots, SONIC_SSH_CONNECTIONS};
+
+/// The longest command line the emulated shell reads, in bytes.
+pub const MAX_LINE: usize = DEFAULT_MAX_LINE;
 
 /// Commands kept in the history (oldest dropped first).
 const HISTORY: usize = 1000;
@@ -53,6 +66,8 @@ pub struct SonicDevice {
     name: String,
     state: Mutex<State>,
     faults: Arc<Faults>,
+    /// One per SSH connection.
+    sessions: Arc<SessionSlots>,
 }
 
 impl SonicDevice {
@@ -67,6 +82,7 @@ impl SonicDevice {
                 ..State::default()
             }),
             faults,
+            sessions: SessionSlots::new(SONIC_SSH_CONNECTIONS),
         }))
     }
 
@@ -169,6 +185,14 @@ impl ShellDevice for SonicDevice {
 
     fn session(self: Arc<Self>, user: &str, kind: SessionKind) -> Box<dyn ShellSession> {
         Box::new(session::SonicSession::new(self, user, kind))
+    }
+
+    fn sessions(&self) -> &Arc<SessionSlots> {
+        &self.sessions
+    }
+
+    fn max_line(&self) -> usize {
+        MAX_LINE
     }
 }
 

@@ -286,6 +286,16 @@ impl SonicSession {
 }
 
 impl ShellSession for SonicSession {
+    fn line_too_long(&mut self) -> Reply {
+        self.status = 2;
+        Reply::text(format!(
+            "{}: line too long: this shell reads at most {} bytes a line\n",
+            self.bash(),
+            super::MAX_LINE
+        ))
+        .with_status(2)
+    }
+
     fn banner(&self) -> String {
         format!(
             "Linux {} 5.10.0-23-2-amd64 #1 SMP Debian 5.10.179-3 x86_64\nYou are on\n  SONiC (emulated by vclos)\n\n",

@@ -24,6 +24,14 @@
 //! is not running while a command executes (a 50 ms OCS switch, an injected
 //! delay): it restarts when the reply has been written.
 //!
+//! Bounds: at most [`Tl1Options::max_sessions`] connections at once
+//! ([`TL1_SESSIONS`], 32, by default; [`crate::emulator::slots`]), a
+//! connection beyond being closed at once, before a byte is read; a failed
+//! accept (`EMFILE`: out of descriptors) is retried after 50 ms and logged
+//! at most once a second, as are refused connections; a session is closed
+//! after [`session::MAX_LOGIN_FAILURES`] failed `ACT-USER`s, each answered
+//! only after [`session::LOGIN_FAILURE_DELAY`] ([`session`] gives the rule).
+//!
 //! Fault injection ([`Faults`]): at every command a session may drop the
 //! connection or DENY (`SROF`); `ENT-PATCH`/`DLT-PATCH` are the commits that
 //! `refuse_commits` DENYs; every reply can be delayed; `disconnect_all`
@@ -48,6 +56,7 @@ pub use session::{Login, Outcome, Session};
 
 use super::faults::Faults;
 use super::ocs::OcsModel;
+use super::slots::{accept_next, SessionSlots, Throttle, TL1_SESSIONS};
 use super::timeouts::{self, SessionTimeouts};
 
 /// Longest input line accepted, in bytes.
@@ -62,6 +71,8 @@ pub struct Tl1Options {
     pub faults: Arc<Faults>,
     /// Login grace and idle timeouts.
     pub timeouts: SessionTimeouts,
+    /// Connections served at once; more are closed at once.
+    pub max_sessions: usize,
 }
 
 impl Tl1Options {
@@ -72,6 +83,7 @@ impl Tl1Options {
             login,
             faults: Arc::new(Faults::new()),
             timeouts: SessionTimeouts::default(),
+            max_sessions: TL1_SESSIONS,
         }
     }
 }
@@ -108,23 +120,34 @@ pub async fn serve(model: Arc<OcsModel>, opts: Tl1Options) -> io::Result<Tl1Serv
     let login = Arc::new(opts.login);
     let faults = opts.faults;
     let limits = opts.timeouts;
+    let slots = SessionSlots::new(opts.max_sessions);
     let task = tokio::spawn(
         async move {
             // Sessions live in the set, so aborting this task ends them too.
             let mut sessions = JoinSet::new();
+            let (failing, refusing) = (Throttle::default(), Throttle::default());
             loop {
                 tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => {
-                            // Replies go out at once, as the SSH endpoints' do.
-                            let _ = stream.set_nodelay(true);
-                            let session = Session::new(model.clone(), login.clone(), faults.clone());
-                            let gone = faults.disconnects();
-                            let span = tracing::info_span!("tl1-session", device = %model.name(), %peer);
-                            sessions.spawn(run_session(stream, session, gone, limits).instrument(span));
-                        }
-                        Err(e) => tracing::warn!(error = %e, "tl1 accept failed"),
-                    },
+                    (stream, peer) = accept_next(|| listener.accept(), &failing, "tl1") => {
+                        let Some(slot) = slots.try_take() else {
+                            if let Some(held) = refusing.pass() {
+                                tracing::warn!(%peer, max = slots.max(), repeated = held,
+                                    "tl1 connection refused: the OCS's sessions are all in use");
+                            }
+                            drop(stream);
+                            continue;
+                        };
+                        // Replies go out at once, as the SSH endpoints' do.
+                        let _ = stream.set_nodelay(true);
+                        let session = Session::new(model.clone(), login.clone(), faults.clone());
+                        let gone = faults.disconnects();
+                        let span = tracing::info_span!("tl1-session", device = %model.name(), %peer);
+                        let served = async move {
+                            run_session(stream, session, gone, limits).await;
+                            drop(slot);
+                        };
+                        sessions.spawn(served.instrument(span));
+                    }
                     Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
                 }
             }
@@ -229,6 +252,10 @@ async fn handle_line(stream: &mut TcpStream, session: &mut Session, text: &str) 
                 if stream.write_all(r.as_bytes()).await.is_err() {
                     return false;
                 }
+            }
+            Outcome::Close(r) => {
+                let _ = stream.write_all(r.as_bytes()).await;
+                return false;
             }
         }
     }

@@ -22,6 +22,18 @@
 //! | SNVS | `DLT-PATCH` on a port that is not patched |
 //! | SARB | the change would move a busy link (only idle links move) |
 //! | SROF | a port is still switching, or an injected fault |
+//!
+//! Failed logins: each `ACT-USER` refused (`PIUI`) is answered only after
+//! [`LOGIN_FAILURE_DELAY`] (200 ms, the SSH endpoints' `auth_rejection_time`),
+//! and the [`MAX_LOGIN_FAILURES`]th failure in a row on one connection
+//! (3) is answered, then the connection closed ([`Outcome::Close`]); a
+//! successful `ACT-USER` starts the count again. So one connection tries at
+//! most 3 passwords, and a client reconnecting to try more is held by the
+//! OCS's session limit and the delay. The figures are the emulator's
+//! choice: Telcordia GR-815-CORE asks network elements to act on repeated
+//! failed logins with a settable threshold, and 3 is the usual default of
+//! network elements and of login(1)-style terminals (it is also OpenSSH's
+//! and many routers' default number of password prompts per connection).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -39,7 +51,15 @@ pub enum Outcome {
     Reply(String),
     /// Close the connection without replying (injected fault).
     Drop,
+    /// Send this response text, then close the connection (too many
+    /// failed logins).
+    Close(String),
 }
+
+/// Failed `ACT-USER`s in a row after which the connection is closed.
+pub const MAX_LOGIN_FAILURES: u32 = 3;
+/// How long a refused `ACT-USER` waits before its reply.
+pub const LOGIN_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A TL1 session on one OCS.
 #[derive(Debug)]
@@ -48,6 +68,8 @@ pub struct Session {
     login: Arc<Login>,
     faults: Arc<Faults>,
     user: Option<String>,
+    /// Failed `ACT-USER`s since the last successful one.
+    failed_logins: u32,
 }
 
 struct Deny {
@@ -83,6 +105,7 @@ impl Session {
             login,
             faults,
             user: None,
+            failed_logins: 0,
         }
     }
 
@@ -116,6 +139,11 @@ impl Session {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        if self.failed_logins >= MAX_LOGIN_FAILURES {
+            tracing::warn!(device = %self.model.name(), failures = self.failed_logins,
+                "tl1 login refused too often: closing the session");
+            return Outcome::Close(reply);
+        }
         Outcome::Reply(reply)
     }
 
@@ -143,7 +171,7 @@ impl Session {
             return Err(deny("IITA", "wrong target identifier"));
         }
         match cmd.verb.as_str() {
-            "ACT-USER" => self.act_user(cmd),
+            "ACT-USER" => self.act_user(cmd).await,
             _ if self.user.is_none() => Err(deny("PLNA", "login not active: ACT-USER first")),
             "CANC-USER" => {
                 self.user = None;
@@ -165,7 +193,7 @@ impl Session {
         }
     }
 
-    fn act_user(&mut self, cmd: &Command) -> Result<Vec<String>, Deny> {
+    async fn act_user(&mut self, cmd: &Command) -> Result<Vec<String>, Deny> {
         // ACT-USER::<user>:<ctag>::<password>  -> rest = ["", password...]
         let password = cmd.rest.get(1..).map(|p| p.join(":")).unwrap_or_default();
         let password = password.trim_matches('"');
@@ -174,11 +202,19 @@ impl Session {
             self.faults.count_login();
             tracing::info!(device = %self.model.name(), user = %cmd.aid, "tl1 login");
             self.user = Some(cmd.aid.clone());
+            self.failed_logins = 0;
             Ok(Vec::new())
         } else {
             // Never log what was typed as a password.
             tracing::warn!(device = %self.model.name(), "tl1 login refused");
-            Err(deny("PIUI", "invalid user name or password"))
+            self.failed_logins += 1;
+            tokio::time::sleep(LOGIN_FAILURE_DELAY).await;
+            let text = if self.failed_logins >= MAX_LOGIN_FAILURES {
+                "invalid user name or password; too many failed logins: session closed"
+            } else {
+                "invalid user name or password"
+            };
+            Err(deny("PIUI", text))
         }
     }
 
@@ -339,6 +375,71 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    use crate::emulator::busy::StaticBusy;
+    use crate::topology::{DeviceId, Ocs, OcsId};
+
+    fn session() -> Session {
+        let ocs = Ocs {
+            name: "ocs1".into(),
+            device: DeviceId(0),
+            ports: (1..=4).map(|i| i.to_string().into()).collect(),
+            port_peer: vec![None; 4],
+            patches: vec![],
+        };
+        let model = OcsModel::new(OcsId(0), &ocs, Arc::new(StaticBusy::new()));
+        Session::new(
+            Arc::new(model),
+            Arc::new(Login::default()),
+            Arc::new(Faults::new()),
+        )
+    }
+
+    fn is_deny(o: &Outcome, code: &str) -> bool {
+        matches!(o, Outcome::Reply(r) | Outcome::Close(r) if r.contains(&format!("DENY\r\n   {code}\r\n")))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_logins_are_slowed_and_the_third_in_a_row_closes() {
+        let mut s = session();
+        let start = tokio::time::Instant::now();
+        let o = s.execute("ACT-USER::admin:1::wrong;").await;
+        assert!(
+            matches!(o, Outcome::Reply(_)) && is_deny(&o, "PIUI"),
+            "{o:?}"
+        );
+        // The refusal waited; nothing else does.
+        assert_eq!(start.elapsed(), LOGIN_FAILURE_DELAY);
+        let o = s.execute("RTRV-HDR:::2;").await;
+        assert!(is_deny(&o, "PLNA"), "{o:?}");
+        assert_eq!(start.elapsed(), LOGIN_FAILURE_DELAY);
+        // A success starts the count again.
+        assert!(is_deny(
+            &s.execute("ACT-USER::admin:3::wrong;").await,
+            "PIUI"
+        ));
+        let o = s.execute("ACT-USER::admin:4::admin;").await;
+        assert!(
+            matches!(&o, Outcome::Reply(r) if r.contains("M  4 COMPLD")),
+            "{o:?}"
+        );
+        assert_eq!(start.elapsed(), 2 * LOGIN_FAILURE_DELAY);
+        s.execute("CANC-USER::admin:5;").await;
+        for ctag in 6..8 {
+            let o = s.execute(&format!("ACT-USER::admin:{ctag}::wrong;")).await;
+            assert!(
+                matches!(o, Outcome::Reply(_)) && is_deny(&o, "PIUI"),
+                "{o:?}"
+            );
+        }
+        // The third failure in a row: answered, then the connection closes.
+        let o = s.execute("ACT-USER::root:8::admin;").await;
+        assert!(
+            matches!(o, Outcome::Close(_)) && is_deny(&o, "PIUI"),
+            "{o:?}"
+        );
+        assert_eq!(start.elapsed(), 5 * LOGIN_FAILURE_DELAY);
+    }
 
     #[test]
     fn timestamps_are_tl1_shaped() {
