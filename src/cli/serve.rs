@@ -78,6 +78,22 @@ pub struct ServeArgs {
     /// with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_waiting: usize,
+    /// Seconds a client may take to send a request's head, counted from
+    /// when its connection opens or its previous answer was sent (so also
+    /// how long an idle connection is kept); then the connection is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = server::HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Seconds a request's body may take to arrive after its head (then
+    /// 408).
+    #[arg(long, value_name = "SECONDS", default_value_t = server::BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_timeout: u64,
+    /// Connections served at once; more are closed as soon as accepted.
+    /// Keep it well below the descriptor limit (`ulimit -n`).
+    #[arg(long, value_name = "N", default_value_t = server::MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs
     /// `--tls-key`. Without TLS the bearer token travels in clear.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -100,8 +116,11 @@ pub enum StoreKind {
 pub fn run(a: ServeArgs) -> Result<ExitCode> {
     let token = match &a.token_file {
         Some(path) => {
-            let text = vclos_core::yaml::read_text_capped(path, vclos::client::MAX_TOKEN_FILE as usize)
-                .map_err(|why| anyhow::anyhow!("reading --token-file {}: {why}", path.display()))?;
+            let text =
+                vclos_core::yaml::read_text_capped(path, vclos::client::MAX_TOKEN_FILE as usize)
+                    .map_err(|why| {
+                        anyhow::anyhow!("reading --token-file {}: {why}", path.display())
+                    })?;
             Some(Token::from_file_text(&text).with_context(|| path.display().to_string())?)
         }
         None => None,
@@ -119,6 +138,11 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         tls,
         elect: (a.store == StoreKind::Etcd).then(|| a.advertise_url.clone()),
     };
+    let limits = server::Limits {
+        header_timeout: Duration::from_secs(a.header_timeout),
+        body_timeout: Duration::from_secs(a.body_timeout),
+        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+    };
     runtime()?.block_on(async {
         // Refused before the state is touched.
         if config.token.is_none() && !config.listen.ip().is_loopback() {
@@ -127,7 +151,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         // The state directory's lock is held for the service's life
         // (released on drop); on etcd the service campaigns for it.
         let fabric = open(&a).await?;
-        server::serve(fabric, config, std::future::pending()).await?;
+        server::serve_limited(fabric, config, limits, std::future::pending()).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

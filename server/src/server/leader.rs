@@ -61,7 +61,7 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Campaign for leadership for as long as the service runs: take the lock,
 /// settle, lead until the lock is lost, then start over.
 pub(super) async fn campaign(app: Arc<App>, url: String) {
-    let store = app.fabric.lock().await.store().clone();
+    let store = app.fabric.read().await.store().clone();
     loop {
         let holder = Holder::me("serve", None).serving_at(&url);
         let lock = match store.lock(&holder, CAMPAIGN_WAIT).await {
@@ -99,7 +99,7 @@ pub(super) async fn campaign(app: Arc<App>, url: String) {
 /// Hold `lock` and settle what the previous leader left; false (and the
 /// lock dropped) if that failed.
 async fn lead(app: &App, lock: Box<dyn crate::store::WriterLock>) -> bool {
-    let mut f = app.fabric.lock().await;
+    let mut f = app.fabric.write().await;
     if let Err(e) = f.adopt_lock(lock).await {
         warn!(error = %e, "campaign: took the lock but could not read the state");
         f.unlock();
@@ -116,7 +116,7 @@ async fn lead(app: &App, lock: Box<dyn crate::store::WriterLock>) -> bool {
 }
 
 async fn step_down(app: &App) {
-    let mut f = app.fabric.lock().await;
+    let mut f = app.fabric.write().await;
     f.unlock();
     // A follower changes no device: its kept sessions go back to the
     // devices (a read opens one again when needed).

@@ -11,11 +11,14 @@
 //!   campaigned for instead and is the leadership among several instances
 //!   (`leader`, docs/ha.md): followers answer writes 503 with the
 //!   leader's URL and serve reads from the store. Every change goes through one async
-//!   mutex around the [`Fabric`]: admissions and releases are applied one
-//!   at a time, each one device transaction with the journal discipline of
-//!   `crate::jobs` — the service adds no concurrency the state does not
-//!   already handle. Reads take the same mutex, so a read never sees a
-//!   state being written; it waits for at most the transaction in flight.
+//!   read-write lock around the [`Fabric`], held to write: admissions and
+//!   releases are applied one at a time, each one device transaction with
+//!   the journal discipline of `crate::jobs` — the service adds no
+//!   concurrency the state does not already handle. Reads share the lock,
+//!   so a read never sees a state being written (it waits for at most the
+//!   transaction in flight), and a read that talks to devices (`GET
+//!   /v1/status`) holds up no other read: `GET /v1/jobs` never waits on a
+//!   device unless a change is in flight or queued.
 //! * **Bounded queue.** At most [`Config::max_waiting`] changes wait for
 //!   the mutex; beyond that a request is answered `503` with `Retry-After`
 //!   at once (a scheduler retries; nothing queues without bound).
@@ -33,11 +36,15 @@
 //!   `type`, `title`, `status`, `detail`, and `field` naming the request
 //!   field at fault), never a panic or an HTML page.
 //! * **Bounds.** Bodies over [`MAX_BODY`] bytes are refused (`413`); unknown
-//!   request fields are refused (`400`, named); a request that waits or
-//!   runs longer than [`Config::request_timeout`] is answered `503` (the
-//!   transaction it started, if any, still completes or rolls back: the
-//!   future holding the fabric is never dropped mid-transaction, see
-//!   `App::change`).
+//!   request fields and anything after the JSON value are refused (`400`,
+//!   named); every request that waits or runs longer than
+//!   [`Config::request_timeout`] is answered `503`, reads included (the
+//!   transaction a change started, if any, still completes or rolls back:
+//!   the future holding the fabric is never dropped mid-transaction, see
+//!   `App::change`; a read is simply dropped). Connections ([`Limits`],
+//!   `conn`): a request head must arrive within the header timeout (also
+//!   the idle keep-alive timeout), a body within the body timeout (`408`),
+//!   and at most [`Limits::max_connections`] are served at once.
 //! * **Shutdown** (SIGTERM, Ctrl-C, or the caller's future): the listener
 //!   stops accepting, requests in flight finish — a transaction completes or
 //!   rolls back — and the lock is released when the fabric is dropped.
@@ -64,6 +71,7 @@
 //!   Without a token file, TLS or not, the service listens on loopback only.
 //!
 
+mod conn;
 mod events;
 mod leader;
 mod metrics;
@@ -76,6 +84,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -85,9 +94,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{RwLock, RwLockReadGuard, Semaphore};
 use tracing::{info, info_span, Instrument};
 
+pub use conn::{Limits, ACCEPT_PAUSE, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD};
 pub use problem::Problem;
 use problem::ProblemDoc;
 pub use tls::{Tls, TlsListener, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};
@@ -174,10 +184,21 @@ pub enum ServeError {
 /// The service's shared state.
 #[derive(Debug)]
 struct App {
-    fabric: Mutex<Fabric>,
+    /// Changes (and leadership) take it to write; reads share it, so a read
+    /// that talks to devices (`GET /v1/status`) holds up no other read.
+    fabric: RwLock<Fabric>,
     token: Option<Token>,
     waiting: Arc<Semaphore>,
     timeout: Duration,
+    /// [`Limits::body_timeout`].
+    body_timeout: Duration,
+    /// `GET /v1/jobs`'s body as of the last change, kept by a single
+    /// instance holding the store's lock (no one else changes its state):
+    /// renewed by every change before it answers (`Changing`), so listing
+    /// never waits for a change in flight. `None`: not kept (leader
+    /// election, or a fabric without the lock), or not renewed (the
+    /// listing then reads the fabric).
+    listed: Option<std::sync::Mutex<Option<axum::body::Bytes>>>,
     events: events::Events,
     metrics: metrics::Metrics,
     /// Whether writes wait for leadership ([`Config::elect`]).
@@ -190,19 +211,24 @@ struct App {
     resign: tokio::sync::Notify,
 }
 
-/// The router of the API over `fabric` (which should hold the state lock).
+/// The router of the API over `fabric` (which should hold the state lock),
+/// with bodies bounded by [`Limits::default`].
 pub fn router(fabric: Fabric, config: &Config) -> Router {
-    routes(app(fabric, config))
+    routes(app(fabric, config, &Limits::default()))
 }
 
-fn app(fabric: Fabric, config: &Config) -> Arc<App> {
+fn app(fabric: Fabric, config: &Config, limits: &Limits) -> Arc<App> {
     let metrics = metrics::Metrics::default();
     metrics.leader.set(i64::from(config.elect.is_none()));
+    let listed = (config.elect.is_none() && fabric.is_locked())
+        .then(|| std::sync::Mutex::new(listing(&fabric)));
     Arc::new(App {
-        fabric: Mutex::new(fabric),
+        fabric: RwLock::new(fabric),
         token: config.token.clone(),
         waiting: Arc::new(Semaphore::new(config.max_waiting.max(1))),
         timeout: config.request_timeout,
+        body_timeout: limits.body_timeout,
+        listed,
         events: events::Events::default(),
         metrics,
         elect: config.elect.is_some(),
@@ -231,15 +257,33 @@ fn routes(app: Arc<App>) -> Router {
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .merge(v1)
         .fallback(|| async { Problem::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        // After every route: it is set on the routes there are.
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this endpoint does not take this method (`Allow` lists those it takes)",
+            )
+        })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(app)
 }
 
 /// Serve until `shutdown` completes (or SIGTERM / Ctrl-C), then finish the
 /// requests in flight. Refuses a non-loopback listener without a token.
+/// Connections are bounded by [`Limits::default`].
 pub async fn serve(
     fabric: Fabric,
     config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    serve_limited(fabric, config, Limits::default(), shutdown).await
+}
+
+/// [`serve`] with connections bounded by `limits`.
+pub async fn serve_limited(
+    fabric: Fabric,
+    config: Config,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     if config.token.is_none() && !config.listen.ip().is_loopback() {
@@ -251,14 +295,29 @@ pub async fn serve(
             addr: config.listen,
             source,
         })?;
+    serve_on(listener, fabric, config, limits, shutdown).await
+}
+
+/// [`serve_limited`] on a listener already bound (`config.listen` is not
+/// used): a caller (a test) learns the port before serving.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    fabric: Fabric,
+    config: Config,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let addr = listener.local_addr().map_err(|source| ServeError::Listen {
         addr: config.listen,
         source,
     })?;
+    if config.token.is_none() && !addr.ip().is_loopback() {
+        return Err(ServeError::OpenListener(addr));
+    }
     if config.token.is_none() {
         eprintln!("no --token-file: requests are not authenticated; listening on loopback only");
     }
-    let state = app(fabric, &config);
+    let state = app(fabric, &config, &limits);
     let campaign = config.elect.as_ref().map(|url| {
         let scheme = if config.tls.is_some() {
             "https"
@@ -286,26 +345,22 @@ pub async fn serve(
             // The one line a supervisor (or a test) waits for.
             println!("vclos serve: listening on http://{addr}");
             info!(%addr, scheme = "http", "listening");
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .map_err(listen_err)
+            conn::serve(conn::Plain(listener), app, limits, shutdown).await;
+            Ok(())
         }
         Some(tls) => {
             let listener = TlsListener::new(listener, tls).map_err(listen_err)?;
             println!("vclos serve: listening on https://{addr}");
             let cert = tls.cert_file().display();
             info!(%addr, scheme = "https", %cert, "listening");
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .map_err(listen_err)
+            conn::serve(listener, app, limits, shutdown).await;
+            Ok(())
         }
     };
     // Stopped: no more campaigning, and a leader hands over at once (its
     // lease revoked) rather than after the TTL.
     drop(campaign);
-    releasing.fabric.lock().await.release_lock().await;
+    releasing.fabric.write().await.release_lock().await;
     served
 }
 
@@ -352,7 +407,7 @@ async fn authenticate(
         let presented = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         if !presented.is_some_and(|p| token.matches(p)) {
             let mut r = Problem::new(
                 StatusCode::UNAUTHORIZED,
@@ -369,25 +424,39 @@ async fn authenticate(
     next.run(request).await
 }
 
+/// The token of an `Authorization` value `Bearer <token>`: the scheme in
+/// any case (RFC 9110 Section 11.1), then one or more spaces (11.4).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
 #[utoipa::path(get, path = "/readyz", tag = "health", security(()),
     responses((status = 200, description = "Ready: the state is settled"),
               (status = 503, description = "A journal of an interrupted operation is pending", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    match app.fabric.try_lock() {
-        // Busy with a transaction: alive and serving, ready.
-        Err(_) => (StatusCode::OK, "ready\n").into_response(),
-        // A follower serves reads; a journal it sees is the leader's.
-        Ok(f) if app.follows(&f) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(f) => match f.pending_journal().await {
-            Ok(None) => (StatusCode::OK, "ready\n").into_response(),
-            Ok(Some(_)) => Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "an interrupted operation's journal is pending: run `vclos reconcile`",
-            )
-            .into_response(),
-            Err(e) => Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
-        },
-    }
+    app.within("readiness", async {
+        match app.fabric.try_read() {
+            // Busy with a transaction: alive and serving, ready.
+            Err(_) => (StatusCode::OK, "ready\n").into_response(),
+            // A follower serves reads; a journal it sees is the leader's.
+            Ok(f) if app.follows(&f) => (StatusCode::OK, "ready\n").into_response(),
+            Ok(f) => match f.pending_journal().await {
+                Ok(None) => (StatusCode::OK, "ready\n").into_response(),
+                Ok(Some(_)) => Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "an interrupted operation's journal is pending: run `vclos reconcile`",
+                )
+                .into_response(),
+                Err(e) => {
+                    Problem::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response()
+                }
+            },
+        }
+    })
+    .await
 }
 
 /// `POST /v1/jobs`.
@@ -490,14 +559,28 @@ struct JobAnswer<'a> {
     responses((status = 200, description = "Every held decision (docs/decisions.md)", body = Vec<Object>),
               (status = 401, description = "No or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json")))]
 async fn list_jobs(State(app): State<Arc<App>>) -> Response {
-    // Serialised from the state into one buffer, nothing cloned; the lock
-    // is held for the serialisation only (10,000 jobs: docs/performance.md).
-    let body = {
-        let mut f = app.fabric.lock().await;
-        if let Err(e) = f.refresh().await {
-            return jobs_problem(&e).into_response();
+    app.within("listing the jobs", list_jobs_now(&app)).await
+}
+
+async fn list_jobs_now(app: &App) -> Response {
+    // As of the last change, without waiting for one in flight (its answer
+    // has not been sent, so the listing is ordered before it).
+    let kept = app.listed.as_ref().and_then(|l| {
+        let l = l.lock().unwrap_or_else(|e| e.into_inner());
+        l.clone()
+    });
+    // Otherwise serialised from the state into one buffer, nothing cloned;
+    // the lock is shared and held for the serialisation only (10,000 jobs:
+    // docs/performance.md).
+    let body = match kept {
+        Some(body) => Ok(body),
+        None => {
+            let f = match app.read().await {
+                Ok(f) => f,
+                Err(e) => return jobs_problem(&e).into_response(),
+            };
+            serde_json::to_vec(&f.state().decisions()).map(axum::body::Bytes::from)
         }
-        serde_json::to_vec(&f.state().decisions())
     };
     match body {
         Ok(body) => (
@@ -516,18 +599,30 @@ async fn list_jobs(State(app): State<Arc<App>>) -> Response {
     params(("id" = String, Path, description = "Job id")),
     responses((status = 200, description = "The job's decision", body = Object),
               (status = 404, description = "Not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid job id", body = ProblemDoc, content_type = "application/problem+json")))]
-async fn get_job(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
-    let id = match job_id(&id) {
+async fn get_job(State(app): State<Arc<App>>, id: Result<Path<String>, PathRejection>) -> Response {
+    let id = match path_id(id) {
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
-    let mut f = app.fabric.lock().await;
-    if let Err(e) = f.refresh().await {
-        return jobs_problem(&e).into_response();
-    }
-    match f.state().decision(&id) {
-        Some(d) => Json(d).into_response(),
-        None => not_held(&id).into_response(),
+    app.within("reading the job", async {
+        let f = match app.read().await {
+            Ok(f) => f,
+            Err(e) => return jobs_problem(&e).into_response(),
+        };
+        match f.state().decision(&id) {
+            Some(d) => Json(d).into_response(),
+            None => not_held(&id).into_response(),
+        }
+    })
+    .await
+}
+
+/// The job id of a path (`/v1/jobs/{id}`), or a problem naming `id` (one
+/// that is not UTF-8 once decoded, or not a valid job id).
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
+    match id {
+        Ok(Path(id)) => job_id(&id),
+        Err(e) => Err(Problem::new(StatusCode::BAD_REQUEST, e.body_text()).field("id")),
     }
 }
 
@@ -544,7 +639,7 @@ fn not_held(id: &JobId) -> Problem {
     responses((status = 201, description = "Committed on every device: job, action, committed, decision, devices (the transaction report), timings", body = Object),
               (status = 200, description = "Already held with this request (`existing`: true), or a dry run (`plan`)", body = Object),
               (status = 400, description = "Bad body (`field` names it)", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "Held with another size, or no slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 413, description = "Body over 16 KiB", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id, size or policy (a simulation baseline; titan with `servers` or `gpus_on`)", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was (`devices`: the report)", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy (Retry-After) or a pending journal", body = ProblemDoc, content_type = "application/problem+json")))]
-async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+async fn submit(State(app): State<Arc<App>>, conn::Bounded(body): conn::Bounded) -> Response {
     let parsed = problem::parse_body(&body).and_then(|r: SubmitBody| {
         let n = r.named()?;
         let p = policy(&r.policy, "policy")?;
@@ -562,7 +657,7 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
     let app2 = Arc::clone(&app);
     app.change(
         async move {
-            let mut f = app2.fabric.lock().await;
+            let mut f = app2.changing().await;
             if !req.dry_run && app2.follows(&f) {
                 return not_leader(&f).await;
             }
@@ -582,7 +677,10 @@ async fn submit(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Respons
             }
             let started = Instant::now();
             let r = match plan_admission(&f, &id, req.gpus, named.as_ref(), policy) {
-                Ok(plan) => f.apply_plan(plan, &NoProgress).await,
+                Ok(plan) => {
+                    f.touched = true;
+                    f.apply_plan(plan, &NoProgress).await
+                }
                 Err(e) => Err(e),
             };
             app2.record("admit", &id, &r, started, f.state().job_count());
@@ -703,8 +801,8 @@ fn applied(done: &crate::jobs::Applied, started: Instant, ok: StatusCode) -> Res
     params(("id" = String, Path, description = "Job id")),
     responses((status = 200, description = "Released on every device", body = Object),
               (status = 404, description = "Not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 502, description = "The devices refused; every device as it was", body = ProblemDoc, content_type = "application/problem+json"), (status = 503, description = "Busy", body = ProblemDoc, content_type = "application/problem+json")))]
-async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
-    let id = match job_id(&id) {
+async fn release(State(app): State<Arc<App>>, id: Result<Path<String>, PathRejection>) -> Response {
+    let id = match path_id(id) {
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
@@ -712,7 +810,7 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     let app2 = Arc::clone(&app);
     app.change(
         async move {
-            let mut f = app2.fabric.lock().await;
+            let mut f = app2.changing().await;
             if app2.follows(&f) {
                 return not_leader(&f).await;
             }
@@ -720,6 +818,7 @@ async fn release(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
                 return not_held(&id).into_response();
             }
             let started = Instant::now();
+            f.touched = true;
             let r = f.release(&id, &NoProgress).await;
             app2.record("release", &id, &r, started, f.state().job_count());
             match r {
@@ -868,15 +967,19 @@ struct PlanSubmit {
 #[utoipa::path(post, path = "/v1/plan", tag = "jobs", request_body = PlanBody,
     responses((status = 200, description = "The dry run: job, action, decision, per-device diffs and commands", body = Object),
               (status = 400, description = "Bad body, or not exactly one of submit and release", body = ProblemDoc, content_type = "application/problem+json"), (status = 404, description = "Release of a job not held", body = ProblemDoc, content_type = "application/problem+json"), (status = 409, description = "No slice free now", body = ProblemDoc, content_type = "application/problem+json"), (status = 422, description = "Invalid id, size or policy (a simulation baseline; titan with `servers` or `gpus_on`)", body = ProblemDoc, content_type = "application/problem+json")))]
-async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+async fn plan(State(app): State<Arc<App>>, conn::Bounded(body): conn::Bounded) -> Response {
     let req: PlanBody = match problem::parse_body(&body) {
         Ok(r) => r,
         Err(p) => return p.into_response(),
     };
-    let mut f = app.fabric.lock().await;
-    if let Err(e) = f.refresh().await {
-        return jobs_problem(&e).into_response();
-    }
+    app.within("planning", plan_now(&app, req)).await
+}
+
+async fn plan_now(app: &App, req: PlanBody) -> Response {
+    let f = match app.read().await {
+        Ok(f) => f,
+        Err(e) => return jobs_problem(&e).into_response(),
+    };
     let r = match (&req.submit, &req.release) {
         (Some(s), None) => match (
             job_id(&s.id),
@@ -909,10 +1012,15 @@ async fn plan(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response 
 #[utoipa::path(get, path = "/v1/status", tag = "jobs",
     responses((status = 200, description = "Jobs, each device's reachability and drift, a pending journal", body = Object)))]
 async fn status(State(app): State<Arc<App>>) -> Response {
-    let mut f = app.fabric.lock().await;
-    if let Err(e) = f.refresh().await {
-        return jobs_problem(&e).into_response();
-    }
+    app.within("reading the devices' status", status_now(&app))
+        .await
+}
+
+async fn status_now(app: &App) -> Response {
+    let f = match app.read().await {
+        Ok(f) => f,
+        Err(e) => return jobs_problem(&e).into_response(),
+    };
     let st = match f.status().await {
         Ok(st) => st,
         Err(e) => return jobs_problem(&e).into_response(),
@@ -934,10 +1042,90 @@ async fn status(State(app): State<Arc<App>>) -> Response {
 
 impl App {
     /// Whether this instance is a follower right now (under the fabric's
-    /// mutex: leadership changes only with it held).
+    /// lock: leadership changes only with it held to write).
     fn follows(&self, f: &Fabric) -> bool {
         self.elect && !f.is_locked()
     }
+
+    /// The fabric for a read, shared with other reads. Holding the store's
+    /// writer lock its state is the committed one; without it (a follower)
+    /// the committed state is re-read first, under the lock held to write.
+    async fn read(&self) -> Result<RwLockReadGuard<'_, Fabric>, JobsError> {
+        let f = self.fabric.read().await;
+        if f.is_locked() {
+            return Ok(f);
+        }
+        drop(f);
+        let mut f = self.fabric.write().await;
+        f.refresh().await?;
+        Ok(f.downgrade())
+    }
+
+    /// The fabric held for a change (to write).
+    async fn changing(&self) -> Changing<'_> {
+        Changing {
+            app: self,
+            fabric: self.fabric.write().await,
+            touched: false,
+        }
+    }
+
+    /// Run a read within the request timeout, else answer 503 (a read
+    /// changes nothing, so it is dropped where it is: waiting for the
+    /// fabric, or for a device that does not answer).
+    async fn within(
+        &self,
+        what: &str,
+        read: impl std::future::Future<Output = Response>,
+    ) -> Response {
+        match tokio::time::timeout(self.timeout, read).await {
+            Ok(r) => r,
+            Err(_) => busy(&format!(
+                "{what} did not finish within the request timeout ({} s): a change in flight, or a device that does not answer; retry later",
+                self.timeout.as_secs_f64()
+            )),
+        }
+    }
+}
+
+/// The fabric held to write by a change. Released, a change that went to
+/// the devices (`touched`, set before it starts) renews the jobs' listing
+/// ([`App::listed`]) first, so no answer is sent before the listing shows
+/// the change.
+struct Changing<'a> {
+    app: &'a App,
+    fabric: tokio::sync::RwLockWriteGuard<'a, Fabric>,
+    touched: bool,
+}
+
+impl std::ops::Deref for Changing<'_> {
+    type Target = Fabric;
+    fn deref(&self) -> &Fabric {
+        &self.fabric
+    }
+}
+
+impl std::ops::DerefMut for Changing<'_> {
+    fn deref_mut(&mut self) -> &mut Fabric {
+        &mut self.fabric
+    }
+}
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(listed)) = (self.touched, &self.app.listed) {
+            let body = listing(&self.fabric);
+            *listed.lock().unwrap_or_else(|e| e.into_inner()) = body;
+        }
+    }
+}
+
+/// `GET /v1/jobs`'s body: every held decision (`None` if it cannot be
+/// serialised; the listing then reads the fabric and says why).
+fn listing(f: &Fabric) -> Option<axum::body::Bytes> {
+    serde_json::to_vec(&f.state().decisions())
+        .ok()
+        .map(axum::body::Bytes::from)
 }
 
 /// Whether a change ended because this writer's lock is gone or could not
@@ -981,14 +1169,17 @@ async fn leader_url(f: &Fabric) -> Option<String> {
 #[utoipa::path(get, path = "/v1/leader", tag = "health",
     responses((status = 200, description = "This instance's role (`leader` or `follower`) and the leader's URL when one is elected", body = Object)))]
 async fn leader_info(State(app): State<Arc<App>>) -> Response {
-    let f = app.fabric.lock().await;
-    let leads = !app.follows(&f);
-    let url = if leads { None } else { leader_url(&f).await };
-    Json(json!({
-        "role": if leads { "leader" } else { "follower" },
-        "leader": url,
-    }))
-    .into_response()
+    app.within("reading the leadership", async {
+        let f = app.fabric.read().await;
+        let leads = !app.follows(&f);
+        let url = if leads { None } else { leader_url(&f).await };
+        Json(json!({
+            "role": if leads { "leader" } else { "follower" },
+            "leader": url,
+        }))
+        .into_response()
+    })
+    .await
 }
 
 /// `GET /leaderz`, without a token (for a load balancer that sends writes

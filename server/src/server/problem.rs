@@ -74,9 +74,26 @@ impl IntoResponse for Problem {
 }
 
 /// A JSON request body, or a `400` naming the field at fault (its path,
-/// e.g. `gpus`) and what is wrong with it.
+/// e.g. `gpus`) and what is wrong with it. The value must be the whole
+/// body: anything but whitespace after it is refused ("trailing
+/// characters").
 pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
     let de = &mut serde_json::Deserializer::from_slice(body);
+    let value = parse_value(de)?;
+    de.end().map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "request body: {e} after the JSON value: send one JSON object and nothing else"
+            ),
+        )
+    })?;
+    Ok(value)
+}
+
+fn parse_value<'de, T: DeserializeOwned>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+) -> Result<T, Problem> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();

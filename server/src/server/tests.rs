@@ -128,3 +128,27 @@ fn lifecycle_errors_map_to_statuses_a_scheduler_can_act_on() {
         StatusCode::SERVICE_UNAVAILABLE
     );
 }
+
+#[test]
+fn a_body_is_one_json_value_and_nothing_after_it() {
+    let p = parse_body::<SubmitBody>(br#"{"id": "a", "gpus": 4}{"x": 1}"#).unwrap_err();
+    assert_eq!(p.status(), StatusCode::BAD_REQUEST);
+    let v = body_json(p.into_response());
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains("trailing characters"), "{detail}");
+    assert!(parse_body::<SubmitBody>(br#"{"id": "a", "gpus": 4} ,"#).is_err());
+    // Whitespace around the value is not data.
+    let ok: SubmitBody = parse_body(b" {\"id\": \"a\", \"gpus\": 4} \r\n\t").unwrap();
+    assert_eq!(ok.gpus, Some(4));
+}
+
+#[test]
+fn the_bearer_scheme_is_matched_in_any_case() {
+    assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+    assert_eq!(bearer_token("bearer abc"), Some("abc"));
+    assert_eq!(bearer_token("BEARER  abc"), Some("abc"));
+    assert_eq!(bearer_token("Bearer"), None);
+    assert_eq!(bearer_token("Bearerabc"), None);
+    assert_eq!(bearer_token("Basic abc"), None);
+    assert_eq!(bearer_token("Bearer\tabc"), None);
+}
