@@ -426,3 +426,98 @@ async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
     assert_eq!(rec.unwrap().outcome, RecoveryOutcome::AdoptedNew);
     assert_eq!(g.jobs().len(), 1);
 }
+
+/// `curl` (a third-party client) against `vclos serve`'s API.
+async fn http(url: String, method: &'static str, body: Option<&'static str>) -> (u16, String) {
+    tokio::task::spawn_blocking(move || {
+        let mut c = std::process::Command::new("curl");
+        c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method]);
+        c.args(["-H", &format!("Authorization: Bearer {SERVE_TOKEN}")]);
+        if let Some(b) = body {
+            c.args(["-H", "Content-Type: application/json", "-d", b]);
+        }
+        let out = c.arg(&url).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.parse().unwrap(), body.to_string())
+    })
+    .await
+    .unwrap()
+}
+
+const SERVE_TOKEN: &str = "serve-token-0123456789abcdef";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_settles_its_own_unsaved_change_before_the_next_one() {
+    let emu = common::emu(Duration::ZERO).await;
+    let _ = emu.fabric().await;
+    let state_file = emu.state_dir().join("state.json");
+    let saved = std::fs::read(&state_file).unwrap();
+    // Once, after every device committed j1: state.json cannot be replaced.
+    let block = {
+        let f = state_file.clone();
+        Arc::new(move || {
+            std::fs::remove_file(&f).unwrap();
+            std::fs::create_dir(&f).unwrap();
+        })
+    };
+    let factory: Arc<dyn DriverFactory> = Hooked::new(
+        emu.drivers(),
+        "leaf2",
+        At::Close,
+        Then::Around {
+            before: block,
+            after: Arc::new(|| {}),
+        },
+    );
+    let mut f = emu.fabric_with(factory);
+    f.lock("serve", None).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let config = vclos::server::Config {
+        listen: listener.local_addr().unwrap(),
+        token: Some(vclos::server::Token::from_file_text(SERVE_TOKEN).unwrap()),
+        request_timeout: Duration::from_secs(60),
+        max_waiting: 4,
+        tls: None,
+        elect: None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(vclos::server::serve_on(
+        listener,
+        f,
+        config,
+        vclos::server::Limits::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let jobs = format!("{url}/v1/jobs");
+    let (code, body) = http(jobs.clone(), "POST", Some(r#"{"id": "j1", "gpus": 24}"#)).await;
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("journal is kept"), "{body}");
+    assert_eq!(http(format!("{url}/readyz"), "GET", None).await.0, 503);
+    // Still unwritable: the next change tries to settle first, fails, and
+    // says why; nothing else happens.
+    let (code, body) = http(jobs.clone(), "POST", Some(r#"{"id": "j2", "gpus": 4}"#)).await;
+    assert!(code >= 500, "{code} {body}");
+    // Repaired by hand (no restart, no `vclos reconcile`, which the
+    // service's lock refuses): the next change adopts j1 from the devices,
+    // then admits j2.
+    std::fs::remove_dir(&state_file).unwrap();
+    std::fs::write(&state_file, &saved).unwrap();
+    let (code, body) = http(jobs.clone(), "POST", Some(r#"{"id": "j2", "gpus": 4}"#)).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(http(format!("{url}/readyz"), "GET", None).await.0, 200);
+    let (code, list) = http(jobs, "GET", None).await;
+    assert_eq!(code, 200);
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let held: Vec<&str> = (list.as_array().unwrap().iter())
+        .map(|d| d["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(held, ["j1", "j2"], "{list}");
+    let st: serde_json::Value = serde_json::from_slice(&emu.state_bytes()).unwrap();
+    assert_eq!(st["decisions"].as_array().unwrap().len(), 2, "{st}");
+    stop.send(()).unwrap();
+    served.await.unwrap().unwrap();
+}

@@ -447,7 +447,11 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
                 Ok(None) => (StatusCode::OK, "ready\n").into_response(),
                 Ok(Some(_)) => Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "an interrupted operation's journal is pending: run `vclos reconcile`",
+                    if app.elect {
+                        "an interrupted operation's journal is pending: the next leader settles it"
+                    } else {
+                        "an interrupted operation's journal is pending: the next change (or a restart) settles it from the devices first"
+                    },
                 )
                 .into_response(),
                 Err(e) => {
@@ -664,6 +668,11 @@ async fn submit(State(app): State<Arc<App>>, conn::Bounded(body): conn::Bounded)
             if let Err(e) = f.refresh().await {
                 return jobs_problem(&e).into_response();
             }
+            if !req.dry_run {
+                if let Err(answer) = f.settle_first().await {
+                    return answer;
+                }
+            }
             if let Some(held) = f.state().decision(&id) {
                 return existing(held, &req, named.as_ref(), f.topology());
             }
@@ -813,6 +822,9 @@ async fn release(State(app): State<Arc<App>>, id: Result<Path<String>, PathRejec
             let mut f = app2.changing().await;
             if app2.follows(&f) {
                 return not_leader(&f).await;
+            }
+            if let Err(answer) = f.settle_first().await {
+                return answer;
             }
             if f.state().decision(&id).is_none() {
                 return not_held(&id).into_response();
@@ -1108,6 +1120,40 @@ impl std::ops::Deref for Changing<'_> {
 impl std::ops::DerefMut for Changing<'_> {
     fn deref_mut(&mut self) -> &mut Fabric {
         &mut self.fabric
+    }
+}
+
+impl Changing<'_> {
+    /// A single instance (no election) settles a journal its own earlier
+    /// change left (its state could not be saved, or a device could not be
+    /// put back) before the next change, as opening the fabric again would
+    /// (`Fabric::recover`: adopt the new state if every device holds it,
+    /// else roll the devices back). Nobody else can while it holds the
+    /// state lock: `vclos reconcile` is refused by the lock, and the
+    /// service stayed `503 pending journal` until restarted. A leader
+    /// elected on etcd steps down instead (`must_resign`), and its
+    /// successor settles the journal. A recovery that fails (a device still
+    /// unreachable, the state still not writable) keeps the journal and is
+    /// the change's answer; the next change tries again.
+    async fn settle_first(&mut self) -> Result<(), Response> {
+        if self.app.elect {
+            return Ok(());
+        }
+        match self.fabric.pending_journal().await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) => {}
+            Err(e) => return Err(jobs_problem(&e).into_response()),
+        }
+        self.touched = true;
+        match self.fabric.recover(&NoProgress).await {
+            Ok(r) => {
+                if let Some(r) = r {
+                    info!("settled the journal of an earlier change: {r}");
+                }
+                Ok(())
+            }
+            Err(e) => Err(jobs_problem(&e).into_response()),
+        }
     }
 }
 
