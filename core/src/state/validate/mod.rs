@@ -628,7 +628,7 @@ impl Walk {
                 return Err(cx.invalid(
                     &r.leaf,
                     &r.uplink,
-                    "two server ports self.routed onto one uplink (the map must be one-to-one)",
+                    "two server ports routed onto one uplink (the map must be one-to-one)",
                 ));
             }
         }
