@@ -24,10 +24,17 @@ fn serve(args: &[&str]) -> (Serve, serde_json::Value) {
 
 /// `vclos emu serve` of `topologies/FILE`; the endpoint map it announces.
 fn serve_file(file: &str, args: &[&str]) -> (Serve, serde_json::Value) {
+    serve_env(file, args, &[])
+}
+
+/// [`serve_file`] with `envs` set for the emulator.
+fn serve_env(file: &str, args: &[&str], envs: &[(&str, &str)]) -> (Serve, serde_json::Value) {
     let topology = format!("{}/topologies/{file}", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_vclos"))
         .args(["emu", "serve", "--topology", &topology])
         .args(args)
+        .env_remove("VCLOS_EMU_PASSWORD")
+        .envs(envs.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -90,6 +97,20 @@ fn serves_the_ocs_and_writes_a_retargeted_topology() {
     let m = &t.device(t.device_id("ocs1").unwrap()).mgmt;
     assert_eq!((m.host.as_str(), u64::from(m.port)), ("127.0.0.1", port));
     assert_eq!(t.credentials[&m.credential].username, "ops");
+}
+
+#[test]
+fn the_password_can_come_from_the_environment_instead_of_the_command_line() {
+    let env = [("VCLOS_EMU_PASSWORD", "fr0m-env")];
+    let (srv, map) = serve_env("testbed-ocs.yaml", &[], &env);
+    let port = map["ocs1"]["port"].as_u64().unwrap();
+    let reply = tl1(port, &["ACT-USER::admin:1::admin;"]);
+    assert!(reply.contains("DENY") && reply.contains("PIUI"), "{reply}");
+    let reply = tl1(port, &["ACT-USER::admin:1::fr0m-env;"]);
+    assert!(reply.contains("M  1 COMPLD"), "{reply}");
+    // Not in the process's arguments, where `ps` would show it.
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", srv.0.id())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains("fr0m-env"));
 }
 
 #[test]

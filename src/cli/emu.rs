@@ -32,8 +32,15 @@ pub struct ServeArgs {
     /// Login every emulated device accepts (emulator only).
     #[arg(long, default_value = "admin")]
     user: String,
-    /// Password every emulated device accepts (emulator only; see --password-env).
-    #[arg(long, default_value = "admin")]
+    /// Password every emulated device accepts (emulator only; see
+    /// --password-env). Taken from $VCLOS_EMU_PASSWORD when that is set, so
+    /// it need not be on the command line, where `ps` shows it.
+    #[arg(
+        long,
+        env = "VCLOS_EMU_PASSWORD",
+        hide_env_values = true,
+        default_value = "admin"
+    )]
     password: String,
     /// Environment variable that the written topology names for the password.
     #[arg(long = "password-env", default_value = "VCLOS_EMU_PASSWORD")]
