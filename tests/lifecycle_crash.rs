@@ -239,7 +239,11 @@ async fn a_torn_state_file_is_settled_from_the_journal() {
     // Without a journal a torn state.json is an error, not an empty fabric.
     tear_state(&emu, b"");
     let e = Fabric::load(emu.topo.clone(), emu.state_dir()).unwrap_err();
-    assert!(e.to_string().contains("torn"), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("damaged") && said.contains("restore the file from a backup"),
+        "{e}"
+    );
 }
 
 /// Journal as JSON, to forge the ones recovery must refuse.
@@ -376,14 +380,14 @@ async fn a_live_writers_journal_is_never_recovered_by_another() {
     assert!(reader.status().await.unwrap().writer.is_none());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
-    let emu = common::emu(Duration::ZERO).await;
+/// The emulated fabric's state file, its bytes now, and drivers after
+/// which, once every device committed a change (leaf2's session closing),
+/// state.json becomes a directory, so it cannot be replaced (rename(2):
+/// EISDIR). Once only.
+async fn unsaveable(emu: &common::Emu) -> (std::path::PathBuf, Vec<u8>, Arc<dyn DriverFactory>) {
     let _ = emu.fabric().await;
     let state_file = emu.state_dir().join("state.json");
     let saved = std::fs::read(&state_file).unwrap();
-    // After every device committed, state.json becomes a directory, so it
-    // cannot be replaced (rename(2): EISDIR).
     let block = {
         let f = state_file.clone();
         Arc::new(move || {
@@ -400,6 +404,13 @@ async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
             after: Arc::new(|| {}),
         },
     );
+    (state_file, saved, factory)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_committed_but_state_unsaved_says_so_and_keeps_the_journal() {
+    let emu = common::emu(Duration::ZERO).await;
+    let (state_file, saved, factory) = unsaveable(&emu).await;
     let mut f = emu.fabric_with(factory);
     let plan = f.plan_submit(&id("j1"), 24).unwrap();
     let e = f.apply(&plan, &NoProgress).await.unwrap_err();
@@ -450,26 +461,8 @@ const SERVE_TOKEN: &str = "serve-token-0123456789abcdef";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_settles_its_own_unsaved_change_before_the_next_one() {
     let emu = common::emu(Duration::ZERO).await;
-    let _ = emu.fabric().await;
-    let state_file = emu.state_dir().join("state.json");
-    let saved = std::fs::read(&state_file).unwrap();
     // Once, after every device committed j1: state.json cannot be replaced.
-    let block = {
-        let f = state_file.clone();
-        Arc::new(move || {
-            std::fs::remove_file(&f).unwrap();
-            std::fs::create_dir(&f).unwrap();
-        })
-    };
-    let factory: Arc<dyn DriverFactory> = Hooked::new(
-        emu.drivers(),
-        "leaf2",
-        At::Close,
-        Then::Around {
-            before: block,
-            after: Arc::new(|| {}),
-        },
-    );
+    let (state_file, saved, factory) = unsaveable(&emu).await;
     let mut f = emu.fabric_with(factory);
     f.lock("serve", None).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

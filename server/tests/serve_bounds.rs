@@ -330,21 +330,7 @@ async fn reads_without_device_io_do_not_wait_for_a_status_reading_devices() {
     let svc = start(Limits::default(), Duration::from_secs(60)).await;
     let auth = bearer();
     let raw = request("GET", "/v1/status", Some(&auth), None);
-    let addr = svc.addr;
-    let status = tokio::spawn(async move {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(&raw).await.unwrap();
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf).await;
-    });
-    let waiting = Instant::now();
-    while svc.opened.load(Ordering::SeqCst) == 0 {
-        assert!(
-            waiting.elapsed() < Duration::from_secs(10),
-            "status read no device"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status = stuck_on_a_device(&svc, raw, "status read no device").await;
     let within = Duration::from_secs(5);
     let r = exchange_within(
         svc.addr,
@@ -391,21 +377,7 @@ async fn listing_jobs_does_not_wait_for_a_change_stuck_on_a_device() {
         Some(&auth),
         Some(r#"{"id": "j1", "gpus": 24}"#),
     );
-    let addr = svc.addr;
-    let submit = tokio::spawn(async move {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(&raw).await.unwrap();
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf).await;
-    });
-    let waiting = Instant::now();
-    while svc.opened.load(Ordering::SeqCst) == 0 {
-        assert!(
-            waiting.elapsed() < Duration::from_secs(10),
-            "the change reached no device"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let submit = stuck_on_a_device(&svc, raw, "the change reached no device").await;
     let within = Duration::from_secs(5);
     for _ in 0..3 {
         let r = exchange_within(

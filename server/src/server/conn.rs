@@ -120,7 +120,7 @@ impl Listener for Plain {
 }
 
 /// Errors of one connection, not of the listener.
-fn per_connection(e: &io::Error) -> bool {
+pub(super) fn per_connection(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionRefused

@@ -12,6 +12,7 @@
 //! [`HANDSHAKE_TIMEOUT`]. A connection that does not speak TLS (plain HTTP
 //! to the TLS port) fails its handshake and is closed.
 
+use super::conn::per_connection;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -202,14 +203,4 @@ async fn accept_loop(
             }
         });
     }
-}
-
-/// Errors of one connection, not of the listener.
-fn per_connection(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-    )
 }

@@ -290,3 +290,22 @@ pub async fn healthz_within(addr: SocketAddr, within: Duration) -> Reply {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Send `raw` on a connection of its own and wait until the service has
+/// opened a device session for it (every device is a black hole, so the
+/// request then waits on it); the task reads whatever answer comes.
+pub async fn stuck_on_a_device(svc: &Svc, raw: Vec<u8>, what: &str) -> tokio::task::JoinHandle<()> {
+    let addr = svc.addr;
+    let task = tokio::spawn(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&raw).await.unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf).await;
+    });
+    let waiting = Instant::now();
+    while svc.opened.load(Ordering::SeqCst) == 0 {
+        assert!(waiting.elapsed() < Duration::from_secs(10), "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    task
+}
