@@ -22,6 +22,14 @@
 //! errors), its own bound so a session's memory stays bounded. The driver
 //! writes files 1 KiB a line, far below.
 //!
+//! # Files
+//! `/tmp` is a filesystem of [`MAX_TMP_BYTES`] (64 MiB) and at most
+//! [`MAX_TMP_FILES`] files, as a switch's small tmpfs is bounded: a write
+//! past either fails as bash reports `ENOSPC` (`write error: No space left
+//! on device`, exit status 1) and leaves the file as it was, so no client
+//! can grow the emulator's memory through files. The driver writes one
+//! patch file of a few kilobytes and removes it.
+//!
 //! # Faults
 //! Every command line consults [`Faults::on_command`] (drop: the connection
 //! closes; fail: bash cannot fork), and a non-dry-run `apply-patch` or
@@ -45,6 +53,11 @@ use super::slots::{SessionSlots, SONIC_SSH_CONNECTIONS};
 
 /// The longest command line the emulated shell reads, in bytes.
 pub const MAX_LINE: usize = DEFAULT_MAX_LINE;
+
+/// Bytes all `/tmp` files may hold together (module doc, "Files").
+pub const MAX_TMP_BYTES: usize = 64 * 1024 * 1024;
+/// Files `/tmp` may hold.
+pub const MAX_TMP_FILES: usize = 1024;
 
 /// Commands kept in the history (oldest dropped first).
 const HISTORY: usize = 1000;

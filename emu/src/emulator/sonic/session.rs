@@ -276,6 +276,24 @@ impl SonicSession {
             return Err(format!("{}: {path}: Permission denied\n", self.bash()));
         }
         let mut st = self.dev.state();
+        let kept = match st.files.get(path) {
+            Some(old) if append => old.len(),
+            _ => 0,
+        };
+        let others: usize = (st.files.iter())
+            .filter(|(p, _)| p.as_str() != path)
+            .map(|(_, f)| f.len())
+            .sum();
+        let new_file = !st.files.contains_key(path);
+        if others + kept + text.len() > super::MAX_TMP_BYTES
+            || (new_file && st.files.len() >= super::MAX_TMP_FILES)
+        {
+            // As bash's builtins report ENOSPC; the file is left as it was.
+            return Err(format!(
+                "{}: printf: write error: No space left on device\n",
+                self.bash()
+            ));
+        }
         let f = st.files.entry(path.to_string()).or_default();
         if !append {
             f.clear();

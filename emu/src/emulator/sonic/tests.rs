@@ -52,6 +52,34 @@ impl Sh {
     }
 }
 
+#[test]
+fn tmp_is_a_bounded_filesystem() {
+    let dev = leaf();
+    let mut sh = Sh::new(&dev);
+    let chunk = "x".repeat(60 * 1024);
+    let lines = MAX_TMP_BYTES / chunk.len();
+    for _ in 0..lines {
+        assert_eq!(sh.run(&format!("printf '%s' '{chunk}' >> /tmp/big")), "");
+    }
+    let before = dev.file("/tmp/big").unwrap().len();
+    let (out, status) = sh.status(&format!("printf '%s' '{chunk}' >> /tmp/big"));
+    assert!(out.contains("No space left on device"), "{out}");
+    assert_ne!(status, 0);
+    assert_eq!(dev.file("/tmp/big").unwrap().len(), before);
+    // Freed, it takes files again; but never more than MAX_TMP_FILES.
+    assert_eq!(sh.run("rm -f /tmp/big"), "");
+    for i in 0..MAX_TMP_FILES {
+        assert_eq!(sh.run(&format!("printf 'a' > /tmp/f{i}")), "");
+    }
+    let out = sh.run("printf 'a' > /tmp/one-more");
+    assert!(out.contains("No space left on device"), "{out}");
+    assert_eq!(
+        sh.run("printf 'b' > /tmp/f0"),
+        "",
+        "rewriting a file is fine"
+    );
+}
+
 const REDIRECT: &str = r#"[{"op":"add","path":"/ACL_TABLE/v-j1-p1","value":{"type":"L3","stage":"ingress","ports":["Ethernet0"]}},{"op":"add","path":"/ACL_RULE","value":{}},{"op":"add","path":"/ACL_RULE/v-j1-p1|RULE_1","value":{"PRIORITY":"9999","DST_IP":"10.1.0.0/24","REDIRECT_ACTION":"Ethernet4"}}]"#;
 
 /// The option the driver passes: ACL rules are not checked by the models.
