@@ -128,6 +128,8 @@ fn each_bad_decision_fails_naming_what_is_wrong() {
         for s in says {
             assert!(err.contains(s), "{name}: no {s:?} in {err}");
         }
+        // Every refusal names the file it is about.
+        assert!(err.contains(name), "{name}: the file is not named in {err}");
         assert!(o.stdout.is_empty(), "{name}: a plan was printed");
     }
 }

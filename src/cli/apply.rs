@@ -59,7 +59,7 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
     let action = if let Some(job) = &args.release {
         Change::Release(JobId::new(job.as_str())?)
     } else if let Some(path) = &args.decision {
-        Change::Decision(super::plan::read_decision(path)?)
+        Change::Decision(super::plan::read_decision(path)?, path.clone())
     } else if let Some(spec) = &args.submit {
         let (job, gpus) = parse_submit(spec)?;
         Change::Submit(job, gpus, args.policy)
@@ -68,7 +68,7 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
     };
     let job = match &action {
         Change::Submit(job, ..) | Change::Release(job) => job.clone(),
-        Change::Decision(d) => d.job.clone(),
+        Change::Decision(d, _) => d.job.clone(),
     };
     runtime()?.block_on(async {
         let mut fabric =
@@ -93,7 +93,7 @@ pub fn run(args: ApplyArgs) -> Result<ExitCode> {
 enum Change {
     Submit(JobId, u32, Option<vclos::placement::Policy>),
     Release(JobId),
-    Decision(vclos::decision::Decision),
+    Decision(vclos::decision::Decision, std::path::PathBuf),
 }
 
 impl Change {
@@ -103,7 +103,10 @@ impl Change {
                 f.plan_submit_by(&job, gpus, policy.unwrap_or(f.policy()))?
             }
             Change::Release(job) => f.plan_release(&job)?,
-            Change::Decision(d) => f.plan_decision(d)?,
+            Change::Decision(d, path) => {
+                super::plan::check_decision(&path, f.topology(), &d)?;
+                f.plan_decision(d)?
+            }
         })
     }
 }

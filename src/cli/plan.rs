@@ -91,6 +91,20 @@ pub(super) fn read_decision(path: &std::path::Path) -> Result<Decision> {
     Ok(vclos::decision::read_file(path)?)
 }
 
+/// A hand-written decision checked against the topology alone (names,
+/// ports, shape) on an empty fabric, the refusal naming its file: whatever
+/// is wrong in the file is said as the file's, before the held state is
+/// consulted (a conflict with held jobs is not the file's fault).
+pub(super) fn check_decision(
+    path: &std::path::Path,
+    topo: &Arc<topology::Topology>,
+    d: &Decision,
+) -> Result<()> {
+    FabricState::new(Arc::clone(topo))
+        .admit(d)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 pub fn run(args: PlanArgs) -> Result<ExitCode> {
     let topo = Arc::new(topology::load(&args.topology)?);
     let held = held(&args, &topo)?;
@@ -104,7 +118,9 @@ pub fn run(args: PlanArgs) -> Result<ExitCode> {
     let action = if let Some(job) = &args.release {
         Action::Release(JobId::new(job.as_str())?)
     } else if let Some(path) = &args.decision {
-        Action::Admit(read_decision(path)?)
+        let d = read_decision(path)?;
+        check_decision(path, &topo, &d)?;
+        Action::Admit(d)
     } else if let Some(spec) = args.submit.first() {
         Action::Admit(place(
             &topo,
