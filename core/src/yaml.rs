@@ -206,6 +206,7 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
     let mut open: Vec<(usize, (u64, u64))> = Vec::new();
     // Scalar bytes all aliases copy, on top of the text.
     let mut copied: u64 = 0;
+    let mut documents = 0usize;
     let record = |sizes: &mut Vec<(u64, u64)>, id: usize, n: (u64, u64)| {
         if id > 0 {
             if sizes.len() <= id {
@@ -284,11 +285,21 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
                 }
                 n
             }
-            Event::StreamStart
-            | Event::StreamEnd
-            | Event::DocumentStart(_)
-            | Event::DocumentEnd
-            | Event::Nothing => continue,
+            Event::DocumentStart(_) => {
+                // Every file vclos reads is one document; serde_yaml_ng
+                // refuses more without saying where the second starts.
+                documents += 1;
+                if documents > 1 {
+                    return Err(LimitError::Syntax {
+                        line,
+                        message: "a second YAML document starts here (`---`); the file must \
+                                  hold one"
+                            .into(),
+                    });
+                }
+                continue;
+            }
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
         };
         if let Some((_, parent)) = open.last_mut() {
             parent.0 = parent.0.saturating_add(node.0);
@@ -410,5 +421,14 @@ mod tests {
         assert!(matches!(e, LimitError::Syntax { .. }), "{e:?}");
         let e = check("a: *nowhere\n", &SMALL).unwrap_err();
         assert!(matches!(e, LimitError::Syntax { line: 1, .. }), "{e:?}");
+        let e = check("a: 1\nb: 2\n---\nc: 3\n", &SMALL).unwrap_err();
+        assert!(
+            matches!(&e, LimitError::Syntax { line: 3, message } if message.contains("second YAML document")),
+            "{e:?}"
+        );
+        assert!(
+            check("---\na: 1\n", &SMALL).is_ok(),
+            "one explicit document"
+        );
     }
 }
