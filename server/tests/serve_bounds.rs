@@ -50,13 +50,7 @@ async fn a_request_head_sent_slowly_is_cut_off_within_twice_the_header_timeout()
     );
     drip.abort();
     // The service still answers.
-    assert_eq!(
-        healthz_within(svc.addr, Duration::from_secs(10))
-            .await
-            .status,
-        200
-    );
-    svc.stop().await;
+    svc.answers_then_stop().await;
 }
 
 /// Defect 1: idle connections, before their first request or after a
@@ -142,13 +136,7 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     s.read_to_end(&mut buf).await.unwrap();
     assert_eq!(parse(&buf).status, 200);
     drop(held);
-    assert_eq!(
-        healthz_within(svc.addr, Duration::from_secs(10))
-            .await
-            .status,
-        200
-    );
-    svc.stop().await;
+    svc.answers_then_stop().await;
 }
 
 /// Defect 1: a body that never ends is answered 408 (problem+json) within

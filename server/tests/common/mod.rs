@@ -72,6 +72,17 @@ pub struct Svc {
 }
 
 impl Svc {
+    /// The service still answers `/healthz`; then [`Svc::stop`].
+    pub async fn answers_then_stop(self) {
+        assert_eq!(
+            healthz_within(self.addr, Duration::from_secs(10))
+                .await
+                .status,
+            200
+        );
+        self.stop().await;
+    }
+
     pub async fn stop(self) {
         self.stop.send(()).unwrap();
         let served = tokio::time::timeout(Duration::from_secs(60), self.served)
