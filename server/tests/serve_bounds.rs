@@ -139,6 +139,49 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     svc.answers_then_stop().await;
 }
 
+/// A client that stops reading is cut off once a write has waited the
+/// write timeout: it pipelines many requests and reads nothing, so the
+/// answers fill its receive window and the service's send buffer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cut_off_after_the_write_timeout() {
+    let write_timeout = Duration::from_secs(2);
+    let bounds = Limits {
+        write_timeout,
+        ..limits(120, 30, 64)
+    };
+    let svc = start(bounds, Duration::from_secs(60)).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let s = socket.connect(svc.addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    // Keep-alive requests (8.7 KB answers): 17 MB asked for in all.
+    const ASKED: usize = 2000;
+    let one = b"GET /openapi.json HTTP/1.1\r\nHost: vclos\r\n\r\n";
+    let writer = tokio::spawn(async move {
+        for _ in 0..ASKED {
+            if wr.write_all(one).await.is_err() {
+                break;
+            }
+        }
+        wr
+    });
+    // Nothing read for longer than the write timeout.
+    tokio::time::sleep(write_timeout * 3).await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), rd.read_to_end(&mut got)).await;
+    assert!(
+        read.is_ok(),
+        "the connection was still open 30 s after reading started (header timeout 120 s)"
+    );
+    let answered = got.windows(15).filter(|w| w == b"HTTP/1.1 200 OK").count();
+    assert!(
+        answered < ASKED,
+        "every answer was delivered: nothing was cut off"
+    );
+    writer.abort();
+    svc.answers_then_stop().await;
+}
+
 /// Defect 1: a body that never ends is answered 408 (problem+json) within
 /// the body timeout, whether chunked or short of its Content-Length; one
 /// sent to an endpoint that reads no body ends its connection.

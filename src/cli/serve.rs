@@ -94,6 +94,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = server::MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Seconds a write to a client may wait for it to read (it stopped
+    /// reading); then the connection is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = server::WRITE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    write_timeout: u64,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs
     /// `--tls-key`. Without TLS the bearer token travels in clear.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -142,6 +147,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         header_timeout: Duration::from_secs(a.header_timeout),
         body_timeout: Duration::from_secs(a.body_timeout),
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        write_timeout: Duration::from_secs(a.write_timeout),
     };
     runtime()?.block_on(async {
         // Refused before the state is touched.

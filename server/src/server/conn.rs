@@ -17,6 +17,9 @@
 //!   connection is closed as soon as it is accepted (so its descriptor is
 //!   freed at once), and the service keeps well within its descriptor
 //!   limit;
+//! * a **write deadline** ([`Limits::write_timeout`], [`WriteDeadline`]): a
+//!   client that stops reading is cut off once a write has waited that
+//!   long, so it cannot hold a connection and its answer forever;
 //! * a **pause after an accept error** that is not one connection's
 //!   (`EMFILE`, `ENFILE`, `ENOBUFS`): [`ACCEPT_PAUSE`], then accepting
 //!   resumes; idle connections closing free descriptors, so it recovers.
@@ -59,6 +62,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Connections served at once; more are closed as soon as accepted.
     pub max_connections: usize,
+    /// Longest a write to a client may wait for it to read (its socket
+    /// buffers full); past it the connection is closed ([`WriteDeadline`]).
+    pub write_timeout: Duration,
 }
 
 /// [`Limits::header_timeout`]'s default: hyper's own, and longer than the
@@ -72,6 +78,9 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// limit (1024), leaving room for device sessions, the state and TLS
 /// handshakes.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// [`Limits::write_timeout`]'s default.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Largest request head (request line and headers) read, bytes: hyper
 /// answers a larger one `431` (its default is about 400 KB a connection).
@@ -87,6 +96,7 @@ impl Default for Limits {
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            write_timeout: WRITE_TIMEOUT,
         }
     }
 }
@@ -168,6 +178,7 @@ pub(super) async fn serve<L>(
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
                 .max_buf_size(MAX_HEAD);
+            let io = WriteDeadline::new(io, limits.write_timeout);
             let conn = builder.serve_connection(TokioIo::new(io), service);
             let mut conn = std::pin::pin!(conn);
             let stopping = async move {
@@ -192,6 +203,91 @@ pub(super) async fn serve<L>(
     let _ = stop_tx.send(true);
     drop(done_rx);
     done_tx.closed().await;
+}
+
+/// A connection whose writes may wait at most `limit` for the client to
+/// read: a client that stops reading (its receive window, then our send
+/// buffer, full) would otherwise hold its connection, its slot and the
+/// answer being written for as long as it liked. A write or flush that is
+/// still pending `limit` after it first had to wait fails with `TimedOut`,
+/// and hyper then closes the connection. Any progress starts the wait
+/// again; reads are untouched (the header and body deadlines bound them).
+pub(super) struct WriteDeadline<T> {
+    io: T,
+    limit: Duration,
+    waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    pub(super) fn new(io: T, limit: Duration) -> Self {
+        WriteDeadline {
+            io,
+            limit,
+            waiting: None,
+        }
+    }
+
+    /// After a pending write or flush: start the wait, or fail it once it
+    /// has lasted `limit`.
+    fn stalled<R>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<R>> {
+        let limit = self.limit;
+        let wait = self
+            .waiting
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match wait.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client has not read the answer within the write timeout",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
+            std::task::Poll::Pending => self.stalled(cx),
+            done => {
+                self.waiting = None;
+                done
+            }
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
+            std::task::Poll::Pending => self.stalled(cx),
+            done => {
+                self.waiting = None;
+                done
+            }
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// Connections refused at the cap, logged at most once a second.

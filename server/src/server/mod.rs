@@ -97,7 +97,9 @@ use thiserror::Error;
 use tokio::sync::{RwLock, RwLockReadGuard, Semaphore};
 use tracing::{info, info_span, Instrument};
 
-pub use conn::{Limits, ACCEPT_PAUSE, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD};
+pub use conn::{
+    Limits, ACCEPT_PAUSE, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, WRITE_TIMEOUT,
+};
 pub use problem::Problem;
 use problem::ProblemDoc;
 pub use tls::{Tls, TlsListener, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES};

@@ -156,6 +156,7 @@ pub fn limits(header: u64, body: u64, connections: usize) -> Limits {
         header_timeout: Duration::from_secs(header),
         body_timeout: Duration::from_secs(body),
         max_connections: connections,
+        ..Limits::default()
     }
 }
 
