@@ -63,7 +63,7 @@ pub struct Limits {
     /// Connections served at once; more are closed as soon as accepted.
     pub max_connections: usize,
     /// Longest a write to a client may wait for it to read (its socket
-    /// buffers full); past it the connection is closed ([`WriteDeadline`]).
+    /// buffers full); past it the connection is closed (`WriteDeadline`).
     pub write_timeout: Duration,
 }
 
