@@ -178,14 +178,19 @@ pub fn regular_file(path: &std::path::Path) -> std::io::Result<()> {
     Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))
 }
 
-/// [`read_capped`] as UTF-8 text, refusing a file over `limit` bytes; the
-/// error is a sentence for a message that names the file.
-pub fn read_text_capped(path: &std::path::Path, limit: usize) -> Result<String, String> {
+/// [`read_capped`], refusing a file over `limit` bytes; the error is a
+/// sentence for a message that names the file.
+pub fn read_bytes_capped(path: &std::path::Path, limit: usize) -> Result<Vec<u8>, String> {
     let bytes = read_capped(path, limit).map_err(|e| e.to_string())?;
     if bytes.len() > limit {
         return Err(format!("larger than the {limit}-byte limit"));
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    Ok(bytes)
+}
+
+/// [`read_bytes_capped`] as UTF-8 text.
+pub fn read_text_capped(path: &std::path::Path, limit: usize) -> Result<String, String> {
+    String::from_utf8(read_bytes_capped(path, limit)?).map_err(|_| "not UTF-8 text".to_string())
 }
 
 /// Check `text` against `limits` in one streaming pass; refuse at the first

@@ -227,9 +227,17 @@ impl<T> WriteDeadline<T> {
         }
     }
 
-    /// After a pending write or flush: start the wait, or fail it once it
-    /// has lasted `limit`.
-    fn stalled<R>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<io::Result<R>> {
+    /// A write's or flush's outcome: done ends any wait; pending starts the
+    /// wait, or fails it once it has lasted `limit`.
+    fn bounded<R>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        polled: std::task::Poll<io::Result<R>>,
+    ) -> std::task::Poll<io::Result<R>> {
+        if polled.is_ready() {
+            self.waiting = None;
+            return polled;
+        }
         let limit = self.limit;
         let wait = self
             .waiting
@@ -260,26 +268,16 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<io::Result<usize>> {
-        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
-            std::task::Poll::Pending => self.stalled(cx),
-            done => {
-                self.waiting = None;
-                done
-            }
-        }
+        let polled = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.bounded(cx, polled)
     }
 
     fn poll_flush(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
-            std::task::Poll::Pending => self.stalled(cx),
-            done => {
-                self.waiting = None;
-                done
-            }
-        }
+        let polled = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.bounded(cx, polled)
     }
 
     fn poll_shutdown(

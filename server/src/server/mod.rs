@@ -1141,17 +1141,12 @@ impl Changing<'_> {
         if self.app.elect {
             return Ok(());
         }
-        match self.fabric.pending_journal().await {
-            Ok(None) => return Ok(()),
-            Ok(Some(_)) => {}
-            Err(e) => return Err(jobs_problem(&e).into_response()),
-        }
-        self.touched = true;
+        // `recover` looks for a journal first and does nothing without one.
         match self.fabric.recover(&NoProgress).await {
-            Ok(r) => {
-                if let Some(r) = r {
-                    info!("settled the journal of an earlier change: {r}");
-                }
+            Ok(None) => Ok(()),
+            Ok(Some(r)) => {
+                self.touched = true;
+                info!("settled the journal of an earlier change: {r}");
                 Ok(())
             }
             Err(e) => Err(jobs_problem(&e).into_response()),

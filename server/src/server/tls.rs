@@ -57,15 +57,6 @@ impl fmt::Debug for Tls {
 /// Largest PEM file read (a chain of a few certificates is kilobytes).
 pub const MAX_PEM_BYTES: usize = 1024 * 1024;
 
-/// A PEM file's bytes, at most [`MAX_PEM_BYTES`], from a regular file.
-fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = vclos_core::yaml::read_capped(path, MAX_PEM_BYTES).map_err(|e| e.to_string())?;
-    if bytes.len() > MAX_PEM_BYTES {
-        return Err(format!("larger than the {MAX_PEM_BYTES}-byte limit"));
-    }
-    Ok(bytes)
-}
-
 impl Tls {
     /// Read a PEM certificate chain (leaf first) and its PEM private key
     /// (PKCS#8, PKCS#1 or SEC1). Errors name the file at fault.
@@ -77,14 +68,15 @@ impl Tls {
         };
         let bad_cert = |message| error("TLS certificate file", cert, message);
         let bad_key = |message| error("TLS key file", key, message);
-        let cert_pem = read_pem(cert).map_err(bad_cert)?;
+        let cert_pem =
+            vclos_core::yaml::read_bytes_capped(cert, MAX_PEM_BYTES).map_err(bad_cert)?;
         let chain = CertificateDer::pem_slice_iter(&cert_pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| bad_cert(format!("not a PEM certificate chain: {e}")))?;
         if chain.is_empty() {
             return Err(bad_cert("no PEM CERTIFICATE section in it".into()));
         }
-        let key_pem = read_pem(key).map_err(bad_key)?;
+        let key_pem = vclos_core::yaml::read_bytes_capped(key, MAX_PEM_BYTES).map_err(bad_key)?;
         let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
             bad_key(format!(
                 "no PEM private key (PKCS#8, PKCS#1 or SEC1) in it: {e}"
