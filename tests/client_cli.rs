@@ -4,6 +4,7 @@
 //! the real binary as its client.
 #![allow(clippy::unwrap_used)]
 
+mod interop;
 mod serve_common;
 
 use serve_common::{curl, service, stderr, stdout, vclos, vclos_env, TOKEN};
@@ -712,11 +713,7 @@ fn ca_file_trusts_a_private_ca_and_nothing_else() {
             "ext.cnf",
         ],
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = interop::free_port();
     let server = std::process::Command::new("openssl")
         .args([
             "s_server", "-quiet", "-www", "-cert", "srv.pem", "-key", "srv.key",

@@ -136,14 +136,9 @@ impl Daemon {
     }
 }
 
-/// `n` free TCP ports on loopback (held together, so distinct).
+/// `n` distinct free TCP ports on loopback ([`interop::free_port`]).
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    (0..n).map(|_| interop::free_port()).collect()
 }
 
 /// Poll `f` every 200 ms until it gives a value; panic after `secs`, with

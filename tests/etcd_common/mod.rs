@@ -4,7 +4,6 @@
 //! `VCLOS_REQUIRE_INTEROP=1` (CI, `.ci/etcd.sh` installs it): then it fails.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -81,14 +80,7 @@ impl Cluster {
     }
 }
 
-/// A loopback port free right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use interop::free_port;
 
 impl Etcd {
     /// Start one, or `None` (after the skip notice) without the binary.
