@@ -822,3 +822,29 @@ fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() 
     let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "5"]);
     assert!(err.contains("--backfill"), "{err}");
 }
+
+#[test]
+fn rearrange_moves_running_slices_and_is_refused_where_it_means_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let r = replay_512_json(&trace, "vclos", &["--network", "ideal", "--rearrange", "4"]);
+    assert_eq!(r["rearrange"], 4, "{r}");
+    assert!(r["moved_jobs"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["rearranged_jobs"], r["moved_jobs"], "{r}");
+    assert_eq!(r["completed"], 600, "{r}");
+    assert_eq!(r["isolation_violations"], 0, "{r}");
+    let table = replay_512(&trace, "vclos", &["--network", "ideal", "--rearrange", "4"]);
+    let row = table.lines().find(|l| l.starts_with("rearrange")).unwrap();
+    assert!(
+        row.contains("up to 4 running jobs tried per block"),
+        "{table}"
+    );
+    let plain = replay_512(&trace, "vclos", &["--network", "ideal"]);
+    assert!(!plain.contains("rearrange"), "{plain}");
+    for (policy, extra) in [("best", "4"), ("titan", "1")] {
+        let err = replay_512_refused(&trace, policy, &["--rearrange", extra]);
+        assert!(err.contains("--rearrange") && err.contains(policy), "{err}");
+    }
+    let err = replay_512_refused(&trace, "vclos", &["--rearrange", "2000"]);
+    assert!(err.contains("--rearrange"), "{err}");
+}

@@ -66,6 +66,14 @@ pub struct ReplayArgs {
     /// baselines are refused.
     #[arg(long)]
     on_fabric: bool,
+    /// vclos, ocs-vclos: when a job is blocked on the network alone, try
+    /// moving the links of up to N running jobs (fewest GPUs first), one
+    /// per try, keeping their GPUs (`rearranged_jobs`, `moved_jobs`;
+    /// simulation only: the controller does not move jobs; module doc of
+    /// `placement::rearrange`). 0: never, the paper's engine.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=1024))]
+    rearrange: u32,
 }
 
 /// `--backfill`, `--backfill-depth` (replay and sweep).
@@ -117,6 +125,12 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
     if a.slicing.iteration_ms.is_some() || a.slicing.comm_fraction.is_some() {
         anyhow::bail!("--iteration-ms and --comm-fraction are for `job submit` and `plan`: a replay takes each job's from the trace (columns iteration_ms, comm_fraction) or --profiles");
     }
+    if a.rearrange > 0 && !matches!(a.policy, Policy::Vclos | Policy::OcsVclos) {
+        anyhow::bail!(
+            "--rearrange moves isolated slices: it applies to vclos and ocs-vclos, not {}",
+            a.policy
+        );
+    }
     let profiles = a.profiles.as_deref().map(Profiles::read_file).transpose()?;
     let topo = Arc::new(topology::load(&a.topology)?);
     let jobs = trace::load(&a.trace)?;
@@ -139,6 +153,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         network: (a.network == NetworkModel::FairShare).then(|| Router::new(&topo, routing)),
         profiles,
         congestion: a.congestion,
+        rearrange: a.rearrange as usize,
         ..ReplayOptions::for_topology(&topo)
     };
     let bar = progress_bar(jobs.len(), "jobs");
@@ -243,6 +258,15 @@ fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
 
 /// The rows of the measures a report has only for some replays.
 fn optional_rows(r: &Report, rows: &mut Vec<(&'static str, String)>) {
+    if r.rearrange > 0 {
+        rows.push((
+            "rearrange",
+            format!(
+                "up to {} running jobs tried per block: {} jobs placed by {} moves",
+                r.rearrange, r.rearranged_jobs, r.moved_jobs
+            ),
+        ));
+    }
     if let Some(u) = r.utilization {
         rows.push(("GPU utilisation", format!("{:.1}%", u * 100.0)));
     }

@@ -41,7 +41,7 @@ use super::fairshare::{self, Class};
 use super::routes::{Router, Unknown};
 use crate::decision::Decision;
 use crate::sharing::periodic::{self, Division};
-use crate::trace::Workload;
+use crate::trace::{Collective, Workload};
 
 /// How links shared by periodic jobs are modelled (module doc).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -193,16 +193,7 @@ impl Contention {
     ) -> Result<(), Unknown> {
         self.advance(now);
         let class = self.router.route(idx as u64, d, workload.collective)?;
-        for &(l, _) in &class.links {
-            if !self.on_link[l].is_empty() {
-                self.seen[idx].contended = true;
-                for &other in &self.on_link[l] {
-                    self.seen[other].contended = true;
-                }
-            }
-            self.on_link[l].push(idx);
-        }
-        self.recount(&class, 1.0);
+        self.occupy(idx, &class);
         self.pos[idx] = Some(self.running.len());
         let periodic = self.periodic_of(now, d);
         self.running.push(Running {
@@ -217,6 +208,48 @@ impl Contention {
         });
         self.resolve();
         Ok(())
+    }
+
+    /// Job `idx` keeps running from `now` on the links of `d` instead of
+    /// its own (its links were moved: `crate::placement::rearrange`), with
+    /// its progress and phase kept.
+    pub fn reroute(
+        &mut self,
+        idx: usize,
+        now: f64,
+        d: &Decision,
+        collective: Collective,
+    ) -> Result<(), Unknown> {
+        self.advance(now);
+        let Some(p) = self.pos[idx] else {
+            return Ok(());
+        };
+        let old = self.running[p].class.clone();
+        self.router.unroute(&old);
+        for &(l, _) in &old.links {
+            self.on_link[l].retain(|&j| j != idx);
+        }
+        self.recount(&old, -1.0);
+        let class = self.router.route(idx as u64, d, collective)?;
+        self.occupy(idx, &class);
+        self.running[p].class = class;
+        self.resolve();
+        Ok(())
+    }
+
+    /// List `idx` on the links of `class` (marking every job that meets
+    /// another as contended) and count them in the loads.
+    fn occupy(&mut self, idx: usize, class: &Class) {
+        for &(l, _) in &class.links {
+            if !self.on_link[l].is_empty() {
+                self.seen[idx].contended = true;
+                for &other in &self.on_link[l] {
+                    self.seen[other].contended = true;
+                }
+            }
+            self.on_link[l].push(idx);
+        }
+        self.recount(class, 1.0);
     }
 
     /// Job `idx` completed (or is taken away) at `now`.
@@ -478,6 +511,36 @@ mod tests {
         let u = m.link_utilization(125.0);
         assert!((u - 1.0).abs() < 1e-9, "{u}");
         assert!((m.link_utilization(250.0) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_rerouted_job_keeps_its_progress_and_frees_the_links_it_left() {
+        let topo = narrow();
+        let mut m = Contention::new(Router::new(&topo, Routing::Ecmp { seed: 1 }), 2);
+        m.start(0, 0.0, 100.0, &work(0.5), &job(&topo, "a", 0))
+            .unwrap();
+        m.start(1, 0.0, 50.0, &work(0.5), &job(&topo, "b", 1))
+            .unwrap();
+        // Both at speed 2/3 until 30 s (20 standalone seconds each); then
+        // b runs within leaf 1 alone, off the shared links.
+        let mut inside = job(&topo, "b", 0);
+        inside.gpus = (topo.leaves[1].servers.iter())
+            .map(|&s| GpuRef {
+                server: topo.server(s).name.clone(),
+                gpu: 0,
+            })
+            .collect();
+        m.reroute(1, 30.0, &inside, Collective::Ring).unwrap();
+        let (t, idx) = m.next_completion().unwrap();
+        assert_eq!(idx, 1);
+        assert!((t - 60.0).abs() < 1e-9, "{t}");
+        m.finish(1, t);
+        let (t, idx) = m.next_completion().unwrap();
+        assert_eq!(idx, 0);
+        assert!((t - 110.0).abs() < 1e-9, "{t}");
+        // A job that is not running: nothing to move.
+        m.reroute(1, 70.0, &inside, Collective::Ring).unwrap();
+        assert_eq!(m.running(), 1);
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod local;
 mod ocs;
 pub mod packing;
 mod plan;
+pub mod rearrange;
 pub mod shared;
 pub mod sizing;
 pub mod spine_sets;
@@ -166,6 +167,18 @@ pub trait Placer {
     /// they led to was not proven (0 for policies without such a search).
     fn search_cutoffs(&self) -> u64 {
         0
+    }
+    /// Place `job`, blocked on the network, by moving the links of one of
+    /// at most `tries` running jobs ([`rearrange`] module doc): the moves
+    /// and the decision, all held, or `None` with nothing changed (always,
+    /// for policies that do not rearrange: all but vClos and OCS-vClos).
+    fn rearrange(
+        &mut self,
+        job: &JobRequest,
+        tries: usize,
+    ) -> Result<Option<rearrange::Rearranged>, PlacementError> {
+        let _ = (job, tries);
+        Ok(None)
     }
 }
 

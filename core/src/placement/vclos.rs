@@ -24,10 +24,12 @@ use super::assign::Cutoff;
 use super::biclique::{self, Graph};
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
+use super::rearrange::{self, Rearranged};
 use super::sizing::{Probe, Sizes};
 use super::view::LinkView;
 use super::{
-    place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer, SliceOptions,
+    place_staged, release_held, shapes, JobRequest, Outcome, PlacementError, Placer, Policy,
+    SliceOptions,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -119,6 +121,29 @@ impl Placer for VclosPlacer {
 
     fn search_cutoffs(&self) -> u64 {
         self.cutoffs
+    }
+
+    fn rearrange(
+        &mut self,
+        job: &JobRequest,
+        tries: usize,
+    ) -> Result<Option<Rearranged>, PlacementError> {
+        rearrange::rearrange(self, job, tries)
+    }
+}
+
+impl rearrange::Rearrange for VclosPlacer {
+    fn policy(&self) -> Policy {
+        Policy::Vclos
+    }
+    fn options(&self) -> SliceOptions {
+        self.options
+    }
+    fn state_mut(&mut self) -> &mut FabricState {
+        &mut self.state
+    }
+    fn cutoffs_mut(&mut self) -> &mut u64 {
+        &mut self.cutoffs
     }
 }
 

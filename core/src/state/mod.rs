@@ -686,6 +686,14 @@ impl FabricState {
         self.masked_except(|s, g| keep.contains(&(s, g)))
     }
 
+    /// This state with the free GPUs `gpus` masked (a job whose links
+    /// move keeps its GPUs: `crate::placement::rearrange`). A view for
+    /// placement only: never save it.
+    pub fn without_gpus(&self, gpus: &[(ServerId, u16)]) -> FabricState {
+        let drop: HashSet<(ServerId, u16)> = gpus.iter().copied().collect();
+        self.masked_except(|s, g| !drop.contains(&(s, g)))
+    }
+
     /// A copy with every free GPU for which `keep` is false masked.
     fn masked_except(&self, keep: impl Fn(ServerId, u16) -> bool) -> FabricState {
         let mut view = self.clone();

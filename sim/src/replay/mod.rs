@@ -39,7 +39,7 @@ mod queue;
 mod report;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::Instant;
 
 use thiserror::Error;
@@ -53,6 +53,7 @@ use crate::decision::Decision;
 use crate::names::JobId;
 use crate::network::model::{Congestion, Contention};
 use crate::network::routes::{Router, Unknown};
+use crate::placement::rearrange::Move;
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
 use crate::topology::Topology;
@@ -84,6 +85,10 @@ pub struct ReplayOptions {
     /// How the fair-share model treats links shared by jobs placed in a
     /// sharing mode ([`Congestion`]; `Fair`: as every other link).
     pub congestion: Congestion,
+    /// Running jobs whose links a network-blocked job may move, tried per
+    /// blocked call (`--rearrange`, [`Placer::rearrange`]; 0: never, the
+    /// paper's engine).
+    pub rearrange: usize,
 }
 
 impl ReplayOptions {
@@ -218,8 +223,17 @@ pub fn replay_with_progress(
             per_server: per_server.map_or(0, u32::from),
         },
         head_blocked: HeadBlocked::default(),
+        rearrange: opts.rearrange,
+        index: if opts.rearrange > 0 {
+            (trace.iter().enumerate())
+                .map(|(i, j)| (j.id.clone(), i))
+                .collect()
+        } else {
+            HashMap::new()
+        },
     };
     run.report.policy = run.placer.name().to_string();
+    run.report.rearrange = opts.rearrange;
     run.report.backfill = opts.backfill.to_string();
     if fair_share {
         run.report.network = "fair-share".to_string();
@@ -292,6 +306,10 @@ struct Run<'a> {
     done: usize,
     backfill: Filler,
     head_blocked: HeadBlocked,
+    /// [`ReplayOptions::rearrange`], and the trace index of every job id
+    /// (built only when it is on: a move names its job).
+    rearrange: usize,
+    index: HashMap<JobId, usize>,
 }
 
 /// What `--backfill` needs beyond the queue (module [`backfill`]).
@@ -382,13 +400,23 @@ impl Run<'_> {
         };
         let cutoffs = self.placer.search_cutoffs();
         let t0 = Instant::now();
-        let outcome = self.placer.place(&request);
+        let mut outcome = self.placer.place(&request);
+        let mut moves = Vec::new();
+        if self.rearrange > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
+            if let Some(r) = self.placer.rearrange(&request, self.rearrange).transpose() {
+                outcome = r.map(|r| {
+                    moves = r.moves;
+                    Outcome::Placed(r.placed)
+                });
+            }
+        }
         self.decision_ns
             .push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
         self.report.place_calls += 1;
         let unplaceable = match outcome {
             Ok(Outcome::Placed(d)) => {
                 self.queue.remove(idx, job);
+                self.apply_moves(&moves, now)?;
                 self.start(idx, now, &d)?;
                 return Ok(Tried::Started);
             }
@@ -421,6 +449,28 @@ impl Run<'_> {
             self.report.rejected += 1;
         }
         Ok(Tried::Dropped)
+    }
+
+    /// Running jobs' links moved before a blocked job starts
+    /// ([`Placer::rearrange`]): the ledger audits each job's new links
+    /// against every other holder, the network model carries it on them
+    /// with its progress kept. A move costs the job no time here: on a
+    /// fabric it is make-before-break (module doc of
+    /// `vclos_core::placement::rearrange`).
+    fn apply_moves(&mut self, moves: &[Move], now: f64) -> Result<(), ReplayError> {
+        if !moves.is_empty() {
+            self.report.rearranged_jobs += 1;
+        }
+        for m in moves {
+            let idx = self.index[&m.job];
+            self.ledger.finish(idx);
+            self.ledger.start(idx, &m.to);
+            if let Some(n) = &mut self.network {
+                n.reroute(idx, now, &m.to, self.trace[idx].workload.collective)?;
+            }
+            self.report.moved_jobs += 1;
+        }
+        Ok(())
     }
 
     fn running_jobs(&self) -> usize {

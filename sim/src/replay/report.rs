@@ -115,6 +115,13 @@ pub struct Report {
     pub max_queue: usize,
     /// Jobs started behind a blocked head (`--backfill easy`).
     pub backfilled_jobs: u64,
+    /// Running jobs whose links a blocked job may move, tried per call
+    /// (`--rearrange`; 0: never).
+    pub rearrange: usize,
+    /// Jobs placed by moving running jobs' links, and the moves made
+    /// (`--rearrange`; each move keeps the job's GPUs).
+    pub rearranged_jobs: u64,
+    pub moved_jobs: u64,
     pub deadline_misses: u64,
     pub decision_p50_us: f64,
     pub decision_p99_us: f64,
@@ -186,6 +193,9 @@ impl Report {
             place_calls: 0,
             max_queue: 0,
             backfilled_jobs: 0,
+            rearrange: 0,
+            rearranged_jobs: 0,
+            moved_jobs: 0,
             deadline_misses: 0,
             decision_p50_us: 0.0,
             decision_p99_us: 0.0,

@@ -42,10 +42,11 @@ use super::assign::Budget;
 use super::flow::Flow;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
+use super::rearrange::{self, Rearranged};
 use super::sizing::{Probe, Sizes};
 use super::view::{ocs_id, OcsView};
 use super::{
-    place_staged, release_held, JobRequest, Outcome, PlacementError, Placer, SliceOptions,
+    place_staged, release_held, JobRequest, Outcome, PlacementError, Placer, Policy, SliceOptions,
 };
 use crate::decision::{Decision, Stage};
 use crate::names::JobId;
@@ -138,6 +139,29 @@ impl Placer for OcsVclosPlacer {
 
     fn search_cutoffs(&self) -> u64 {
         self.cutoffs
+    }
+
+    fn rearrange(
+        &mut self,
+        job: &JobRequest,
+        tries: usize,
+    ) -> Result<Option<Rearranged>, PlacementError> {
+        rearrange::rearrange(self, job, tries)
+    }
+}
+
+impl rearrange::Rearrange for OcsVclosPlacer {
+    fn policy(&self) -> Policy {
+        Policy::OcsVclos
+    }
+    fn options(&self) -> SliceOptions {
+        self.options
+    }
+    fn state_mut(&mut self) -> &mut FabricState {
+        &mut self.state
+    }
+    fn cutoffs_mut(&mut self) -> &mut u64 {
+        &mut self.cutoffs
     }
 }
 

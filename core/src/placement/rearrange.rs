@@ -1,0 +1,205 @@
+//! Rearrangement (issue 13, item 3): when a job is blocked on the network
+//! alone, move the links of one running job so that both fit.
+//!
+//! **Why.** On fabrics where every GPU has its own uplink a slice of
+//! `l x s` takes as many spine ports as it has GPUs, so free spine ports
+//! always outnumber the idle servers' GPUs; what blocks a job is *where*
+//! they are. An `l x s` slice needs `s` spines with `l` free ports each
+//! reachable from its leaves (paper Section 6.2, Eq. 6; with an OCS layer,
+//! Section 7 and Appendix A.3), and earlier slices scatter the free ports
+//! over many spines. With every spine's ports pooled into one, the
+//! counting bound of [`super::bound`] places exactly what `best` places
+//! (docs/performance.md, "Moving a running job's links when the head
+//! blocks"): the whole gap to an ideal fabric on the hard traces of issue
+//! 13 is scattered spine ports, which no search can gather and moving a
+//! running slice can. This is the classic remedy of rearrangeable
+//! (as opposed to strictly) non-blocking Clos networks (Clos, "A Study of
+//! Non-Blocking Switching Networks", 1953; Beneš, 1962): a new connection
+//! may need existing ones moved.
+//!
+//! **How**, per try, on a copy of the state (nothing changes until a try
+//! succeeds, and then all at once):
+//! 1. candidates: running jobs whose decision holds links (a slice over
+//!    several leaves) and does not share them (`--sharing`), fewest GPUs
+//!    first, then the oldest; at most `tries` of them;
+//! 2. release the candidate's decision from the copy and mask its GPUs
+//!    ([`FabricState::without_gpus`]): a move changes a job's links, never
+//!    its GPUs, since the job keeps running;
+//! 3. place the blocked job on that view with the placer's own stages,
+//!    options and size memo (its search cutoffs are not counted: the
+//!    blocked call has already counted its own);
+//! 4. place the moved job again on exactly its GPUs with the same policy
+//!    ([`given::place_exactly`]: the policy's stages on a view where only
+//!    they are free; never in a sharing mode);
+//! 5. admit both into the copy, each checked by [`FabricState::admit`] like
+//!    every decision; the first try that gets this far replaces the
+//!    placer's state.
+//!
+//! **On devices** a move changes the moved job's leaf source routes, its
+//! spine VRF ports and, with an OCS, its circuits (the decision's links).
+//! Applied without a gap it is make-before-break: the new links configured
+//! while the old ones still carry the job, then its source routes switched,
+//! then the old released. The controller does not do that yet, so moves
+//! exist in simulation only (`vclos replay --rearrange N`); `job submit`,
+//! `plan` and the service never move a job.
+//!
+//! **Cost.** A state copy and two placements per try, on blocked calls
+//! only: docs/performance.md, "Rearrangement".
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::given::{self, Allocation};
+use super::{JobRequest, Outcome, PlacementError, Placer, Policy, SliceOptions};
+use crate::decision::Decision;
+use crate::names::JobId;
+use crate::state::FabricState;
+use crate::topology::{ServerId, Topology};
+
+/// One running job's links moved: its GPUs stay, its slice changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    pub job: JobId,
+    /// The decision it ran under until now.
+    pub from: Arc<Decision>,
+    /// The decision it runs under from now on: the same GPUs.
+    pub to: Arc<Decision>,
+}
+
+/// A placement found by moving running jobs' links ([`Placer::rearrange`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rearranged {
+    /// The moves, in the order they apply (before `placed` starts); empty
+    /// when the job was placed without one (the try found room its first
+    /// call's search had cut off).
+    pub moves: Vec<Move>,
+    /// The blocked job's decision.
+    pub placed: Arc<Decision>,
+}
+
+/// What [`rearrange`] needs of a placer beyond [`Placer`].
+pub(crate) trait Rearrange: Placer {
+    fn policy(&self) -> Policy;
+    fn options(&self) -> SliceOptions;
+    fn state_mut(&mut self) -> &mut FabricState;
+    fn cutoffs_mut(&mut self) -> &mut u64;
+}
+
+/// The search of the module doc for `job`, at most `tries` candidates:
+/// the rearrangement (already held by `p`'s state), or `None` with `p`'s
+/// state unchanged.
+pub(crate) fn rearrange<P: Rearrange>(
+    p: &mut P,
+    job: &JobRequest,
+    tries: usize,
+) -> Result<Option<Rearranged>, PlacementError> {
+    let movers = candidates(p.state_mut(), tries);
+    for mover in movers {
+        if let Some((r, state)) = try_moving(p, job, &mover)? {
+            *p.state_mut() = state;
+            return Ok(Some(r));
+        }
+    }
+    Ok(None)
+}
+
+/// Running jobs with links and no sharing, fewest GPUs first, then the
+/// oldest (admission order); at most `tries`.
+fn candidates(state: &FabricState, tries: usize) -> Vec<JobId> {
+    let mut c: Vec<(usize, usize, &JobId)> = state
+        .decisions()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, d)| !d.vclos.links.is_empty() && d.sharing.is_none())
+        .map(|(age, d)| (d.gpus.len(), age, &d.job))
+        .collect();
+    c.sort_unstable();
+    c.into_iter().take(tries).map(|(.., j)| j.clone()).collect()
+}
+
+/// Steps 2-5 of the module doc for one candidate: the rearrangement and
+/// the state holding it, or `None` when this move does not place `job`.
+fn try_moving<P: Rearrange>(
+    p: &mut P,
+    job: &JobRequest,
+    mover: &JobId,
+) -> Result<Option<(Rearranged, FabricState)>, PlacementError> {
+    let (policy, options) = (p.policy(), p.options());
+    let mut copy = p.state_mut().clone();
+    let from = Arc::new(copy.release(mover).map_err(|e| engine(policy, e))?);
+    let gpus = gpu_ids(copy.topology(), &from);
+    let view = copy.without_gpus(&gpus);
+    let Some(placed) = place_on_view(p, view, job)? else {
+        return Ok(None);
+    };
+    copy.admit(&placed).map_err(|e| engine(policy, e))?;
+    let again = JobRequest::new(mover.clone(), from.gpus.len() as u32);
+    let alloc = allocation(copy.topology(), &gpus);
+    let isolated = SliceOptions {
+        sharing: None,
+        ..options
+    };
+    let Ok(to) = given::place_exactly(policy, &copy, isolated, &again, &alloc)? else {
+        return Ok(None);
+    };
+    let mut to = Arc::unwrap_or_clone(to);
+    to.requested_gpus = from.requested_gpus;
+    copy.admit(&to).map_err(|e| engine(policy, e))?;
+    // Back on its own links (the blocked job fitted beside them after
+    // all: a search the first call cut off): nothing moved.
+    let moved = to.vclos != from.vclos || to.source_routes != from.source_routes;
+    let moves = Vec::from_iter(moved.then(|| Move {
+        job: mover.clone(),
+        from,
+        to: Arc::new(to),
+    }));
+    Ok(Some((Rearranged { moves, placed }, copy)))
+}
+
+/// Step 3: `p.place(job)` on `view` instead of its own state, which is
+/// put back afterwards with its cutoff count.
+fn place_on_view<P: Rearrange>(
+    p: &mut P,
+    view: FabricState,
+    job: &JobRequest,
+) -> Result<Option<Arc<Decision>>, PlacementError> {
+    let saved = std::mem::replace(p.state_mut(), view);
+    let cutoffs = *p.cutoffs_mut();
+    let outcome = p.place(job);
+    *p.state_mut() = saved;
+    *p.cutoffs_mut() = cutoffs;
+    match outcome? {
+        Outcome::Placed(d) => Ok(Some(d)),
+        Outcome::Blocked(_) => Ok(None),
+    }
+}
+
+/// The GPUs a decision holds, by topology index.
+fn gpu_ids(topo: &Topology, d: &Decision) -> Vec<(ServerId, u16)> {
+    (d.gpus.iter())
+        .filter_map(|g| Some((topo.server_id(&g.server)?, g.gpu)))
+        .collect()
+}
+
+/// `gpus` as a given allocation: whole servers when it holds every GPU of
+/// each of its servers (how a whole-server job was placed), else GPUs.
+fn allocation(topo: &Topology, gpus: &[(ServerId, u16)]) -> Allocation {
+    let servers: HashSet<ServerId> = gpus.iter().map(|&(s, _)| s).collect();
+    if servers.len() * usize::from(topo.gpus_per_server) == gpus.len() {
+        let mut s: Vec<ServerId> = servers.into_iter().collect();
+        s.sort_unstable();
+        Allocation::Servers(s)
+    } else {
+        Allocation::Gpus(gpus.to_vec())
+    }
+}
+
+fn engine(policy: Policy, e: impl std::fmt::Display) -> PlacementError {
+    PlacementError::Engine {
+        policy: policy.name(),
+        reason: format!("rearrangement: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
