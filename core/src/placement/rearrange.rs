@@ -85,6 +85,28 @@ pub(crate) trait Rearrange: Placer {
     fn cutoffs_mut(&mut self) -> &mut u64;
 }
 
+/// [`Rearrange`] for a placer struct with fields `state`, `options` and
+/// `cutoffs`, placing with `policy`.
+macro_rules! rearranges {
+    ($placer:ty, $policy:expr) => {
+        impl $crate::placement::rearrange::Rearrange for $placer {
+            fn policy(&self) -> $crate::placement::Policy {
+                $policy
+            }
+            fn options(&self) -> $crate::placement::SliceOptions {
+                self.options
+            }
+            fn state_mut(&mut self) -> &mut $crate::state::FabricState {
+                &mut self.state
+            }
+            fn cutoffs_mut(&mut self) -> &mut u64 {
+                &mut self.cutoffs
+            }
+        }
+    };
+}
+pub(crate) use rearranges;
+
 /// The search of the module doc for `job`, at most `tries` candidates:
 /// the rearrangement (already held by `p`'s state), or `None` with `p`'s
 /// state unchanged.

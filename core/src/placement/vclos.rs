@@ -132,20 +132,7 @@ impl Placer for VclosPlacer {
     }
 }
 
-impl rearrange::Rearrange for VclosPlacer {
-    fn policy(&self) -> Policy {
-        Policy::Vclos
-    }
-    fn options(&self) -> SliceOptions {
-        self.options
-    }
-    fn state_mut(&mut self) -> &mut FabricState {
-        &mut self.state
-    }
-    fn cutoffs_mut(&mut self) -> &mut u64 {
-        &mut self.cutoffs
-    }
-}
+rearrange::rearranges!(VclosPlacer, Policy::Vclos);
 
 /// vClos Stage 2 for a job of `gpus` GPUs (already known not to fit stages
 /// 0-1); `cutoffs` counts shapes whose search stopped at [`SEARCH_LIMIT`].

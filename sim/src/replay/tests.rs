@@ -767,24 +767,26 @@ fn easy_backfill_lets_a_long_job_use_only_the_gpus_the_head_leaves() {
     assert!((strict.avg_jwt_s - (0.0 + 9.0 + 13.0 + 12.0) / 4.0).abs() < 1e-9);
 }
 
-#[test]
-fn easy_backfill_on_the_real_engines_keeps_isolation_and_every_job() {
-    let topo = std::sync::Arc::new(
-        crate::topology::load(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../topologies/cluster512.yaml"
-        )))
-        .unwrap(),
-    );
+/// `topologies/NAME.yaml` and a trace of `jobs` jobs on its 512 GPUs at
+/// load 0.9, sizes any multiple of 8 up to 128 (issue 13's shape).
+fn hard_512(name: &str, jobs: u32, seed: u64) -> (std::sync::Arc<Topology>, Vec<Job>) {
+    let path = format!("{}/../topologies/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+    let topo = std::sync::Arc::new(crate::topology::load(std::path::Path::new(&path)).unwrap());
     let trace = crate::trace::generate::generate(&crate::trace::generate::Params {
-        jobs: 300,
+        jobs,
         gpus: 512,
         load: 0.9,
-        seed: 3,
+        seed,
         sizes: crate::trace::generate::Sizes::Uniform { step: 8, max: 128 },
     })
     .unwrap()
     .jobs;
+    (topo, trace)
+}
+
+#[test]
+fn easy_backfill_on_the_real_engines_keeps_isolation_and_every_job() {
+    let (topo, trace) = hard_512("cluster512", 300, 3);
     for policy in [
         crate::placement::Policy::Best,
         crate::placement::Policy::Vclos,
@@ -894,20 +896,7 @@ fn ledger_audits_shared_and_fresh_names_alike() {
 
 #[test]
 fn rearranging_moves_running_slices_with_every_audit_clean() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../topologies/cluster512-ocs.yaml"
-    );
-    let topo = std::sync::Arc::new(crate::topology::load(std::path::Path::new(path)).unwrap());
-    let trace = crate::trace::generate::generate(&crate::trace::generate::Params {
-        jobs: 400,
-        gpus: 512,
-        load: 0.9,
-        seed: 2,
-        sizes: crate::trace::generate::Sizes::Uniform { step: 8, max: 128 },
-    })
-    .unwrap()
-    .jobs;
+    let (topo, trace) = hard_512("cluster512-ocs", 400, 2);
     use crate::network::routes::Routing;
     use crate::placement::Policy;
     for (policy, fair_share) in [

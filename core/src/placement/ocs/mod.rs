@@ -150,20 +150,7 @@ impl Placer for OcsVclosPlacer {
     }
 }
 
-impl rearrange::Rearrange for OcsVclosPlacer {
-    fn policy(&self) -> Policy {
-        Policy::OcsVclos
-    }
-    fn options(&self) -> SliceOptions {
-        self.options
-    }
-    fn state_mut(&mut self) -> &mut FabricState {
-        &mut self.state
-    }
-    fn cutoffs_mut(&mut self) -> &mut u64 {
-        &mut self.cutoffs
-    }
-}
+rearrange::rearranges!(OcsVclosPlacer, Policy::OcsVclos);
 
 /// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines;
 /// `cutoffs` counts Stage 3 searches stopped by their budget, `call` is
