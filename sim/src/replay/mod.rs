@@ -462,7 +462,13 @@ impl Run<'_> {
             self.report.rearranged_jobs += 1;
         }
         for m in moves {
-            let idx = self.index[&m.job];
+            let Some(&idx) = self.index.get(&m.job) else {
+                return Err(ReplayError::Placement {
+                    policy: self.placer.name(),
+                    job: m.job.clone(),
+                    source: PlacementError::UnknownJob(m.job.clone()),
+                });
+            };
             self.ledger.finish(idx);
             self.ledger.start(idx, &m.to);
             if let Some(n) = &mut self.network {
