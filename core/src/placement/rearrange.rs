@@ -23,17 +23,17 @@
 //!    several leaves) and does not share them (`--sharing`), fewest GPUs
 //!    first, then the oldest; at most `tries` of them;
 //! 2. release the candidate's decision from the copy and mask its GPUs
-//!    ([`FabricState::without_gpus`]): a move changes a job's links, never
+//!    ([`FabricState::mask_gpus`]): a move changes a job's links, never
 //!    its GPUs, since the job keeps running;
-//! 3. place the blocked job on that view with the placer's own stages,
+//! 3. place the blocked job on the copy with the placer's own stages,
 //!    options and size memo (its search cutoffs are not counted: the
-//!    blocked call has already counted its own);
+//!    blocked call has already counted its own), then unmask the GPUs;
 //! 4. place the moved job again on exactly its GPUs with the same policy
 //!    ([`given::place_exactly`]: the policy's stages on a view where only
 //!    they are free; never in a sharing mode);
-//! 5. admit both into the copy, each checked by [`FabricState::admit`] like
-//!    every decision; the first try that gets this far replaces the
-//!    placer's state.
+//! 5. admit it into the copy (the blocked job was admitted in step 3),
+//!    each checked by [`FabricState::admit`] like every decision; the
+//!    first try that gets this far replaces the placer's state.
 //!
 //! **On devices** a move changes the moved job's leaf source routes, its
 //! spine VRF ports and, with an OCS, its circuits (the decision's links).
@@ -150,11 +150,12 @@ fn try_moving<P: Rearrange>(
     let mut copy = p.state_mut().clone();
     let from = Arc::new(copy.release(mover).map_err(|e| engine(policy, e))?);
     let gpus = gpu_ids(copy.topology(), &from);
-    let view = copy.without_gpus(&gpus);
-    let Some(placed) = place_on_view(p, view, job)? else {
+    copy.mask_gpus(&gpus);
+    let (placed, mut copy) = place_on_view(p, copy, job)?;
+    let Some(placed) = placed else {
         return Ok(None);
     };
-    copy.admit(&placed).map_err(|e| engine(policy, e))?;
+    copy.unmask_gpus(&gpus);
     let again = JobRequest::new(mover.clone(), from.gpus.len() as u32);
     let alloc = allocation(copy.topology(), &gpus);
     let isolated = SliceOptions {
@@ -179,20 +180,21 @@ fn try_moving<P: Rearrange>(
 }
 
 /// Step 3: `p.place(job)` on `view` instead of its own state, which is
-/// put back afterwards with its cutoff count.
+/// put back afterwards with its cutoff count; the view comes back holding
+/// the decision, if any.
 fn place_on_view<P: Rearrange>(
     p: &mut P,
     view: FabricState,
     job: &JobRequest,
-) -> Result<Option<Arc<Decision>>, PlacementError> {
+) -> Result<(Option<Arc<Decision>>, FabricState), PlacementError> {
     let saved = std::mem::replace(p.state_mut(), view);
     let cutoffs = *p.cutoffs_mut();
     let outcome = p.place(job);
-    *p.state_mut() = saved;
+    let view = std::mem::replace(p.state_mut(), saved);
     *p.cutoffs_mut() = cutoffs;
     match outcome? {
-        Outcome::Placed(d) => Ok(Some(d)),
-        Outcome::Blocked(_) => Ok(None),
+        Outcome::Placed(d) => Ok((Some(d), view)),
+        Outcome::Blocked(_) => Ok((None, view)),
     }
 }
 

@@ -686,33 +686,59 @@ impl FabricState {
         self.masked_except(|s, g| keep.contains(&(s, g)))
     }
 
-    /// This state with the free GPUs `gpus` masked (a job whose links
-    /// move keeps its GPUs: `crate::placement::rearrange`). A view for
-    /// placement only: never save it.
-    pub fn without_gpus(&self, gpus: &[(ServerId, u16)]) -> FabricState {
-        let drop: HashSet<(ServerId, u16)> = gpus.iter().copied().collect();
-        self.masked_except(|s, g| !drop.contains(&(s, g)))
+    /// Mask the free GPUs among `gpus` in place (a job whose links move
+    /// keeps its GPUs: `crate::placement::rearrange`): no placement stage
+    /// takes a masked GPU and admitting a decision that names one is
+    /// refused. [`FabricState::unmask_gpus`] undoes it; a state with masked
+    /// GPUs is a view for placement only: never save it.
+    pub fn mask_gpus(&mut self, gpus: &[(ServerId, u16)]) {
+        for &(s, g) in gpus {
+            if self.occ.gpu[self.layout.gpu(s, g)] == FREE {
+                self.set_masked(s, g, true);
+            }
+        }
+    }
+
+    /// Free again the masked GPUs among `gpus` ([`FabricState::mask_gpus`]).
+    pub fn unmask_gpus(&mut self, gpus: &[(ServerId, u16)]) {
+        for &(s, g) in gpus {
+            if self.occ.gpu[self.layout.gpu(s, g)] == MASKED {
+                self.set_masked(s, g, false);
+            }
+        }
+    }
+
+    /// Mask free GPU `g` of `s`, or free masked GPU `g` (`masked` false),
+    /// keeping the per-server and per-leaf counts.
+    fn set_masked(&mut self, s: ServerId, g: u16, masked: bool) {
+        let (t, si) = (self.topo.gpus_per_server, s.index());
+        let leaf = self.topo.servers[si].leaf.index();
+        let o = &mut self.occ;
+        if masked {
+            if o.server_free[si] == t {
+                o.leaf_idle[leaf] -= 1;
+            }
+            o.server_free[si] -= 1;
+            o.leaf_free[leaf] -= 1;
+        } else {
+            o.server_free[si] += 1;
+            o.leaf_free[leaf] += 1;
+            if o.server_free[si] == t {
+                o.leaf_idle[leaf] += 1;
+            }
+        }
+        o.gpu[self.layout.gpu(s, g)] = if masked { MASKED } else { FREE };
     }
 
     /// A copy with every free GPU for which `keep` is false masked.
     fn masked_except(&self, keep: impl Fn(ServerId, u16) -> bool) -> FabricState {
         let mut view = self.clone();
-        let t = self.topo.gpus_per_server;
-        let o = &mut view.occ;
-        for (si, server) in self.topo.servers.iter().enumerate() {
+        for (si, _) in self.topo.servers.iter().enumerate() {
             let sid = ServerId(si as u32);
-            let leaf = server.leaf.index();
-            for g in 0..t {
-                let i = self.layout.gpu(sid, g);
-                if o.gpu[i] != FREE || keep(sid, g) {
-                    continue;
+            for g in 0..self.topo.gpus_per_server {
+                if view.occ.gpu[self.layout.gpu(sid, g)] == FREE && !keep(sid, g) {
+                    view.set_masked(sid, g, true);
                 }
-                if o.server_free[si] == t {
-                    o.leaf_idle[leaf] -= 1;
-                }
-                o.gpu[i] = MASKED;
-                o.server_free[si] -= 1;
-                o.leaf_free[leaf] -= 1;
             }
         }
         view

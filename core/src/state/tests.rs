@@ -893,3 +893,44 @@ fn requested_gpus_is_between_one_and_the_gpus_held() {
     let back: Decision = serde_json::from_str(&old).unwrap();
     assert_eq!((back.requested_gpus, back.reserved_idle_gpus()), (None, 0));
 }
+
+#[test]
+fn masked_gpus_are_neither_free_nor_held_and_unmasking_restores_every_count() {
+    let topo = testbed(false);
+    let mut st = FabricState::new(Arc::clone(&topo));
+    st.admit(&two_server_job("a", false)).unwrap();
+    let counts = |st: &FabricState| {
+        let servers = (0..topo.servers.len()).map(|s| st.free_gpus(ServerId(s as u32)));
+        let leaves = (0..topo.leaves.len() as u32)
+            .map(|l| (st.idle_servers(LeafId(l)), st.leaf_free_gpus(LeafId(l))));
+        (servers.collect::<Vec<_>>(), leaves.collect::<Vec<_>>())
+    };
+    let before = counts(&st);
+    // Two GPUs of an idle server, and one held by `a` (left as it is).
+    let idle = (0..topo.servers.len() as u32)
+        .map(ServerId)
+        .find(|&s| st.server_idle(s))
+        .unwrap();
+    let held = topo.server_id("srv1").unwrap();
+    let gpus = [(idle, 0), (idle, 3), (held, 0)];
+    st.mask_gpus(&gpus);
+    assert!(st.gpu_holder(held, 0).is_some());
+    assert_eq!(st.free_gpus(idle), topo.gpus_per_server - 2);
+    assert!(!st.server_idle(idle));
+    let leaf = topo.server(idle).leaf;
+    assert_eq!(st.idle_servers(leaf) + 1, before.1[leaf.index()].0);
+    // A decision naming a masked GPU is refused.
+    let name = topo.server(idle).name.clone();
+    let mut d = two_server_job("b", false);
+    d.gpus = vec![GpuRef {
+        server: name,
+        gpu: 0,
+    }];
+    d.vclos = VirtualClos::default();
+    d.source_routes.clear();
+    assert!(st.admit(&d).is_err());
+    st.unmask_gpus(&gpus);
+    assert_eq!(counts(&st), before);
+    assert!(st.gpu_holder(held, 0).is_some());
+    st.admit(&d).unwrap();
+}
