@@ -9,8 +9,10 @@
 //! the figures the targets are about: avg JCT and its ratio to
 //! `best` on the same fabric, decision p99 and max, search cutoffs, jobs
 //! rounded up / unplaceable, isolation violations and busy rewires, and the
-//! replay's wall time. Criterion then times whole replays of the vClos
-//! policies (10 samples each).
+//! replay's wall time; then OCS-vClos again with `--rearrange 4`
+//! (simulation only: a blocked job may move one running job's links,
+//! `placement::rearrange`), figures only. Criterion then times whole
+//! replays of the vClos policies (10 samples each).
 //!
 //! Run: `cargo bench --bench scale` (the figure table alone, no timing:
 //! `cargo bench --bench scale -- nomatch`). Set `VCLOS_SCALE_LOAD` to
@@ -64,8 +66,16 @@ fn trace(gpus: u32) -> Vec<Job> {
 }
 
 fn run(policy: Policy, topo: &Arc<Topology>, jobs: &[Job]) -> Report {
+    run_moving(policy, topo, jobs, 0)
+}
+
+/// [`run`] with `--rearrange tries`.
+fn run_moving(policy: Policy, topo: &Arc<Topology>, jobs: &[Job], tries: usize) -> Report {
     let mut placer = placement::placer(policy, Arc::clone(topo)).expect("placer");
-    let opts = ReplayOptions::for_topology(topo);
+    let opts = ReplayOptions {
+        rearrange: tries,
+        ..ReplayOptions::for_topology(topo)
+    };
     replay::replay(placer.as_mut(), jobs, opts).expect("replay")
 }
 
@@ -87,9 +97,15 @@ fn bench(c: &mut Criterion) {
     for (name, topo) in &fabrics {
         let jobs = trace(topo.gpu_count() as u32);
         let mut best = None;
-        for policy in policies(topo) {
-            let r = run(policy, topo, &jobs);
+        let moving = (!topo.ocs.is_empty()).then_some((Policy::OcsVclos, 4));
+        let runs = policies(topo).into_iter().map(|p| (p, 0)).chain(moving);
+        for (policy, tries) in runs {
+            let r = run_moving(policy, topo, &jobs, tries);
             let base = *best.get_or_insert(r.avg_jct_s);
+            let policy = match tries {
+                0 => policy.to_string(),
+                n => format!("{policy} --rearrange {n} ({} moves)", r.moved_jobs),
+            };
             println!(
                 "| {name} | {policy} | {:.0} | {:.2}x | {:.2} / {:.1} ms | {} | {} / {} | {} / {} | {:.1} s |",
                 r.avg_jct_s,
