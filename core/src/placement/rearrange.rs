@@ -12,10 +12,14 @@
 //! (docs/performance.md, "Moving a running job's links when the head
 //! blocks"): the whole gap to an ideal fabric on the hard traces of issue
 //! 13 is scattered spine ports, which no search can gather and moving a
-//! running slice can. This is the classic remedy of rearrangeable
-//! (as opposed to strictly) non-blocking Clos networks (Clos, "A Study of
-//! Non-Blocking Switching Networks", 1953; Beneš, 1962): a new connection
-//! may need existing ones moved.
+//! running slice can. This is the remedy of rearrangeably (as opposed to
+//! strictly) non-blocking Clos networks: a three-stage network with as
+//! many middle switches as inputs per edge switch carries every
+//! connection pattern if existing connections may be moved (the
+//! Slepian-Duguid theorem; V. E. Beneš, "On rearrangeable three-stage
+//! connecting networks", Bell System Technical Journal 41(5), 1962),
+//! where a strictly non-blocking one needs about twice as many (C. Clos,
+//! "A study of non-blocking switching networks", BSTJ 32(2), 1953).
 //!
 //! **How**, per try, on a copy of the state (nothing changes until a try
 //! succeeds, and then all at once):
