@@ -9,9 +9,9 @@
 //! the figures the targets are about: avg JCT and its ratio to
 //! `best` on the same fabric, decision p99 and max, search cutoffs, jobs
 //! rounded up / unplaceable, isolation violations and busy rewires, and the
-//! replay's wall time; then OCS-vClos again with `--rearrange 4`
-//! (simulation only: a blocked job may move one running job's links,
-//! `placement::rearrange`), figures only. Criterion then times whole
+//! replay's wall time; then OCS-vClos again with `--rearrange 4` in
+//! either `--moves` order (simulation only: a blocked job may move one
+//! running job's links, `placement::rearrange`), figures only. Criterion then times whole
 //! replays of the vClos policies (10 samples each).
 //!
 //! Run: `cargo bench --bench scale` (the figure table alone, no timing:
@@ -21,6 +21,7 @@
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use vclos::placement::rearrange::Moves;
 use vclos::placement::{self, Policy};
 use vclos::replay::{self, ReplayOptions, Report};
 use vclos::topology::{self, generate as topogen, Topology};
@@ -66,14 +67,20 @@ fn trace(gpus: u32) -> Vec<Job> {
 }
 
 fn run(policy: Policy, topo: &Arc<Topology>, jobs: &[Job]) -> Report {
-    run_moving(policy, topo, jobs, 0)
+    run_moving(policy, topo, jobs, (0, Moves::default()))
 }
 
-/// [`run`] with `--rearrange tries`.
-fn run_moving(policy: Policy, topo: &Arc<Topology>, jobs: &[Job], tries: usize) -> Report {
+/// [`run`] with `--rearrange tries --moves moves`.
+fn run_moving(
+    policy: Policy,
+    topo: &Arc<Topology>,
+    jobs: &[Job],
+    (tries, moves): (usize, Moves),
+) -> Report {
     let mut placer = placement::placer(policy, Arc::clone(topo)).expect("placer");
     let opts = ReplayOptions {
         rearrange: tries,
+        moves,
         ..ReplayOptions::for_topology(topo)
     };
     replay::replay(placer.as_mut(), jobs, opts).expect("replay")
@@ -97,14 +104,21 @@ fn bench(c: &mut Criterion) {
     for (name, topo) in &fabrics {
         let jobs = trace(topo.gpu_count() as u32);
         let mut best = None;
-        let moving = (!topo.ocs.is_empty()).then_some((Policy::OcsVclos, 4));
-        let runs = policies(topo).into_iter().map(|p| (p, 0)).chain(moving);
-        for (policy, tries) in runs {
-            let r = run_moving(policy, topo, &jobs, tries);
+        let orders = [Moves::MakeBeforeBreak, Moves::BreakBeforeMake];
+        let moving = orders.map(|m| (Policy::OcsVclos, (4, m)));
+        let moving = moving.into_iter().filter(|_| !topo.ocs.is_empty());
+        let plain = policies(topo)
+            .into_iter()
+            .map(|p| (p, (0, Moves::default())));
+        for (policy, (tries, moves)) in plain.chain(moving) {
+            let r = run_moving(policy, topo, &jobs, (tries, moves));
             let base = *best.get_or_insert(r.avg_jct_s);
             let policy = match tries {
                 0 => policy.to_string(),
-                n => format!("{policy} --rearrange {n} ({} moves)", r.moved_jobs),
+                n => format!(
+                    "{policy} --rearrange {n} --moves {moves} ({} moves)",
+                    r.moved_jobs
+                ),
             };
             println!(
                 "| {name} | {policy} | {:.0} | {:.2}x | {:.2} / {:.1} ms | {} | {} / {} | {} / {} | {:.1} s |",

@@ -829,6 +829,7 @@ fn rearrange_moves_running_slices_and_is_refused_where_it_means_nothing() {
     let trace = awkward_512(dir.path());
     let r = replay_512_json(&trace, "vclos", &["--network", "ideal", "--rearrange", "4"]);
     assert_eq!(r["rearrange"], 4, "{r}");
+    assert_eq!(r["moves"], "make-before-break", "{r}");
     assert!(r["moved_jobs"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["rearranged_jobs"], r["moved_jobs"], "{r}");
     assert_eq!(r["completed"], 600, "{r}");
@@ -836,7 +837,7 @@ fn rearrange_moves_running_slices_and_is_refused_where_it_means_nothing() {
     let table = replay_512(&trace, "vclos", &["--network", "ideal", "--rearrange", "4"]);
     let row = table.lines().find(|l| l.starts_with("rearrange")).unwrap();
     assert!(
-        row.contains("up to 4 running jobs tried per block"),
+        row.contains("up to 4 running jobs tried per block, make-before-break"),
         "{table}"
     );
     let plain = replay_512(&trace, "vclos", &["--network", "ideal"]);
@@ -847,4 +848,15 @@ fn rearrange_moves_running_slices_and_is_refused_where_it_means_nothing() {
     }
     let err = replay_512_refused(&trace, "vclos", &["--rearrange", "2000"]);
     assert!(err.contains("--rearrange"), "{err}");
+    // An order without --rearrange would be ignored: refused instead.
+    let err = replay_512_refused(&trace, "vclos", &["--moves", "break-before-make"]);
+    assert!(err.contains("--rearrange"), "{err}");
+    let r = replay_512_json(
+        &trace,
+        "vclos",
+        &["--rearrange", "4", "--moves", "break-before-make"],
+    );
+    assert_eq!(r["moves"], "break-before-make", "{r}");
+    assert!(r["moved_jobs"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["isolation_violations"], 0, "{r}");
 }

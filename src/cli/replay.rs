@@ -10,6 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use vclos::network::model::Congestion;
 use vclos::network::routes::{Router, Routing};
+use vclos::placement::rearrange::Moves;
 use vclos::placement::{self, Policy};
 use vclos::replay::{self, Backfill, QueuePolicy, ReplayOptions, Report};
 use vclos::sharing::profile::Profiles;
@@ -74,6 +75,12 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=1024))]
     rearrange: u32,
+    /// With --rearrange: `make-before-break` (a moved job's new links share
+    /// no port with its old ones; it never stops) or `break-before-make`
+    /// (the blocked job first, the moved job on what is left, its own old
+    /// ports included: it pauses while its links change).
+    #[arg(long, value_enum, default_value_t = Moves::MakeBeforeBreak, requires = "rearrange")]
+    moves: Moves,
 }
 
 /// `--backfill`, `--backfill-depth` (replay and sweep).
@@ -154,6 +161,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         profiles,
         congestion: a.congestion,
         rearrange: a.rearrange as usize,
+        moves: a.moves,
         ..ReplayOptions::for_topology(&topo)
     };
     let bar = progress_bar(jobs.len(), "jobs");
@@ -262,8 +270,8 @@ fn optional_rows(r: &Report, rows: &mut Vec<(&'static str, String)>) {
         rows.push((
             "rearrange",
             format!(
-                "up to {} running jobs tried per block: {} jobs placed by {} moves",
-                r.rearrange, r.rearranged_jobs, r.moved_jobs
+                "up to {} running jobs tried per block, {}: {} jobs placed by {} moves",
+                r.rearrange, r.moves, r.rearranged_jobs, r.moved_jobs
             ),
         ));
     }

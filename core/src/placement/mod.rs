@@ -169,15 +169,17 @@ pub trait Placer {
         0
     }
     /// Place `job`, blocked on the network, by moving the links of one of
-    /// at most `tries` running jobs ([`rearrange`] module doc): the moves
-    /// and the decision, all held, or `None` with nothing changed (always,
-    /// for policies that do not rearrange: all but vClos and OCS-vClos).
+    /// at most `tries` running jobs in the order `moves` ([`rearrange`]
+    /// module doc): the moves and the decision, all held, or `None` with
+    /// nothing changed (always, for policies that do not rearrange: all
+    /// but vClos and OCS-vClos).
     fn rearrange(
         &mut self,
         job: &JobRequest,
         tries: usize,
+        moves: rearrange::Moves,
     ) -> Result<Option<rearrange::Rearranged>, PlacementError> {
-        let _ = (job, tries);
+        let _ = (job, tries, moves);
         Ok(None)
     }
 }

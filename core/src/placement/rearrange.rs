@@ -22,30 +22,36 @@
 //! "A study of non-blocking switching networks", BSTJ 32(2), 1953).
 //!
 //! **How**, per try, on a copy of the state (nothing changes until a try
-//! succeeds, and then all at once):
-//! 1. candidates: running jobs whose decision holds links (a slice over
-//!    several leaves) and does not share them (`--sharing`), fewest GPUs
-//!    first, then the oldest; at most `tries` of them;
-//! 2. release the candidate's decision from the copy and mask its GPUs
-//!    ([`FabricState::mask_gpus`]): a move changes a job's links, never
-//!    its GPUs, since the job keeps running;
-//! 3. place the blocked job on the copy with the placer's own stages,
-//!    options and size memo (its search cutoffs are not counted: the
-//!    blocked call has already counted its own), then unmask the GPUs;
-//! 4. place the moved job again on exactly its GPUs with the same policy
-//!    ([`given::place_exactly`]: the policy's stages on a view where only
-//!    they are free; never in a sharing mode);
-//! 5. admit it into the copy (the blocked job was admitted in step 3),
-//!    each checked by [`FabricState::admit`] like every decision; the
-//!    first try that gets this far replaces the placer's state.
+//! succeeds, and then all at once). Candidates are running jobs whose
+//! decision holds links (a slice over several leaves) and does not share
+//! them (`--sharing`), fewest GPUs first, then the oldest; at most `tries`
+//! of them, one per try. In either order ([`Moves`]) the moved job is
+//! placed again on exactly its GPUs with the same policy
+//! ([`given::place_exactly`]: the policy's stages on a view where only they
+//! are free; never in a sharing mode), the blocked job with the placer's
+//! own stages, options and size memo (its search cutoffs are not counted:
+//! the blocked call has already counted its own), and every decision is
+//! admitted and checked by [`FabricState::admit`] like any other.
+//! - [`Moves::MakeBeforeBreak`]: the moved job's new slice is placed while
+//!   its old links stay held ([`FabricState::release_keeping_links`]), so
+//!   it shares no uplink, spine port or OCS port with them and rewires
+//!   idle OCS ports only (Section 7's rule); the old links are then freed
+//!   ([`FabricState::free_kept_links`]) and the blocked job placed.
+//! - [`Moves::BreakBeforeMake`]: the moved job's links are released and its
+//!   GPUs masked ([`FabricState::mask_gpus`]), the blocked job placed, then
+//!   the moved job on what is left, which may include its own old ports.
 //!
 //! **On devices** a move changes the moved job's leaf source routes, its
 //! spine VRF ports and, with an OCS, its circuits (the decision's links).
-//! Applied without a gap it is make-before-break: the new links configured
-//! while the old ones still carry the job, then its source routes switched,
-//! then the old released. The controller does not do that yet, so moves
-//! exist in simulation only (`vclos replay --rearrange N`); `job submit`,
-//! `plan` and the service never move a job.
+//! Make-before-break is appliable without a gap: the new links configured
+//! beside the old ones (new circuits on idle OCS ports only), the job's
+//! source routes switched to them, the old links removed, then the blocked
+//! job admitted. Break-before-make changes the moved job's links in the
+//! same transaction that admits the blocked job, so the job pauses for it
+//! and its busy OCS ports are rewired: only for jobs that agreed to it.
+//! The controller does neither yet, so moves exist in simulation only
+//! (`vclos replay --rearrange N [--moves ORDER]`); `job submit`, `plan` and
+//! the service never move a job.
 //!
 //! **Cost.** A state copy and two placements per try, on blocked calls
 //! only: docs/performance.md, "Rearrangement".
@@ -60,6 +66,30 @@ use crate::names::JobId;
 use crate::state::FabricState;
 use crate::topology::{ServerId, Topology};
 
+/// How a moved job's links change (module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Moves {
+    /// Its new slice shares no port with the old one: configured beside
+    /// it, then switched to, then the old removed; the job never stops.
+    #[default]
+    #[value(name = "make-before-break")]
+    MakeBeforeBreak,
+    /// The blocked job is placed first and the moved job's new slice may
+    /// reuse its old ports: its links are down while they change, and its
+    /// busy OCS ports are rewired, so the job must agree to a pause.
+    #[value(name = "break-before-make")]
+    BreakBeforeMake,
+}
+
+impl std::fmt::Display for Moves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Moves::MakeBeforeBreak => "make-before-break",
+            Moves::BreakBeforeMake => "break-before-make",
+        })
+    }
+}
+
 /// One running job's links moved: its GPUs stay, its slice changes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Move {
@@ -73,9 +103,7 @@ pub struct Move {
 /// A placement found by moving running jobs' links ([`Placer::rearrange`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rearranged {
-    /// The moves, in the order they apply (before `placed` starts); empty
-    /// when the job was placed without one (the try found room its first
-    /// call's search had cut off).
+    /// The moves, in the order they apply (before `placed` starts).
     pub moves: Vec<Move>,
     /// The blocked job's decision.
     pub placed: Arc<Decision>,
@@ -117,11 +145,11 @@ pub(crate) use rearranges;
 pub(crate) fn rearrange<P: Rearrange>(
     p: &mut P,
     job: &JobRequest,
-    tries: usize,
+    (tries, moves): (usize, Moves),
 ) -> Result<Option<Rearranged>, PlacementError> {
     let movers = candidates(p.state_mut(), tries);
     for mover in movers {
-        if let Some((r, state)) = try_moving(p, job, &mover)? {
+        if let Some((r, state)) = try_moving(p, job, &mover, moves)? {
             *p.state_mut() = state;
             return Ok(Some(r));
         }
@@ -143,47 +171,80 @@ fn candidates(state: &FabricState, tries: usize) -> Vec<JobId> {
     c.into_iter().take(tries).map(|(.., j)| j.clone()).collect()
 }
 
-/// Steps 2-5 of the module doc for one candidate: the rearrangement and
-/// the state holding it, or `None` when this move does not place `job`.
+/// One candidate's try in `moves`' order (module doc): the
+/// rearrangement and the state holding it, or `None` when this move does
+/// not place `job`.
 fn try_moving<P: Rearrange>(
     p: &mut P,
     job: &JobRequest,
     mover: &JobId,
+    moves: Moves,
 ) -> Result<Option<(Rearranged, FabricState)>, PlacementError> {
-    let (policy, options) = (p.policy(), p.options());
+    let policy = p.policy();
     let mut copy = p.state_mut().clone();
-    let from = Arc::new(copy.release(mover).map_err(|e| engine(policy, e))?);
-    let gpus = gpu_ids(copy.topology(), &from);
-    copy.mask_gpus(&gpus);
-    let (placed, mut copy) = place_on_view(p, copy, job)?;
+    let (placed, from, to, copy) = match moves {
+        Moves::MakeBeforeBreak => {
+            let (from, kept) = copy
+                .release_keeping_links(mover)
+                .map_err(|e| engine(policy, e))?;
+            let Some(to) = place_again(p, &mut copy, &from)? else {
+                return Ok(None);
+            };
+            copy.free_kept_links(&kept);
+            let (placed, copy) = place_on_view(p, copy, job)?;
+            (placed, from, to, copy)
+        }
+        Moves::BreakBeforeMake => {
+            let from = copy.release(mover).map_err(|e| engine(policy, e))?;
+            let gpus = gpu_ids(copy.topology(), &from);
+            copy.mask_gpus(&gpus);
+            let (placed, mut copy) = place_on_view(p, copy, job)?;
+            if placed.is_none() {
+                return Ok(None);
+            }
+            copy.unmask_gpus(&gpus);
+            let Some(to) = place_again(p, &mut copy, &from)? else {
+                return Ok(None);
+            };
+            (placed, from, to, copy)
+        }
+    };
     let Some(placed) = placed else {
         return Ok(None);
     };
-    copy.unmask_gpus(&gpus);
-    let again = JobRequest::new(mover.clone(), from.gpus.len() as u32);
+    let moves = vec![Move {
+        job: from.job.clone(),
+        from: Arc::new(from),
+        to: Arc::new(to),
+    }];
+    Ok(Some((Rearranged { moves, placed }, copy)))
+}
+
+/// Place the job of `from` again on exactly its GPUs in `copy` with
+/// `p`'s policy and options, never sharing, and admit it there.
+fn place_again<P: Rearrange>(
+    p: &P,
+    copy: &mut FabricState,
+    from: &Decision,
+) -> Result<Option<Decision>, PlacementError> {
+    let policy = p.policy();
+    let gpus = gpu_ids(copy.topology(), from);
+    let again = JobRequest::new(from.job.clone(), from.gpus.len() as u32);
     let alloc = allocation(copy.topology(), &gpus);
     let isolated = SliceOptions {
         sharing: None,
-        ..options
+        ..p.options()
     };
-    let Ok(to) = given::place_exactly(policy, &copy, isolated, &again, &alloc)? else {
+    let Ok(to) = given::place_exactly(policy, copy, isolated, &again, &alloc)? else {
         return Ok(None);
     };
     let mut to = Arc::unwrap_or_clone(to);
     to.requested_gpus = from.requested_gpus;
     copy.admit(&to).map_err(|e| engine(policy, e))?;
-    // Back on its own links (the blocked job fitted beside them after
-    // all: a search the first call cut off): nothing moved.
-    let moved = to.vclos != from.vclos || to.source_routes != from.source_routes;
-    let moves = Vec::from_iter(moved.then(|| Move {
-        job: mover.clone(),
-        from,
-        to: Arc::new(to),
-    }));
-    Ok(Some((Rearranged { moves, placed }, copy)))
+    Ok(Some(to))
 }
 
-/// Step 3: `p.place(job)` on `view` instead of its own state, which is
+/// Step 4: `p.place(job)` on `view` instead of its own state, which is
 /// put back afterwards with its cutoff count; the view comes back holding
 /// the decision, if any.
 fn place_on_view<P: Rearrange>(

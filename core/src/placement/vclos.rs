@@ -24,7 +24,7 @@ use super::assign::Cutoff;
 use super::biclique::{self, Graph};
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::rearrange::{self, Rearranged};
+use super::rearrange::{self, Moves, Rearranged};
 use super::sizing::{Probe, Sizes};
 use super::view::LinkView;
 use super::{
@@ -127,8 +127,9 @@ impl Placer for VclosPlacer {
         &mut self,
         job: &JobRequest,
         tries: usize,
+        moves: Moves,
     ) -> Result<Option<Rearranged>, PlacementError> {
-        rearrange::rearrange(self, job, tries)
+        rearrange::rearrange(self, job, (tries, moves))
     }
 }
 

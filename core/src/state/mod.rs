@@ -183,6 +183,11 @@ pub(crate) struct Resources {
     pub shared: Vec<SharedLinkRes>,
 }
 
+/// The links of a job released with [`FabricState::release_keeping_links`],
+/// still unusable until [`FabricState::free_kept_links`].
+#[derive(Debug, Clone)]
+pub struct KeptLinks(Resources);
+
 /// A reserved link's ports, by flat index: uplink, spine port, OCS hop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SharedLinkRes {
@@ -473,15 +478,7 @@ impl FabricState {
             share.holders.push(slot);
         }
         for &(ocs, a, b) in &r.cross {
-            let base = l.ocs_base[ocs.index()] as usize;
-            for p in [a, b] {
-                let old = o.patch[base + p as usize];
-                if old != FREE {
-                    o.patch[base + old as usize] = FREE;
-                }
-            }
-            o.patch[base + a as usize] = u32::from(b);
-            o.patch[base + b as usize] = u32::from(a);
+            self.patch_pair(ocs, a, b);
         }
     }
 
@@ -523,9 +520,15 @@ impl FabricState {
             o.patch[base + a as usize] = FREE;
             o.patch[base + b as usize] = FREE;
         }
-        // Restore initial patches touching the freed ports, where both ends
-        // are free and dark (a live cross-connect of another job wins).
-        for &(ocs, a, b) in &r.cross {
+        self.restore_patches(&r.cross);
+    }
+
+    /// Restore initial patches touching the ends of the removed
+    /// cross-connects `cross`, where both ends are free and dark (a live
+    /// cross-connect of another job wins).
+    fn restore_patches(&mut self, cross: &[(OcsId, u16, u16)]) {
+        let (l, o) = (&self.layout, &mut self.occ);
+        for &(ocs, a, b) in cross {
             let base = l.ocs_base[ocs.index()] as usize;
             for p in [a, b] {
                 let pi = base + p as usize;
@@ -544,6 +547,84 @@ impl FabricState {
                 }
             }
         }
+    }
+
+    /// Release `job` as [`FabricState::release`] does, except its links:
+    /// their uplinks, spine ports and OCS ports stay unusable (masked) and
+    /// its circuits stay patched, as on a fabric where the job still runs
+    /// on them. For a job whose links move make-before-break
+    /// (`crate::placement::rearrange`): its new slice is placed beside the
+    /// old one, which [`FabricState::free_kept_links`] then frees. Never
+    /// save a state between the two.
+    pub fn release_keeping_links(
+        &mut self,
+        job: &JobId,
+    ) -> Result<(Decision, KeptLinks), StateError> {
+        let slot = *self
+            .by_id
+            .get(job)
+            .ok_or_else(|| StateError::UnknownJob(job.clone()))?;
+        let res = (self.slots[slot as usize].as_ref())
+            .map(|h| h.res.clone())
+            .ok_or_else(|| StateError::UnknownJob(job.clone()))?;
+        let d = self.release(job)?;
+        for &(ocs, a, b) in &res.cross {
+            self.patch_pair(ocs, a, b);
+        }
+        let o = &mut self.occ;
+        for (ports, list) in [
+            (&mut o.uplink, &res.uplinks),
+            (&mut o.spine_port, &res.spine_ports),
+            (&mut o.ocs_port, &res.ocs_ports),
+        ] {
+            for &i in list {
+                ports[i] = MASKED;
+            }
+        }
+        Ok((d, KeptLinks(res)))
+    }
+
+    /// Free the links [`FabricState::release_keeping_links`] kept: their
+    /// ports, and their circuits (initial patches restored where possible).
+    pub fn free_kept_links(&mut self, kept: &KeptLinks) {
+        let (r, o) = (&kept.0, &mut self.occ);
+        for (ports, list) in [
+            (&mut o.uplink, &r.uplinks),
+            (&mut o.spine_port, &r.spine_ports),
+            (&mut o.ocs_port, &r.ocs_ports),
+        ] {
+            for &i in list {
+                if ports[i] == MASKED {
+                    ports[i] = FREE;
+                }
+            }
+        }
+        for &(ocs, a, b) in &r.cross {
+            let base = self.layout.ocs_base[ocs.index()] as usize;
+            for p in [a, b] {
+                let pi = base + p as usize;
+                if o.patch[pi] != FREE {
+                    let q = o.patch[pi] as usize;
+                    o.patch[base + q] = FREE;
+                    o.patch[pi] = FREE;
+                }
+            }
+        }
+        self.restore_patches(&r.cross);
+    }
+
+    /// Patch `a` to `b` on `ocs`, darkening their old partners.
+    fn patch_pair(&mut self, ocs: OcsId, a: u16, b: u16) {
+        let base = self.layout.ocs_base[ocs.index()] as usize;
+        let o = &mut self.occ;
+        for p in [a, b] {
+            let old = o.patch[base + p as usize];
+            if old != FREE {
+                o.patch[base + old as usize] = FREE;
+            }
+        }
+        o.patch[base + a as usize] = u32::from(b);
+        o.patch[base + b as usize] = u32::from(a);
     }
 
     /// Leave every shared link `r` is on ([`Share`]): the next holder

@@ -934,3 +934,38 @@ fn masked_gpus_are_neither_free_nor_held_and_unmasking_restores_every_count() {
     assert!(st.gpu_holder(held, 0).is_some());
     st.admit(&d).unwrap();
 }
+
+#[test]
+fn links_kept_at_release_stay_unusable_until_freed_then_match_a_release() {
+    let topo = testbed(true);
+    let masked = |st: &FabricState| {
+        let o = &st.occ;
+        let n = |v: &[u32]| v.iter().filter(|&&x| x == MASKED).count();
+        (n(&o.uplink), n(&o.spine_port), n(&o.ocs_port))
+    };
+    for d in [two_leaf_job("x"), two_server_job("y", true)] {
+        let mut plain = FabricState::new(Arc::clone(&topo));
+        plain.admit(&d).unwrap();
+        let patched = plain.occ.patch.clone();
+        let mut kept = plain.clone();
+        let (back, links) = kept.release_keeping_links(&d.job).unwrap();
+        assert_eq!(back, d);
+        // Its GPUs and server ports are free; every port of its links is
+        // unusable and its circuits stay.
+        assert!(kept.decision(&d.job).is_none());
+        for g in &d.gpus {
+            let s = topo.server_id(&g.server).unwrap();
+            assert!(kept.gpu_holder(s, g.gpu).is_none() && kept.free_gpus(s) > 0);
+        }
+        let spines = d.vclos.links.iter().filter(|l| l.peer.starts_with("spine"));
+        let hops = d.vclos.links.iter().filter(|l| l.via.is_some()).count();
+        let leaf_ends = d.vclos.links.len() * 2 - spines.clone().count();
+        assert_eq!(masked(&kept), (leaf_ends, spines.count(), 2 * hops));
+        assert_eq!(kept.occ.patch, patched);
+        kept.free_kept_links(&links);
+        plain.release(&d.job).unwrap();
+        assert!(same_holders(&plain, &kept));
+        assert_eq!(kept.occ.patch, plain.occ.patch);
+        assert_eq!(masked(&kept), (0, 0, 0));
+    }
+}

@@ -53,7 +53,7 @@ use crate::decision::Decision;
 use crate::names::JobId;
 use crate::network::model::{Congestion, Contention};
 use crate::network::routes::{Router, Unknown};
-use crate::placement::rearrange::Move;
+use crate::placement::rearrange::{Move, Moves};
 use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
 use crate::topology::Topology;
@@ -87,8 +87,9 @@ pub struct ReplayOptions {
     pub congestion: Congestion,
     /// Running jobs whose links a network-blocked job may move, tried per
     /// blocked call (`--rearrange`, [`Placer::rearrange`]; 0: never, the
-    /// paper's engine).
+    /// paper's engine), and in which order their links change (`--moves`).
     pub rearrange: usize,
+    pub moves: Moves,
 }
 
 impl ReplayOptions {
@@ -223,7 +224,7 @@ pub fn replay_with_progress(
             per_server: per_server.map_or(0, u32::from),
         },
         head_blocked: HeadBlocked::default(),
-        rearrange: opts.rearrange,
+        rearrange: (opts.rearrange, opts.moves),
         index: if opts.rearrange > 0 {
             (trace.iter().enumerate())
                 .map(|(i, j)| (j.id.clone(), i))
@@ -234,6 +235,9 @@ pub fn replay_with_progress(
     };
     run.report.policy = run.placer.name().to_string();
     run.report.rearrange = opts.rearrange;
+    if opts.rearrange > 0 {
+        run.report.moves = opts.moves.to_string();
+    }
     run.report.backfill = opts.backfill.to_string();
     if fair_share {
         run.report.network = "fair-share".to_string();
@@ -308,7 +312,7 @@ struct Run<'a> {
     head_blocked: HeadBlocked,
     /// [`ReplayOptions::rearrange`], and the trace index of every job id
     /// (built only when it is on: a move names its job).
-    rearrange: usize,
+    rearrange: (usize, Moves),
     index: HashMap<JobId, usize>,
 }
 
@@ -402,8 +406,9 @@ impl Run<'_> {
         let t0 = Instant::now();
         let mut outcome = self.placer.place(&request);
         let mut moves = Vec::new();
-        if self.rearrange > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
-            if let Some(r) = self.placer.rearrange(&request, self.rearrange).transpose() {
+        let (tries, order) = self.rearrange;
+        if tries > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
+            if let Some(r) = self.placer.rearrange(&request, tries, order).transpose() {
                 outcome = r.map(|r| {
                     moves = r.moves;
                     Outcome::Placed(r.placed)

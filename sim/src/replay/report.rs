@@ -118,6 +118,9 @@ pub struct Report {
     /// Running jobs whose links a blocked job may move, tried per call
     /// (`--rearrange`; 0: never).
     pub rearrange: usize,
+    /// The order of those moves (`make-before-break`, `break-before-make`;
+    /// empty without `--rearrange`).
+    pub moves: String,
     /// Jobs placed by moving running jobs' links, and the moves made
     /// (`--rearrange`; each move keeps the job's GPUs).
     pub rearranged_jobs: u64,
@@ -194,6 +197,7 @@ impl Report {
             max_queue: 0,
             backfilled_jobs: 0,
             rearrange: 0,
+            moves: String::new(),
             rearranged_jobs: 0,
             moved_jobs: 0,
             deadline_misses: 0,

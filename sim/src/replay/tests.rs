@@ -898,17 +898,19 @@ fn ledger_audits_shared_and_fresh_names_alike() {
 fn rearranging_moves_running_slices_with_every_audit_clean() {
     let (topo, trace) = hard_512("cluster512-ocs", 400, 2);
     use crate::network::routes::Routing;
+    use crate::placement::rearrange::Moves;
     use crate::placement::Policy;
-    for (policy, fair_share) in [
-        (Policy::OcsVclos, false),
-        (Policy::OcsVclos, true),
-        (Policy::Vclos, true),
+    for (policy, fair_share, moves) in [
+        (Policy::OcsVclos, false, Moves::BreakBeforeMake),
+        (Policy::OcsVclos, true, Moves::BreakBeforeMake),
+        (Policy::Vclos, true, Moves::MakeBeforeBreak),
     ] {
         let run = |rearrange| {
             let mut p = crate::placement::placer(policy, std::sync::Arc::clone(&topo)).unwrap();
             let network = fair_share.then(|| Router::new(&topo, Routing::for_policy(policy, 1)));
             let opts = ReplayOptions {
                 rearrange,
+                moves,
                 network,
                 ..ReplayOptions::for_topology(&topo)
             };
@@ -917,7 +919,8 @@ fn rearranging_moves_running_slices_with_every_audit_clean() {
         let (strict, moving) = (run(0), run(4));
         assert_eq!((strict.moved_jobs, strict.rearranged_jobs), (0, 0));
         assert!(moving.moved_jobs > 0, "{policy}: nothing moved");
-        assert_eq!(moving.rearrange, 4);
+        assert_eq!((moving.rearrange, &*moving.moves), (4, &*moves.to_string()));
+        assert_eq!(strict.moves, "");
         assert_eq!(moving.completed, strict.completed, "{policy}");
         let audits = |r: &Report| {
             let a = [r.isolation_violations, r.busy_rewires, r.gpu_conflicts];

@@ -42,7 +42,7 @@ use super::assign::Budget;
 use super::flow::Flow;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::rearrange::{self, Rearranged};
+use super::rearrange::{self, Moves, Rearranged};
 use super::sizing::{Probe, Sizes};
 use super::view::{ocs_id, OcsView};
 use super::{
@@ -145,8 +145,9 @@ impl Placer for OcsVclosPlacer {
         &mut self,
         job: &JobRequest,
         tries: usize,
+        moves: Moves,
     ) -> Result<Option<Rearranged>, PlacementError> {
-        rearrange::rearrange(self, job, tries)
+        rearrange::rearrange(self, job, (tries, moves))
     }
 }
 
