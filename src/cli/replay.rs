@@ -67,8 +67,8 @@ pub struct ReplayArgs {
     /// baselines are refused.
     #[arg(long)]
     on_fabric: bool,
-    /// vclos, ocs-vclos: when a job is blocked on the network alone, try
-    /// moving the links of up to N running jobs (fewest GPUs first), one
+    /// vclos, ocs-vclos: when the queue's head is blocked on the network
+    /// alone, try moving the links of up to N running jobs (fewest GPUs first), one
     /// per try, keeping their GPUs (`rearranged_jobs`, `moved_jobs`;
     /// simulation only: the controller does not move jobs; module doc of
     /// `placement::rearrange`). 0: never, the paper's engine.

@@ -340,7 +340,7 @@ impl Run<'_> {
     /// Start jobs from the head until it blocks; return the blocked head.
     fn schedule(&mut self, now: f64) -> Result<Option<usize>, ReplayError> {
         while let Some(idx) = self.queue.head() {
-            if let Tried::Blocked = self.try_place(idx, now)? {
+            if let Tried::Blocked = self.try_place(idx, now, true)? {
                 if self.running_jobs() > 0 {
                     return Ok(Some(idx));
                 }
@@ -374,7 +374,7 @@ impl Run<'_> {
             if allowed == Allowed::No {
                 continue;
             }
-            match self.try_place(idx, now)? {
+            match self.try_place(idx, now, false)? {
                 Tried::Started => {
                     self.report.backfilled_jobs += 1;
                     if allowed == Allowed::Extra {
@@ -389,8 +389,10 @@ impl Run<'_> {
     }
 
     /// One `place` call for queued job `idx`: started and dequeued,
-    /// blocked (still queued), or dropped and dequeued.
-    fn try_place(&mut self, idx: usize, now: f64) -> Result<Tried, ReplayError> {
+    /// blocked (still queued), or dropped and dequeued. Only the queue's
+    /// head (`head`) may move running jobs' links (`--rearrange`): a job
+    /// backfilled behind it starts only where it fits as things are.
+    fn try_place(&mut self, idx: usize, now: f64, head: bool) -> Result<Tried, ReplayError> {
         let job = &self.trace[idx];
         let request = JobRequest {
             id: job.id.clone(),
@@ -407,7 +409,7 @@ impl Run<'_> {
         let mut outcome = self.placer.place(&request);
         let mut moves = Vec::new();
         let (tries, order) = self.rearrange;
-        if tries > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
+        if head && tries > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
             if let Some(r) = self.placer.rearrange(&request, tries, order).transpose() {
                 outcome = r.map(|r| {
                     moves = r.moves;
@@ -459,9 +461,9 @@ impl Run<'_> {
     /// Running jobs' links moved before a blocked job starts
     /// ([`Placer::rearrange`]): the ledger audits each job's new links
     /// against every other holder, the network model carries it on them
-    /// with its progress kept. A move costs the job no time here: on a
-    /// fabric it is make-before-break (module doc of
-    /// `vclos_core::placement::rearrange`).
+    /// with its progress kept. A move costs the job no time here in either
+    /// order; on a fabric a break-before-make move would pause it for one
+    /// transaction (module doc of `vclos_core::placement::rearrange`).
     fn apply_moves(&mut self, moves: &[Move], now: f64) -> Result<(), ReplayError> {
         if !moves.is_empty() {
             self.report.rearranged_jobs += 1;
