@@ -934,3 +934,69 @@ fn rearranging_moves_running_slices_with_every_audit_clean() {
         }
     }
 }
+
+/// A GPU pool that refuses on the network what it cannot hold, and every
+/// job named `x...` while job `b` waits; it records every job it is asked
+/// to rearrange for (and moves nothing).
+struct Picky {
+    pool: Pool,
+    b_started: bool,
+    refused_x: u32,
+    asked: Vec<JobId>,
+}
+
+impl Placer for Picky {
+    fn name(&self) -> &'static str {
+        "picky"
+    }
+    fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
+        if job.id.as_str().starts_with('x') && !self.b_started {
+            self.refused_x += 1;
+            return Ok(Outcome::Blocked(Blocked::Network));
+        }
+        let out = self.pool.place(job)?;
+        self.b_started |= job.id.as_str() == "b" && matches!(out, Outcome::Placed(_));
+        Ok(match out {
+            Outcome::Blocked(_) => Outcome::Blocked(Blocked::Network),
+            placed => placed,
+        })
+    }
+    fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError> {
+        self.pool.release(job)
+    }
+    fn rearrange(
+        &mut self,
+        job: &JobRequest,
+        _: usize,
+        _: crate::placement::rearrange::Moves,
+    ) -> Result<Option<crate::placement::rearrange::Rearranged>, PlacementError> {
+        self.asked.push(job.id.clone());
+        Ok(None)
+    }
+}
+
+#[test]
+fn only_the_queues_head_may_move_running_jobs() {
+    // `a` holds 6 of 8 GPUs; head `b` (4) waits for it; `x1` (2) behind it
+    // fits the GPUs left and is tried by backfilling, refused on the network.
+    let trace = vec![
+        job("a", 0.0, 6, 100.0, None),
+        job("b", 1.0, 4, 10.0, None),
+        job("x1", 2.0, 2, 10.0, None),
+    ];
+    let mut p = Picky {
+        pool: Pool::new(8),
+        b_started: false,
+        refused_x: 0,
+        asked: Vec::new(),
+    };
+    let opts = ReplayOptions {
+        rearrange: 4,
+        ..backfill_easy(8)
+    };
+    let r = replay(&mut p, &trace, opts).unwrap();
+    assert_eq!(r.completed, 3);
+    assert!(p.refused_x > 0, "x1 was never tried behind the head");
+    assert!(p.asked.contains(&id("b")), "{:?}", p.asked);
+    assert!(!p.asked.contains(&id("x1")), "{:?}", p.asked);
+}
