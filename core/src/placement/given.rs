@@ -311,9 +311,7 @@ fn holds_exactly(topo: &Topology, d: &Decision, alloc: &Allocation) -> bool {
     match alloc {
         Allocation::Servers(_) => decision_servers(topo, d) == alloc.servers(),
         Allocation::Gpus(want) => {
-            let mut held: Vec<(ServerId, u16)> = (d.gpus.iter())
-                .filter_map(|g| Some((topo.server_id(&g.server)?, g.gpu)))
-                .collect();
+            let mut held = decision_gpus(topo, d);
             let mut want = want.clone();
             held.sort_unstable();
             want.sort_unstable();
@@ -440,6 +438,14 @@ fn refuse(
         }
     }
     Ok(Given::Refused(Refusal { why, suggested }))
+}
+
+/// The GPUs a decision holds, by topology index, in its order (names
+/// the topology does not have are skipped: an admitted decision has none).
+pub fn decision_gpus(topo: &Topology, d: &Decision) -> Vec<(ServerId, u16)> {
+    (d.gpus.iter())
+        .filter_map(|g| Some((topo.server_id(&g.server)?, g.gpu)))
+        .collect()
 }
 
 /// The servers a decision holds GPUs on, sorted.

@@ -196,7 +196,7 @@ fn try_moving<P: Rearrange>(
         }
         Moves::BreakBeforeMake => {
             let from = copy.release(mover).map_err(|e| engine(policy, e))?;
-            let gpus = gpu_ids(copy.topology(), &from);
+            let gpus = given::decision_gpus(copy.topology(), &from);
             copy.mask_gpus(&gpus);
             let (placed, mut copy) = place_on_view(p, copy, job)?;
             if placed.is_none() {
@@ -228,7 +228,7 @@ fn place_again<P: Rearrange>(
     from: &Decision,
 ) -> Result<Option<Decision>, PlacementError> {
     let policy = p.policy();
-    let gpus = gpu_ids(copy.topology(), from);
+    let gpus = given::decision_gpus(copy.topology(), from);
     let again = JobRequest::new(from.job.clone(), from.gpus.len() as u32);
     let alloc = allocation(copy.topology(), &gpus);
     let isolated = SliceOptions {
@@ -261,13 +261,6 @@ fn place_on_view<P: Rearrange>(
         Outcome::Placed(d) => Ok((Some(d), view)),
         Outcome::Blocked(_) => Ok((None, view)),
     }
-}
-
-/// The GPUs a decision holds, by topology index.
-fn gpu_ids(topo: &Topology, d: &Decision) -> Vec<(ServerId, u16)> {
-    (d.gpus.iter())
-        .filter_map(|g| Some((topo.server_id(&g.server)?, g.gpu)))
-        .collect()
 }
 
 /// `gpus` as a given allocation: whole servers when it holds every GPU of

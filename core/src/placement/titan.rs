@@ -227,7 +227,7 @@ impl TitanPlacer {
             .state
             .decisions()
             .into_iter()
-            .map(|d| (d.job.clone(), gpus_of(&topo, d)))
+            .map(|d| (d.job.clone(), super::given::decision_gpus(&topo, d)))
             .collect();
         for (job, gpus) in held {
             if let Some(class) = p.route(&gpus, DEFAULT_COLLECTIVE) {
@@ -315,14 +315,6 @@ impl TitanPlacer {
             .take(usize::from(n))
             .collect()
     }
-}
-
-/// A held decision's GPUs, in its order.
-fn gpus_of(topo: &Topology, d: &Decision) -> Vec<(ServerId, u16)> {
-    d.gpus
-        .iter()
-        .filter_map(|g| Some((topo.server_id(&g.server)?, g.gpu)))
-        .collect()
 }
 
 /// Free GPUs per server, by leaf: (idle servers, partly used (free, server)).
