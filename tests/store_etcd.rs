@@ -397,6 +397,128 @@ async fn the_lease_lock_excludes_other_writers_and_fences_a_lost_one() {
     assert_eq!(a.load().await.unwrap().decisions, vec![d("b", 1)]);
 }
 
+/// Keys in the writer lock's queue of topology `topology`.
+async fn queued(e: &etcd::Etcd, topology: &str) -> usize {
+    let mut c = e.client().await;
+    let key = format!("/vclos/{topology}/lock.queue/");
+    let opts = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    c.get(key, Some(opts)).await.unwrap().count() as usize
+}
+
+/// Until `n` writers are queued (each waiter's place is taken before the
+/// next one starts), at most 10 s.
+async fn until_queued(e: &etcd::Etcd, topology: &str, n: usize) {
+    for _ in 0..1000 {
+        if queued(e, topology).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{n} waiters never queued: {}", queued(e, topology).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_writers_get_the_lock_first_come_first_served() {
+    let Some(e) = etcd::Etcd::start().await else {
+        return;
+    };
+    let a = store(&e, "q").await;
+    a.init().await.unwrap();
+    let held = a
+        .lock(&Holder::me("serve", None), Duration::ZERO)
+        .await
+        .unwrap();
+    // Four writers, each with its own client (as separate processes),
+    // queue one after the other.
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let w = store(&e, "q").await;
+        let order = Arc::clone(&order);
+        waiters.push(tokio::spawn(async move {
+            let job = format!("w{i}");
+            let lock = w
+                .lock(
+                    &Holder::me("job submit", Some(&job)),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            order.lock().unwrap().push(job);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            lock.release().await;
+        }));
+        until_queued(&e, "q", i + 1).await;
+    }
+    // The holder releases and asks again at once: it queues behind them
+    // (before, every waiter retried after a release and it could win).
+    held.release().await;
+    let again = a
+        .lock(&Holder::me("serve", None), Duration::from_secs(30))
+        .await
+        .unwrap();
+    order.lock().unwrap().push("a again".into());
+    again.release().await;
+    for w in waiters {
+        w.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["w0", "w1", "w2", "w3", "a again"],
+        "the lock went out of turn"
+    );
+    assert_eq!(queued(&e, "q").await, 0, "a holder leaves the queue");
+
+    let again = a
+        .lock(&Holder::me("serve", None), Duration::ZERO)
+        .await
+        .unwrap();
+    // A waiter that gives up, and one whose call is dropped, leave the
+    // queue at once (their leases revoked): the writer behind them is
+    // not held up for a TTL (the leases here last 60 s).
+    let long = |o: &mut EtcdOptions| o.lease_ttl = Duration::from_secs(60);
+    let gives_up = store_with(&e, "q", long).await;
+    let gave_up = tokio::spawn(async move {
+        gives_up
+            .lock(&Holder::me("job submit", Some("x")), Duration::from_secs(3))
+            .await
+            .map(|_| ())
+    });
+    until_queued(&e, "q", 1).await;
+    let dropped = store_with(&e, "q", long).await;
+    let dropped = tokio::spawn(async move {
+        dropped
+            .lock(
+                &Holder::me("job submit", Some("y")),
+                Duration::from_secs(60),
+            )
+            .await
+            .map(|_| ())
+    });
+    until_queued(&e, "q", 2).await;
+    let last = store(&e, "q").await;
+    let last = tokio::spawn(async move {
+        last.lock(
+            &Holder::me("job submit", Some("z")),
+            Duration::from_secs(60),
+        )
+        .await
+        .map(|l| l.holder().job.clone())
+    });
+    until_queued(&e, "q", 3).await;
+    let busy = gave_up.await.unwrap().unwrap_err();
+    assert!(
+        matches!(busy, JobsError::Lock(LockError::Busy { .. })),
+        "{busy}"
+    );
+    dropped.abort();
+    until_queued(&e, "q", 1).await;
+    again.release().await;
+    assert_eq!(last.await.unwrap().unwrap().as_deref(), Some("z"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_survives_an_etcd_restart() {
     let Some(mut e) = etcd::Etcd::start().await else {

@@ -11,6 +11,7 @@
 //! | `PREFIX/TOPOLOGY/journal` | journal.json's document, while a transaction is in flight |
 //! | `PREFIX/TOPOLOGY/txn`   | transactions committed so far, a decimal number  |
 //! | `PREFIX/TOPOLOGY/lock`  | the writer's [`Holder`] record, bound to its lease |
+//! | `PREFIX/TOPOLOGY/lock.queue/LEASE` | a waiting writer's [`Holder`] record, bound to its lease (hexadecimal) |
 //!
 //! # Every write is a compare-and-swap
 //!
@@ -37,16 +38,30 @@
 //!
 //! # The writer lock is a lease
 //!
-//! [`Store::lock`] grants a lease of [`EtcdOptions::lease_ttl`] and creates
-//! `lock` bound to it (only if absent), then keeps the lease alive every
-//! third of its TTL. A key attached to a lease is deleted when the lease
+//! [`Store::lock`] grants a lease of [`EtcdOptions::lease_ttl`], keeps it
+//! alive every third of its TTL, and queues: it puts
+//! `PREFIX/TOPOLOGY/lock.queue/LEASE` bound to the lease and waits until no
+//! queue key older than its own is left (watching the one just before it,
+//! as etcd's own `concurrency.Mutex` recipe does: "etcd concurrency",
+//! `clientv3/concurrency/mutex.go`, `waitDeletes`); then it creates `lock`
+//! bound to the same lease (only if absent) and deletes its queue key in
+//! one transaction. So writers get the lock **first come, first served**:
+//! a writer that releases and asks again queues behind those already
+//! waiting (before, every waiter retried at once after a release and the
+//! releaser could win again and again: docs/performance.md, "Writers
+//! contending for the lock"). A waiter that gives up (its wait ran out,
+//! or its call was dropped) revokes its lease, so its place goes at once;
+//! one that died keeps its place until its lease expires (at most the
+//! TTL, as a dead holder keeps the lock), and one cut off from etcd for a
+//! TTL loses its place and queues again at the tail.
+//!
+//! A key attached to a lease is deleted when the lease
 //! expires or is revoked (etcd API reference, "Lease API":
 //! <https://etcd.io/docs/v3.4/learning/api/#lease-api>), so a writer that
 //! dies (`kill -9`) releases the lock within the TTL, as the kernel drops a
 //! dead writer's `flock` at once. Dropping the lock revokes the lease (best
 //! effort, on the runtime: a process that exits first leaves it to expire
-//! after its TTL). A writer waiting for the lock binds it to a lease it
-//! renews every half TTL, since nothing keeps that one alive yet. If the
+//! after its TTL). If the
 //! keep-alive fails for a whole TTL the lease expires and every later write
 //! of this writer is refused by the fence; stepping down and campaigning
 //! again is leader election's part (issue 18, item 2).
@@ -79,8 +94,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetResponse, KeyValue, KvClient, PutOptions, Txn,
-    TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, GetResponse, KeyValue, KvClient,
+    PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
 };
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
@@ -189,7 +204,7 @@ impl EtcdStore {
     /// slept up to 500 ms after the lock was free, and a writer taking the
     /// lock again at once won it over every sleeping waiter
     /// (`examples/lock_handoff.rs`, docs/performance.md).
-    async fn wait_change(&self, key: &str, seen: i64, limit: Duration) -> bool {
+    async fn wait_change(&self, key: impl Into<Vec<u8>>, seen: i64, limit: Duration) -> bool {
         let mut client = self.client.clone();
         let opts = WatchOptions::new().with_start_revision(seen + 1);
         let watch = async move {
@@ -450,6 +465,209 @@ impl EtcdStore {
     /// The transaction number committed so far (0 before the first).
     pub async fn txn_number(&self) -> Result<u64, JobsError> {
         Ok(self.load().await?.version.txn)
+    }
+}
+
+/// A place in the writer lock's queue (module doc, "The writer lock is a
+/// lease"): the key `lock.queue/LEASE`, bound to a lease this process
+/// keeps alive while it waits and, once it has the lock, while it holds
+/// it. Dropped while it waits (the wait ran out, or the call was
+/// cancelled), it revokes the lease, so its place goes at once.
+struct Waiter {
+    key: String,
+    /// The queue key's `create_revision`: its place.
+    created: i64,
+    lease: i64,
+    client: Client,
+    keeper: Option<tokio::task::JoinHandle<()>>,
+    valid: Arc<Mutex<Instant>>,
+    lost: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let Some(keeper) = self.keeper.take() else {
+            return;
+        };
+        keeper.abort();
+        let (mut client, lease) = (self.client.clone(), self.lease);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = client.lease_revoke(lease).await;
+            });
+        }
+    }
+}
+
+impl EtcdStore {
+    /// A lease kept alive from now on and a key in the lock's queue bound
+    /// to it.
+    async fn queue_up(&self, holder: &Holder) -> Result<Waiter, JobsError> {
+        let ttl = i64::try_from(self.options.lease_ttl.as_secs().max(1)).unwrap_or(10);
+        let mut client = self.client.clone();
+        let asked = Instant::now();
+        let lease = tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
+            .await
+            .map_err(|_| self.unavailable("no lease granted in time"))?
+            .map_err(|e| self.unavailable(e))?
+            .id();
+        let valid = Arc::new(Mutex::new(asked + Duration::from_secs(ttl.unsigned_abs())));
+        let (lost_tx, lost) = tokio::sync::watch::channel(false);
+        let renewal = Renewal {
+            valid: Arc::clone(&valid),
+            lost: lost_tx,
+        };
+        let keeper = tokio::spawn(keep_alive(
+            client.clone(),
+            lease,
+            self.options.lease_ttl,
+            self.location(),
+            renewal,
+        ));
+        let mut waiter = Waiter {
+            key: format!("{}{lease:016x}", self.key("lock.queue/")),
+            created: 0,
+            lease,
+            client,
+            keeper: Some(keeper),
+            valid,
+            lost,
+        };
+        let value = serde_json::to_vec(holder).unwrap_or_default();
+        let put = TxnOp::put(
+            waiter.key.clone(),
+            value,
+            Some(PutOptions::new().with_lease(lease)),
+        );
+        let r = self.txn(Txn::new().and_then(vec![put])).await?;
+        waiter.created = revision(&r);
+        Ok(waiter)
+    }
+
+    /// Wait for `waiter`'s turn, then take the lock: first come, first
+    /// served. `None` when the waiting lease was lost.
+    async fn wait_turn(
+        &self,
+        waiter: Waiter,
+        holder: &Holder,
+        start: Instant,
+        wait: Duration,
+    ) -> Result<Option<Box<dyn WriterLock>>, JobsError> {
+        let key = self.key("lock");
+        // The waiter queued last before this one (etcd's own recipe:
+        // `concurrency.Mutex` waits on the key with the largest
+        // create_revision below its own).
+        let before = GetOptions::new()
+            .with_prefix()
+            .with_max_create_revision(waiter.created - 1)
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1)
+            .with_keys_only();
+        let mut pause = Duration::from_millis(20);
+        let mut warned = false;
+        loop {
+            if *waiter.lost.borrow() {
+                return Ok(None);
+            }
+            let r = self
+                .read(Txn::new().and_then(vec![
+                    TxnOp::get(key.clone(), None),
+                    TxnOp::get(self.key("lock.queue/"), Some(before.clone())),
+                ]))
+                .await?;
+            let ahead = got(&r, 1).map(|kv| kv.key().to_vec());
+            let mut seen = revision(&r);
+            let mut other = got(&r, 0);
+            let watched = match ahead {
+                Some(k) => k,
+                None => match self.take(&waiter, holder).await? {
+                    Ok(fence) => return Ok(Some(self.held(waiter, holder, fence))),
+                    Err((kv, at)) => {
+                        (other, seen) = (kv, at);
+                        key.clone().into_bytes()
+                    }
+                },
+            };
+            let other = other.and_then(|kv| serde_json::from_slice::<Holder>(kv.value()).ok());
+            if start.elapsed() >= wait {
+                return Err(LockError::Busy {
+                    dir: self.location(),
+                    holder: other.map(Box::new),
+                    waited: start.elapsed().as_secs(),
+                }
+                .into());
+            }
+            if !warned {
+                warned = true;
+                warn!(store = %self.location(), "waiting up to {} s for the writer lock held by {}", wait.as_secs(), who(other.as_ref()));
+            }
+            // Until the key watched changes (the waiter before this one
+            // went: it took the lock or gave up; or the lock was released
+            // or its lease expired), rechecking the waiting lease now and
+            // then, and no longer than the wait left.
+            let left = wait.saturating_sub(start.elapsed());
+            let limit = left
+                .min(self.options.lease_ttl / 3)
+                .max(Duration::from_millis(1));
+            if !self.wait_change(watched, seen, limit).await {
+                tokio::time::sleep(pause.min(limit)).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+        }
+    }
+
+    /// The head of the queue takes the lock if it is free, leaving the
+    /// queue in the same transaction: the fence, or the lock key as it
+    /// is (if any) and the revision it was read at.
+    async fn take(
+        &self,
+        waiter: &Waiter,
+        holder: &Holder,
+    ) -> Result<Result<Fence, (Option<KeyValue>, i64)>, JobsError> {
+        let key = self.key("lock");
+        let value = serde_json::to_vec(holder).unwrap_or_default();
+        let r = self
+            .txn(
+                Txn::new()
+                    .when(vec![absent(&key)])
+                    .and_then(vec![
+                        TxnOp::put(
+                            key.clone(),
+                            value,
+                            Some(PutOptions::new().with_lease(waiter.lease)),
+                        ),
+                        TxnOp::delete(waiter.key.clone(), None),
+                    ])
+                    .or_else(vec![TxnOp::get(key, None)]),
+            )
+            .await?;
+        if !r.succeeded() {
+            return Ok(Err((got(&r, 0), revision(&r))));
+        }
+        Ok(Ok(Fence {
+            created: revision(&r),
+            lease: waiter.lease,
+        }))
+    }
+
+    /// The lock `waiter` took: its lease's keep-alive goes on.
+    fn held(&self, mut waiter: Waiter, holder: &Holder, fence: Fence) -> Box<dyn WriterLock> {
+        if let Ok(mut f) = self.fence.lock() {
+            *f = Some(fence);
+        }
+        let keeper = waiter
+            .keeper
+            .take()
+            .unwrap_or_else(|| tokio::spawn(async {}));
+        Box::new(LeaseLock {
+            store: self.clone(),
+            holder: holder.clone(),
+            fence,
+            keeper,
+            valid: Arc::clone(&waiter.valid),
+            lost: waiter.lost.clone(),
+            released: false,
+        })
     }
 }
 
@@ -878,111 +1096,15 @@ impl Store for EtcdStore {
         holder: &Holder,
         wait: Duration,
     ) -> Result<Box<dyn WriterLock>, JobsError> {
-        let key = self.key("lock");
-        let ttl = i64::try_from(self.options.lease_ttl.as_secs().max(1)).unwrap_or(10);
-        let mut client = self.client.clone();
-        let value = serde_json::to_vec(holder).unwrap_or_default();
         let start = Instant::now();
-        let mut pause = Duration::from_millis(20);
-        let mut warned = false;
-        // The lease the lock key would be bound to; nothing keeps it alive
-        // while this writer waits, so a fresh one replaces it every half
-        // TTL (a wait may last longer than the lease).
-        let mut granted: Option<(i64, Instant)> = None;
         loop {
-            let lease = match granted {
-                Some((id, at)) if at.elapsed() < self.options.lease_ttl / 2 => id,
-                old => {
-                    if let Some((id, _)) = old {
-                        let _ = client.lease_revoke(id).await;
-                    }
-                    let asked = Instant::now();
-                    let id =
-                        tokio::time::timeout(self.options.timeout, client.lease_grant(ttl, None))
-                            .await
-                            .map_err(|_| self.unavailable("no lease granted in time"))?
-                            .map_err(|e| self.unavailable(e))?
-                            .id();
-                    granted = Some((id, asked));
-                    id
-                }
-            };
-            let r = self
-                .txn(
-                    Txn::new()
-                        .when(vec![absent(&key)])
-                        .and_then(vec![TxnOp::put(
-                            key.clone(),
-                            value.clone(),
-                            Some(PutOptions::new().with_lease(lease)),
-                        )])
-                        .or_else(vec![TxnOp::get(key.clone(), None)]),
-                )
-                .await;
-            let r = match r {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = client.lease_revoke(lease).await;
-                    return Err(e);
-                }
-            };
-            if r.succeeded() {
-                let fence = Fence {
-                    created: revision(&r),
-                    lease,
-                };
-                if let Ok(mut f) = self.fence.lock() {
-                    *f = Some(fence);
-                }
-                let asked = granted.map_or_else(Instant::now, |(_, at)| at);
-                let valid = Arc::new(Mutex::new(asked + Duration::from_secs(ttl.unsigned_abs())));
-                let (lost_tx, lost) = tokio::sync::watch::channel(false);
-                let renewal = Renewal {
-                    valid: Arc::clone(&valid),
-                    lost: lost_tx,
-                };
-                let keeper = tokio::spawn(keep_alive(
-                    self.client.clone(),
-                    lease,
-                    self.options.lease_ttl,
-                    self.location(),
-                    renewal,
-                ));
-                return Ok(Box::new(LeaseLock {
-                    store: self.clone(),
-                    holder: holder.clone(),
-                    fence,
-                    keeper,
-                    valid,
-                    lost,
-                    released: false,
-                }));
+            let waiter = self.queue_up(holder).await?;
+            if let Some(lock) = self.wait_turn(waiter, holder, start, wait).await? {
+                return Ok(lock);
             }
-            let other = got(&r, 0).and_then(|kv| serde_json::from_slice::<Holder>(kv.value()).ok());
-            if start.elapsed() >= wait {
-                let _ = client.lease_revoke(lease).await;
-                return Err(LockError::Busy {
-                    dir: self.location(),
-                    holder: other.map(Box::new),
-                    waited: start.elapsed().as_secs(),
-                }
-                .into());
-            }
-            if !warned {
-                warned = true;
-                warn!(store = %self.location(), "waiting up to {} s for the writer lock held by {}", wait.as_secs(), who(other.as_ref()));
-            }
-            // Until the key changes (released, or its lease expired), but no
-            // longer than the wait left or the waiting lease's half TTL.
-            let left = wait.saturating_sub(start.elapsed());
-            let renew = granted.map_or(Duration::ZERO, |(_, at)| {
-                (self.options.lease_ttl / 2).saturating_sub(at.elapsed())
-            });
-            let limit = left.min(renew).max(Duration::from_millis(1));
-            if !self.wait_change(&key, revision(&r), limit).await {
-                tokio::time::sleep(pause.min(limit)).await;
-                pause = (pause * 2).min(Duration::from_millis(500));
-            }
+            // The waiting lease was lost (this process was cut off from
+            // etcd for a TTL): its place went with it; queue again.
+            debug!(store = %self.location(), "lost the place in the writer lock's queue; queueing again");
         }
     }
 
