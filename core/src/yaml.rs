@@ -193,6 +193,14 @@ pub fn read_text_capped(path: &std::path::Path, limit: usize) -> Result<String, 
     String::from_utf8(read_bytes_capped(path, limit)?).map_err(|_| "not UTF-8 text".to_string())
 }
 
+/// `serde_yaml_ng::from_str` after a leading byte order mark, which YAML
+/// allows at the start of a stream (YAML 1.2.2, 5.2 "Character
+/// Encodings"): left in, the parser counted it as a column of line 1 and
+/// placed an error in a file holding nothing else at line 2.
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_yaml_ng::Error> {
+    serde_yaml_ng::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
+}
+
 /// Check `text` against `limits` in one streaming pass; refuse at the first
 /// node that breaks one.
 pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
@@ -317,6 +325,26 @@ pub fn check(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_moves_no_error_and_a_topology_parses_after_it() {
+        use crate::topology::{from_str as topology, TopologyError};
+        let line = |text: &str| match topology("t.yaml", text) {
+            Err(TopologyError::Parse { line, message, .. }) => (line, message),
+            other => panic!("{other:?}"),
+        };
+        // Nothing but the mark: the error is at line 1, as for an empty file.
+        assert_eq!(line("\u{feff}").0, Some(1));
+        assert_eq!(line("").0, Some(1));
+        // Its columns are the editor's, as without the mark.
+        let (at, message) = line("\u{feff}name: x\n");
+        assert_eq!(at, Some(1));
+        assert_eq!(message, line("name: x\n").1);
+        assert_eq!(line("\u{feff}name: x\nfoo: [\n").0, Some(3));
+        let yaml = include_str!("../../topologies/testbed-ocs.yaml");
+        let marked = topology("t.yaml", &format!("\u{feff}{yaml}")).unwrap();
+        assert_eq!(marked.name, topology("t.yaml", yaml).unwrap().name);
+    }
 
     const SMALL: Limits = Limits {
         max_bytes: 1 << 20,

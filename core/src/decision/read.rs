@@ -84,7 +84,7 @@ pub fn from_text(file: &str, text: &str) -> Result<Decision, DecisionError> {
         });
     }
     yaml::check(text, &DECISION_LIMITS).map_err(|e| limit(file, e))?;
-    serde_yaml_ng::from_str(text).map_err(|e| DecisionError::Parse {
+    yaml::from_str(text).map_err(|e| DecisionError::Parse {
         file: file.into(),
         line: e.location().map(|l| l.line()),
         message: e.to_string(),

@@ -279,7 +279,7 @@ impl Profiles {
         }
         yaml::check_file(file, text, &PROFILES_LIMITS)?;
         let raw: BTreeMap<String, Vec<PhaseSpec>> =
-            serde_yaml_ng::from_str(text).map_err(|e| ProfilesError::Parse {
+            yaml::from_str(text).map_err(|e| ProfilesError::Parse {
                 file: file.into(),
                 line: e.location().map(|l| l.line()),
                 message: e.to_string(),

@@ -86,7 +86,7 @@ pub(super) fn parse_file(file: &str, text: &str) -> Result<FileTopology, Topolog
             message: other.to_string(),
         },
     })?;
-    serde_yaml_ng::from_str(text).map_err(|e| TopologyError::Parse {
+    crate::yaml::from_str(text).map_err(|e| TopologyError::Parse {
         file: file.into(),
         line: e.location().map(|l| l.line()),
         message: e.to_string(),

@@ -209,7 +209,7 @@ impl Jobs {
     /// Parse a jobs file's text; `file` names it in errors.
     pub fn from_text(file: &str, text: &str) -> Result<Jobs, JobsError> {
         yaml::check_file(file, text, &JOBS_LIMITS)?;
-        let raw: FileJobs = serde_yaml_ng::from_str(text).map_err(|e| JobsError::Parse {
+        let raw: FileJobs = yaml::from_str(text).map_err(|e| JobsError::Parse {
             file: file.into(),
             line: e.location().map(|l| l.line()),
             message: e.to_string(),
