@@ -10,7 +10,7 @@ mod serve_common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use serve_common::{curl, service, vclos, Kill, TOKEN};
+use serve_common::{curl, service, service_switching, vclos, Kill, TOKEN};
 
 /// `POST /v1/jobs` with `body` and the token.
 fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
@@ -264,6 +264,50 @@ fn concurrent_clients_each_get_one_answer_and_shutdown_frees_the_state() {
         o.status.success() && out.contains("in sync") && !out.contains("DRIFT"),
         "{out}"
     );
+}
+
+#[test]
+fn reads_answer_as_of_the_last_change_without_waiting_for_one_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    // An OCS port switch takes 1.5 s, so a job that rewires the OCS (two
+    // leaves, 24 GPUs) is in flight that long.
+    let svc = service_switching(dir.path(), 1500);
+    let url = svc.url.clone();
+    assert_eq!(post(&url, r#"{"id": "a", "gpus": 1}"#).0, 201);
+    let journal = svc.state.join("journal.json");
+    let submit = {
+        let url = url.clone();
+        std::thread::spawn(move || post(&url, r#"{"id": "b", "gpus": 24}"#))
+    };
+    // In flight once its journal is written: under the lock, before any
+    // device commits, and removed only when the change is over.
+    let started = std::time::Instant::now();
+    while !journal.exists() {
+        assert!(!submit.is_finished(), "{:?}", submit.join().unwrap());
+        assert!(started.elapsed().as_secs() < 60, "the change never started");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (code, a) = curl(&url, "GET", "/v1/jobs/a", None, Some(TOKEN));
+    assert_eq!((code, &a["job"]), (200, &"a".into()), "{a}");
+    let (code, b) = curl(&url, "GET", "/v1/jobs/b", None, Some(TOKEN));
+    assert_eq!(code, 404, "{b}");
+    let (code, list) = curl(&url, "GET", "/v1/jobs", None, Some(TOKEN));
+    assert_eq!(
+        (code, list.as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{list}"
+    );
+    assert!(
+        journal.exists(),
+        "the reads were answered only once the change was over"
+    );
+    let (code, answer) = submit.join().unwrap();
+    assert_eq!(code, 201, "{answer}");
+    // Acknowledged, it is read at once, as the listing holds it.
+    let (code, b) = curl(&url, "GET", "/v1/jobs/b", None, Some(TOKEN));
+    assert_eq!((code, &b["job"]), (200, &"b".into()), "{b}");
+    let (_, list) = curl(&url, "GET", "/v1/jobs", None, Some(TOKEN));
+    assert_eq!(list.as_array().unwrap()[1], b, "{list}");
 }
 
 #[test]

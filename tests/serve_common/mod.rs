@@ -140,7 +140,12 @@ pub fn emulated_fabric_switching(dir: &Path, switch_ms: u32) -> (Kill, PathBuf) 
 /// The emulated fabric, a fresh state and `vclos serve` with a token,
 /// all under `dir`.
 pub fn service(dir: &Path) -> Service {
-    let (emu, topo) = emulated_fabric(dir);
+    service_switching(dir, 0)
+}
+
+/// The same with the OCS switching in `switch_ms` milliseconds.
+pub fn service_switching(dir: &Path, switch_ms: u32) -> Service {
+    let (emu, topo) = emulated_fabric_switching(dir, switch_ms);
     let state = dir.join("state");
     let t = topo.to_str().unwrap();
     let s = state.to_str().unwrap();

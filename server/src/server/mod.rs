@@ -79,7 +79,7 @@ mod openapi;
 mod problem;
 mod tls;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,13 +194,14 @@ struct App {
     timeout: Duration,
     /// [`Limits::body_timeout`].
     body_timeout: Duration,
-    /// `GET /v1/jobs`'s body as of the last change, kept by a single
+    /// The jobs as of the last change ([`Listing`]), kept by a single
     /// instance holding the store's lock (no one else changes its state):
-    /// renewed by every change before it answers (`Changing`), so listing
-    /// never waits for a change in flight. `None`: not kept (leader
-    /// election, or a fabric without the lock), or not renewed (the
-    /// listing then reads the fabric).
-    listed: Option<std::sync::Mutex<Option<axum::body::Bytes>>>,
+    /// renewed by every change before it answers (`Changing`), so
+    /// `GET /v1/jobs` and `GET /v1/jobs/{id}` never wait for a change in
+    /// flight (its answer has not been sent, so a read is ordered before
+    /// it). `None`: not kept (leader election, or a fabric without the
+    /// lock), or not renewed (the reads then read the fabric).
+    listed: Option<std::sync::Mutex<Option<Arc<Listing>>>>,
     events: events::Events,
     metrics: metrics::Metrics,
     /// Whether writes wait for leadership ([`Config::elect`]).
@@ -571,15 +572,11 @@ async fn list_jobs(State(app): State<Arc<App>>) -> Response {
 async fn list_jobs_now(app: &App) -> Response {
     // As of the last change, without waiting for one in flight (its answer
     // has not been sent, so the listing is ordered before it).
-    let kept = app.listed.as_ref().and_then(|l| {
-        let l = l.lock().unwrap_or_else(|e| e.into_inner());
-        l.clone()
-    });
     // Otherwise serialised from the state into one buffer, nothing cloned;
     // the lock is shared and held for the serialisation only (10,000 jobs:
     // docs/performance.md).
-    let body = match kept {
-        Some(body) => Ok(body),
+    let body = match app.kept() {
+        Some(l) => Ok(l.body.clone()),
         None => {
             let f = match app.read().await {
                 Ok(f) => f,
@@ -589,16 +586,21 @@ async fn list_jobs_now(app: &App) -> Response {
         }
     };
     match body {
-        Ok(body) => (
-            [(
-                axum::http::header::CONTENT_TYPE,
-                axum::http::HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
+        Ok(body) => json(body),
         Err(e) => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+/// A JSON document already serialised.
+fn json(body: axum::body::Bytes) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
@@ -610,6 +612,12 @@ async fn get_job(State(app): State<Arc<App>>, id: Result<Path<String>, PathRejec
         Ok(id) => id,
         Err(p) => return p.into_response(),
     };
+    if let Some(l) = app.kept() {
+        return match l.at.get(&id) {
+            Some(at) => json(l.body.slice(at.clone())),
+            None => not_held(&id).into_response(),
+        };
+    }
     app.within("reading the job", async {
         let f = match app.read().await {
             Ok(f) => f,
@@ -1075,6 +1083,13 @@ impl App {
         Ok(f.downgrade())
     }
 
+    /// The jobs as of the last change, when this instance keeps them
+    /// ([`App::listed`]).
+    fn kept(&self) -> Option<Arc<Listing>> {
+        let l = self.listed.as_ref()?;
+        l.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The fabric held for a change (to write).
     async fn changing(&self) -> Changing<'_> {
         Changing {
@@ -1163,12 +1178,36 @@ impl Drop for Changing<'_> {
     }
 }
 
-/// `GET /v1/jobs`'s body: every held decision (`None` if it cannot be
-/// serialised; the listing then reads the fabric and says why).
-fn listing(f: &Fabric) -> Option<axum::body::Bytes> {
-    serde_json::to_vec(&f.state().decisions())
-        .ok()
-        .map(axum::body::Bytes::from)
+/// The held jobs as of one change: `GET /v1/jobs`'s body (every held
+/// decision, as `serde_json` writes the list) and where each job's
+/// decision sits in it, the body of its `GET /v1/jobs/{id}`, answered as a
+/// slice of the same buffer.
+#[derive(Debug)]
+struct Listing {
+    body: axum::body::Bytes,
+    at: HashMap<JobId, std::ops::Range<usize>>,
+}
+
+/// The [`Listing`] of `f` (`None` if a decision cannot be serialised; the
+/// reads then read the fabric and say why).
+fn listing(f: &Fabric) -> Option<Arc<Listing>> {
+    let decisions = f.state().decisions();
+    let mut body = Vec::with_capacity(256 * decisions.len() + 2);
+    let mut at = HashMap::with_capacity(decisions.len());
+    body.push(b'[');
+    for (i, d) in decisions.into_iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        let start = body.len();
+        serde_json::to_writer(&mut body, d).ok()?;
+        at.insert(d.job.clone(), start..body.len());
+    }
+    body.push(b']');
+    Some(Arc::new(Listing {
+        body: body.into(),
+        at,
+    }))
 }
 
 /// Whether a change ended because this writer's lock is gone or could not
