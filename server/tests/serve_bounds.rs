@@ -139,6 +139,48 @@ async fn connections_beyond_the_cap_are_closed_at_once() {
     svc.answers_then_stop().await;
 }
 
+/// One client address holds at most `max_per_client` connections: beyond
+/// it a new one from that address is closed at once, while another
+/// address (127.0.0.2, loopback too) is still served, and the first gets a
+/// connection again once one of its own ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_every_connection() {
+    let bounds = Limits {
+        max_per_client: 2,
+        ..limits(60, 30, 64)
+    };
+    let svc = start(bounds, Duration::from_secs(60)).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(TcpStream::connect(svc.addr).await.unwrap());
+    }
+    // The accept loop sees them in order; give it a moment to count them.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut extra = TcpStream::connect(svc.addr).await.unwrap();
+    assert!(
+        closed_within(&mut extra, Duration::from_secs(5)).await,
+        "a third connection from one address was kept with the cap at two"
+    );
+    let healthz = |mut s: TcpStream| async move {
+        s.write_all(&request("GET", "/healthz", None, None))
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        parse(&buf).status
+    };
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let other = other.connect(svc.addr).await.unwrap();
+    assert_eq!(healthz(other).await, 200, "another client was refused");
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = TcpStream::connect(svc.addr).await.unwrap();
+    assert_eq!(healthz(again).await, 200, "the slot was not given back");
+    drop(held);
+    svc.answers_then_stop().await;
+}
+
 /// A client that stops reading is cut off once a write has waited the
 /// write timeout: it pipelines many requests and reads nothing, so the
 /// answers fill its receive window and the service's send buffer.
@@ -394,9 +436,9 @@ async fn reads_without_device_io_do_not_wait_for_a_status_reading_devices() {
     drop(svc);
 }
 
-/// Defect 5: listing the jobs does not wait for a change stuck on a device
-/// either: it answers the jobs as of the last change (the stuck one has
-/// not been answered, so the listing is ordered before it).
+/// Defect 5: listing the jobs, or reading one, does not wait for a change
+/// stuck on a device either: they answer as of the last change (the stuck
+/// one has not been answered, so the reads are ordered before it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_jobs_does_not_wait_for_a_change_stuck_on_a_device() {
     let svc = start(Limits::default(), Duration::from_secs(60)).await;
@@ -419,6 +461,14 @@ async fn listing_jobs_does_not_wait_for_a_change_stuck_on_a_device() {
         .await;
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.body, b"[]");
+        // Nor does reading one job: not held yet (its answer is not sent).
+        let r = exchange_within(
+            svc.addr,
+            &request("GET", "/v1/jobs/j1", Some(&auth), None),
+            within,
+        )
+        .await;
+        assert_eq!(r.status, 404, "{r:?}");
     }
     submit.abort();
     // Not stopped gracefully: the change waits on the black holes.

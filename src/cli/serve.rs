@@ -94,6 +94,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = server::MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Connections served at once from one client address; more from it
+    /// are closed as soon as accepted, so one client cannot hold them all.
+    /// Raise it for clients behind one NAT or proxy.
+    #[arg(long, value_name = "N", default_value_t = server::MAX_PER_CLIENT as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_client: u64,
     /// Seconds a write to a client may wait for it to read (it stopped
     /// reading); then the connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = server::WRITE_TIMEOUT.as_secs(),
@@ -147,6 +153,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         header_timeout: Duration::from_secs(a.header_timeout),
         body_timeout: Duration::from_secs(a.body_timeout),
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        max_per_client: usize::try_from(a.max_connections_per_client).unwrap_or(usize::MAX),
         write_timeout: Duration::from_secs(a.write_timeout),
     };
     runtime()?.block_on(async {

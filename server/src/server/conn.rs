@@ -17,6 +17,14 @@
 //!   connection is closed as soon as it is accepted (so its descriptor is
 //!   freed at once), and the service keeps well within its descriptor
 //!   limit;
+//! * a **cap per client address** ([`Limits::max_per_client`]), enforced
+//!   the same way: the total cap alone let one client (a runaway scheduler
+//!   plugin, a script opening sockets in a loop, or anyone at all when the
+//!   service listens on loopback without a token) hold every slot, and
+//!   every other scheduler was then refused before it could authenticate,
+//!   as HAProxy's `maxconn` per source and nginx's `limit_conn` per
+//!   `$binary_remote_addr` guard against. Clients behind one NAT or proxy
+//!   share an address: raise it (up to `--max-connections`) there;
 //! * a **write deadline** ([`Limits::write_timeout`], [`WriteDeadline`]): a
 //!   client that stops reading is cut off once a write has waited that
 //!   long, so it cannot hold a connection and its answer forever;
@@ -28,10 +36,11 @@
 //! finish (hyper's `graceful_shutdown` closes idle connections at once),
 //! wait for every connection to end.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +71,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Connections served at once; more are closed as soon as accepted.
     pub max_connections: usize,
+    /// Connections served at once from one client address (IP); more from
+    /// it are closed as soon as accepted.
+    pub max_per_client: usize,
     /// Longest a write to a client may wait for it to read (its socket
     /// buffers full); past it the connection is closed (`WriteDeadline`).
     pub write_timeout: Duration,
@@ -78,6 +90,10 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// limit (1024), leaving room for device sessions, the state and TLS
 /// handshakes.
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// [`Limits::max_per_client`]'s default: a quarter of the connections, so
+/// one client cannot take them all.
+pub const MAX_PER_CLIENT: usize = MAX_CONNECTIONS / 4;
 
 /// [`Limits::write_timeout`]'s default.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -96,6 +112,7 @@ impl Default for Limits {
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            max_per_client: MAX_PER_CLIENT,
             write_timeout: WRITE_TIMEOUT,
         }
     }
@@ -148,10 +165,10 @@ pub(super) async fn serve<L>(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
-    L: Listener,
-    L::Addr: Debug,
+    L: Listener<Addr = SocketAddr>,
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let clients = Clients::default();
     // `stop` tells connections to finish; every connection holds a `done`
     // receiver, so `done_tx.closed()` is when the last one has ended.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -163,10 +180,15 @@ pub(super) async fn serve<L>(
             conn = listener.accept() => conn,
             () = &mut shutdown => break,
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+        let Some(client) = clients.take(peer.ip(), limits.max_per_client.max(1)) else {
             // Closed at once: its descriptor comes back now.
             drop(io);
-            refused.note(&peer, limits.max_connections);
+            refused.note(&peer, limits.max_per_client, "per-client connection cap");
+            continue;
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            drop(io);
+            refused.note(&peer, limits.max_connections, "connection cap");
             continue;
         };
         let service = TowerToHyperService::new(app.clone());
@@ -195,7 +217,7 @@ pub(super) async fn serve<L>(
             if let Err(e) = served {
                 debug!(?peer, error = %e, "connection ended");
             }
-            drop(slot);
+            drop((slot, client));
             drop(done);
         });
     }
@@ -288,7 +310,46 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T
     }
 }
 
-/// Connections refused at the cap, logged at most once a second.
+/// Connections open per client address ([`Limits::max_per_client`]).
+#[derive(Debug, Default, Clone)]
+struct Clients(Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>);
+
+impl Clients {
+    /// One more connection from `ip`, unless it has `cap` already.
+    fn take(&self, ip: IpAddr, cap: usize) -> Option<ClientSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            clients: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One connection counted against its client address until dropped.
+#[derive(Debug)]
+struct ClientSlot {
+    clients: Clients,
+    ip: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.clients.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Connections refused at a cap, logged at most once a second.
 #[derive(Debug, Default)]
 struct Refused {
     since: Option<Instant>,
@@ -296,7 +357,7 @@ struct Refused {
 }
 
 impl Refused {
-    fn note(&mut self, peer: &impl Debug, cap: usize) {
+    fn note(&mut self, peer: &impl Debug, cap: usize, which: &str) {
         self.count += 1;
         if self
             .since
@@ -306,7 +367,7 @@ impl Refused {
                 ?peer,
                 refused = self.count,
                 cap,
-                "connection cap reached: closing new connections"
+                "{which} reached: closing new connections"
             );
             self.since = Some(Instant::now());
             self.count = 0;

@@ -44,7 +44,8 @@
 //!   `App::change`; a read is simply dropped). Connections ([`Limits`],
 //!   `conn`): a request head must arrive within the header timeout (also
 //!   the idle keep-alive timeout), a body within the body timeout (`408`),
-//!   and at most [`Limits::max_connections`] are served at once.
+//!   and at most [`Limits::max_connections`] are served at once,
+//!   [`Limits::max_per_client`] of them from one client address.
 //! * **Shutdown** (SIGTERM, Ctrl-C, or the caller's future): the listener
 //!   stops accepting, requests in flight finish — a transaction completes or
 //!   rolls back — and the lock is released when the fabric is dropped.
@@ -98,7 +99,8 @@ use tokio::sync::{RwLock, RwLockReadGuard, Semaphore};
 use tracing::{info, info_span, Instrument};
 
 pub use conn::{
-    Limits, ACCEPT_PAUSE, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, WRITE_TIMEOUT,
+    Limits, ACCEPT_PAUSE, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD, MAX_PER_CLIENT,
+    WRITE_TIMEOUT,
 };
 pub use problem::Problem;
 use problem::ProblemDoc;
