@@ -781,7 +781,7 @@ fn profiles_file_is_read_and_checked() {
 }
 
 #[test]
-fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
+fn backfill_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let trace = awkward_512(dir.path());
     let strict = replay_512_json(&trace, "vclos", &["--network", "ideal"]);
@@ -815,7 +815,32 @@ fn backfill_easy_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() 
     );
     assert!(shallow["backfilled_jobs"].as_u64() < easy["backfilled_jobs"].as_u64());
     let err = replay_512_refused(&trace, "vclos", &["--backfill", "conservative"]);
-    assert!(err.contains("conservative"), "{err}");
+    assert!(
+        err.contains("conservative") && err.contains("slices"),
+        "{err}"
+    );
+    // Slice reservations: the head's forecast slice is its reservation.
+    let slices = replay_512_json(
+        &trace,
+        "vclos",
+        &["--network", "ideal", "--backfill", "slices"],
+    );
+    assert_eq!(slices["backfill"], "slices", "{slices}");
+    assert!(slices["reservations"].as_u64().unwrap() > 0, "{slices}");
+    assert!(slices["backfilled_jobs"].as_u64().unwrap() > 0, "{slices}");
+    assert_eq!(slices["completed"], strict["completed"]);
+    assert_eq!(slices["isolation_violations"], 0);
+    assert_eq!(easy["reservations"], 0, "{easy}");
+    let table = replay_512(
+        &trace,
+        "vclos",
+        &["--network", "ideal", "--backfill", "slices"],
+    );
+    let row = table.lines().find(|l| l.starts_with("backfill")).unwrap();
+    assert!(
+        row.contains("slice reservations") && row.contains("heads late"),
+        "{row}"
+    );
     let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "0"]);
     assert!(err.contains("--backfill-depth"), "{err}");
     // A depth without backfilling would be ignored: refused instead.

@@ -89,10 +89,13 @@ pub(super) struct BackfillArgs {
     /// `easy`: while the queue head is blocked, start jobs behind it that
     /// end before its reservation or fit in the GPUs it leaves (EASY
     /// backfilling, as Slurm's sched/backfill; docs/performance.md);
-    /// `none`: strict head-of-line blocking (the paper's scheduler).
+    /// `slices`: the same with the head's forecast slice (GPUs, uplinks,
+    /// spine and OCS ports) as its reservation, for vclos and ocs-vclos
+    /// (others as `easy`); `none`: strict head-of-line blocking (the
+    /// paper's scheduler).
     #[arg(long, value_parser = parse_backfill, default_value = "none")]
     backfill: Backfill,
-    /// With `--backfill easy`: jobs behind the head tried per change of
+    /// With `--backfill easy|slices`: jobs behind the head tried per change of
     /// the fabric (like Slurm's bf_max_job_test).
     #[arg(long, value_name = "JOBS", default_value_t = replay::DEFAULT_BACKFILL_DEPTH as u32,
           value_parser = clap::value_parser!(u32).range(1..=100_000), requires = "backfill")]
@@ -104,6 +107,9 @@ impl BackfillArgs {
         match self.backfill {
             Backfill::None => Backfill::None,
             Backfill::Easy { .. } => Backfill::Easy {
+                depth: self.backfill_depth as usize,
+            },
+            Backfill::Slices { .. } => Backfill::Slices {
                 depth: self.backfill_depth as usize,
             },
         }
@@ -209,7 +215,14 @@ fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
         ("queue", r.queue.to_string()),
         (
             "backfill",
-            format!("{} ({} jobs)", r.backfill, r.backfilled_jobs),
+            if r.reservations > 0 {
+                format!(
+                    "{} ({} jobs; {} slice reservations, {:.0} ms, {} heads late)",
+                    r.backfill, r.backfilled_jobs, r.reservations, r.reservation_ms, r.late_heads
+                )
+            } else {
+                format!("{} ({} jobs)", r.backfill, r.backfilled_jobs)
+            },
         ),
         ("topology", r.topology.clone()),
         (

@@ -14,6 +14,7 @@ mod biclique;
 pub mod bound;
 mod cuts;
 mod flow;
+pub mod forecast;
 pub mod given;
 mod local;
 mod ocs;
@@ -180,6 +181,21 @@ pub trait Placer {
         moves: rearrange::Moves,
     ) -> Result<Option<rearrange::Rearranged>, PlacementError> {
         let _ = (job, tries, moves);
+        Ok(None)
+    }
+
+    /// Where `job` would be placed once the running jobs `ends` have
+    /// ended, in that order ([`forecast`] module doc): the fewest of them
+    /// (at least `from`) after which it fits, and its decision there;
+    /// `None` when it fits after none of them, and always for policies
+    /// that do not forecast (all but vClos and OCS-vClos). Nothing changes.
+    fn forecast(
+        &mut self,
+        job: &JobRequest,
+        ends: &[JobId],
+        from: usize,
+    ) -> Result<Option<forecast::Forecast>, PlacementError> {
+        let _ = (job, ends, from);
         Ok(None)
     }
 }

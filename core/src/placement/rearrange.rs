@@ -109,7 +109,8 @@ pub struct Rearranged {
     pub placed: Arc<Decision>,
 }
 
-/// What [`rearrange`] needs of a placer beyond [`Placer`].
+/// What [`rearrange`] (and [`super::forecast`]) need of a placer beyond
+/// [`Placer`].
 pub(crate) trait Rearrange: Placer {
     fn policy(&self) -> Policy;
     fn options(&self) -> SliceOptions;
@@ -247,7 +248,7 @@ fn place_again<P: Rearrange>(
 /// Step 4: `p.place(job)` on `view` instead of its own state, which is
 /// put back afterwards with its cutoff count; the view comes back holding
 /// the decision, if any.
-fn place_on_view<P: Rearrange>(
+pub(super) fn place_on_view<P: Rearrange>(
     p: &mut P,
     view: FabricState,
     job: &JobRequest,
@@ -276,7 +277,7 @@ fn allocation(topo: &Topology, gpus: &[(ServerId, u16)]) -> Allocation {
     }
 }
 
-fn engine(policy: Policy, e: impl std::fmt::Display) -> PlacementError {
+pub(super) fn engine(policy: Policy, e: impl std::fmt::Display) -> PlacementError {
     PlacementError::Engine {
         policy: policy.name(),
         reason: format!("rearrangement: {e}"),

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use super::assign::Cutoff;
 use super::biclique::{self, Graph};
+use super::forecast;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::rearrange::{self, Moves, Rearranged};
@@ -130,6 +131,15 @@ impl Placer for VclosPlacer {
         moves: Moves,
     ) -> Result<Option<Rearranged>, PlacementError> {
         rearrange::rearrange(self, job, (tries, moves))
+    }
+
+    fn forecast(
+        &mut self,
+        job: &JobRequest,
+        ends: &[JobId],
+        from: usize,
+    ) -> Result<Option<forecast::Forecast>, PlacementError> {
+        forecast::forecast(self, job, ends, from)
     }
 }
 

@@ -34,14 +34,34 @@
 //! head may still wait longer; and a head whose size needs whole servers
 //! is counted at `ceil(N / T)` servers' GPUs. The replay measures the net
 //! effect (`backfilled_jobs`, the head's JWT in `p99_jwt_s` / `max_jwt_s`).
+//!
+//! **Slice reservations (`--backfill slices`).** The head's reservation is
+//! its future *slice* instead ([`Slice`]): the placer forecasts where the
+//! head would be placed once running jobs have ended in their estimated
+//! order (`vclos_core::placement::forecast`, starting where the GPUs
+//! alone would suffice), and the first time that lets it in is the shadow
+//! time. A job behind it may start if it fits now and either ends by then
+//! or shares no GPU, uplink, spine port or OCS port with the forecast
+//! slice (placed, checked, and taken back if it does: [`Slice::overlaps`]).
+//! The forecast is kept while the same head waits (jobs ending only free
+//! resources, and backfilled ones avoid it) and made again for a new head
+//! or, when there was none, after a job ends. Policies without forecasts
+//! (all but vClos and OCS-vClos) fall back to the GPU count above. Heads
+//! that still start after their reserved time (the placer may choose
+//! differently on the real state, and under `fair-share` jobs run past
+//! their estimates) are counted (`late_heads`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
 
 use super::queue::Key;
+use crate::decision::Decision;
+use crate::placement::given::decision_gpus;
+use crate::state::FabricState;
+use crate::topology::{Name, ServerId, Topology};
 
 /// `--backfill`: may jobs start behind a blocked head?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -53,6 +73,18 @@ pub enum Backfill {
     /// EASY backfilling (module doc), trying up to `depth` jobs behind the
     /// head per change of the fabric.
     Easy { depth: usize },
+    /// EASY with the head's forecast slice as its reservation (module doc).
+    Slices { depth: usize },
+}
+
+impl Backfill {
+    /// Jobs tried behind the head per change of the fabric (0: none).
+    pub fn depth(self) -> usize {
+        match self {
+            Backfill::None => 0,
+            Backfill::Easy { depth } | Backfill::Slices { depth } => depth,
+        }
+    }
 }
 
 /// Jobs tried behind the head when `--backfill-depth` is not given.
@@ -63,6 +95,7 @@ impl fmt::Display for Backfill {
         match self {
             Backfill::None => f.write_str("none"),
             Backfill::Easy { .. } => f.write_str("easy"),
+            Backfill::Slices { .. } => f.write_str("slices"),
         }
     }
 }
@@ -75,7 +108,12 @@ impl FromStr for Backfill {
             "easy" => Ok(Backfill::Easy {
                 depth: DEFAULT_DEPTH,
             }),
-            _ => Err(format!("unknown backfill `{s}` (expected none or easy)")),
+            "slices" => Ok(Backfill::Slices {
+                depth: DEFAULT_DEPTH,
+            }),
+            _ => Err(format!(
+                "unknown backfill `{s}` (expected none, easy or slices)"
+            )),
         }
     }
 }
@@ -114,6 +152,24 @@ impl Running {
 
     pub fn held(&self) -> u64 {
         self.held
+    }
+
+    /// Running jobs by estimated end: (estimated end, trace job).
+    pub fn by_end(&self) -> Vec<(f64, usize)> {
+        self.by_end.iter().map(|k| (k.0, k.1)).collect()
+    }
+
+    /// How many running jobs (by estimated end) must end before `need`
+    /// of `total` GPUs are free.
+    pub fn ends_for(&self, total: u64, need: u64) -> usize {
+        let mut free = total.saturating_sub(self.held);
+        for (i, k) in self.by_end.iter().enumerate() {
+            if free >= need {
+                return i;
+            }
+            free += u64::from(self.gpus[k.1]);
+        }
+        self.by_end.len()
     }
 
     /// The head's reservation on a fabric of `total` GPUs: (shadow time,
@@ -176,7 +232,88 @@ impl Reservation {
 pub(crate) enum Allowed {
     EndsBefore,
     Extra,
+    /// Past the head's reserved time, sharing nothing with its slice.
+    Apart,
     No,
+}
+
+/// A blocked head's forecast slice (module doc, "Slice reservations"):
+/// when it is reserved from, and what it holds.
+#[derive(Debug)]
+pub(crate) struct Slice {
+    pub at: f64,
+    gpus: Vec<(ServerId, u16)>,
+    named: HashSet<(Name, u16)>,
+    ports: HashSet<(Name, Name)>,
+}
+
+impl Slice {
+    pub fn new(at: f64, d: &Decision, topo: &Topology) -> Self {
+        Slice {
+            at,
+            gpus: decision_gpus(topo, d),
+            named: d.gpus.iter().map(|g| (g.server.clone(), g.gpu)).collect(),
+            ports: link_ports(d).collect(),
+        }
+    }
+
+    /// Whether `d` holds a GPU or a link port of this slice.
+    pub fn overlaps(&self, d: &Decision) -> bool {
+        d.gpus
+            .iter()
+            .any(|g| self.named.contains(&(g.server.clone(), g.gpu)))
+            || link_ports(d).any(|p| self.ports.contains(&p))
+    }
+
+    /// May a job of `gpus` GPUs estimated to run `duration` start at `now`
+    /// with `free` GPUs free in `state`: if it ends by [`Slice::at`], or
+    /// else apart from the slice ([`Allowed::Apart`]; first only if the
+    /// GPUs outside it suffice).
+    pub fn allows(
+        &self,
+        now: f64,
+        duration: f64,
+        gpus: u64,
+        free: u64,
+        state: &FabricState,
+    ) -> Allowed {
+        if now + duration <= self.at {
+            Allowed::EndsBefore
+        } else if gpus <= free.saturating_sub(self.idle_gpus(state)) {
+            Allowed::Apart
+        } else {
+            Allowed::No
+        }
+    }
+
+    /// How many of its GPUs are idle in `state` now: a job that runs past
+    /// [`Slice::at`] has only the other idle GPUs.
+    pub fn idle_gpus(&self, state: &FabricState) -> u64 {
+        let idle = self
+            .gpus
+            .iter()
+            .filter(|&&(s, g)| state.gpu_holder(s, g).is_none());
+        idle.count() as u64
+    }
+}
+
+/// Every port `d`'s links hold: each leaf uplink and far end, and the OCS
+/// ports they pass.
+fn link_ports(d: &Decision) -> impl Iterator<Item = (Name, Name)> + '_ {
+    d.vclos.links.iter().flat_map(|l| {
+        let via = l.via.iter().flat_map(|h| {
+            [
+                (h.ocs.clone(), h.leaf_side.clone()),
+                (h.ocs.clone(), h.far_side.clone()),
+            ]
+        });
+        [
+            (l.leaf.clone(), l.uplink.clone()),
+            (l.peer.clone(), l.peer_port.clone()),
+        ]
+        .into_iter()
+        .chain(via)
+    })
 }
 
 /// GPUs a head of `gpus` GPUs is counted at: whole servers beyond one
@@ -267,7 +404,31 @@ mod tests {
                 depth: DEFAULT_DEPTH
             })
         );
+        assert_eq!(
+            "slices".parse::<Backfill>(),
+            Ok(Backfill::Slices {
+                depth: DEFAULT_DEPTH
+            })
+        );
         assert!("conservative".parse::<Backfill>().is_err());
         assert_eq!(Backfill::Easy { depth: 3 }.to_string(), "easy");
+        assert_eq!(Backfill::Slices { depth: 3 }.to_string(), "slices");
+        assert_eq!(Backfill::Slices { depth: 3 }.depth(), 3);
+        assert_eq!(Backfill::None.depth(), 0);
+    }
+
+    #[test]
+    fn the_ends_that_free_enough_gpus_are_counted_by_estimated_end() {
+        let mut r = Running::new(3);
+        r.start(0, 300.0, 8);
+        r.start(1, 100.0, 16);
+        r.start(2, 200.0, 8);
+        assert_eq!(r.by_end(), vec![(100.0, 1), (200.0, 2), (300.0, 0)]);
+        // 64 GPUs, 32 held: 40 needs the first end, 48 too, 56 two.
+        assert_eq!(r.ends_for(64, 32), 0);
+        assert_eq!(r.ends_for(64, 40), 1);
+        assert_eq!(r.ends_for(64, 48), 1);
+        assert_eq!(r.ends_for(64, 56), 2);
+        assert_eq!(r.ends_for(64, 65), 3);
     }
 }

@@ -40,6 +40,7 @@ mod report;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use thiserror::Error;
@@ -58,7 +59,7 @@ use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
 use crate::topology::Topology;
 use crate::trace::Job;
-use backfill::{Allowed, Running};
+use backfill::{Allowed, Running, Slice};
 use occupancy::Occupancy;
 use queue::{Key, Queue};
 
@@ -222,6 +223,7 @@ pub fn replay_with_progress(
             epoch: 0,
             total_gpus: opts.total_gpus.map_or(0, u64::from),
             per_server: per_server.map_or(0, u32::from),
+            reserved: None,
         },
         head_blocked: HeadBlocked::default(),
         rearrange: (opts.rearrange, opts.moves),
@@ -327,6 +329,26 @@ struct Filler {
     epoch: u64,
     total_gpus: u64,
     per_server: u32,
+    /// `--backfill slices`: the blocked head's forecast, if made.
+    reserved: Option<Reserved>,
+}
+
+/// A blocked head's slice reservation (`--backfill slices`, module
+/// [`backfill`]): made for `head` in `epoch`; `slice` is `None` when the
+/// forecast found none (made again after the next job ends).
+struct Reserved {
+    head: usize,
+    epoch: u64,
+    slice: Option<Slice>,
+}
+
+/// Who a `place` call is for: the queue's head, a job behind it, or a job
+/// behind it that must share nothing with the head's reserved slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Head,
+    Behind,
+    Apart,
 }
 
 /// What one `place` call did to a queued job.
@@ -340,7 +362,7 @@ impl Run<'_> {
     /// Start jobs from the head until it blocks; return the blocked head.
     fn schedule(&mut self, now: f64) -> Result<Option<usize>, ReplayError> {
         while let Some(idx) = self.queue.head() {
-            if let Tried::Blocked = self.try_place(idx, now, true)? {
+            if let Tried::Blocked = self.try_place(idx, now, Role::Head)? {
                 if self.running_jobs() > 0 {
                     return Ok(Some(idx));
                 }
@@ -355,14 +377,20 @@ impl Run<'_> {
         Ok(None)
     }
 
-    /// EASY backfilling behind the blocked `head` ([`backfill`] module doc).
+    /// EASY backfilling behind the blocked `head` ([`backfill`] module
+    /// doc), its reservation counted in GPUs or, with `--backfill slices`,
+    /// the head's forecast slice.
     fn fill_behind(&mut self, head: usize, now: f64) -> Result<(), ReplayError> {
-        let Backfill::Easy { depth } = self.backfill.mode else {
+        let depth = self.backfill.mode.depth();
+        if depth == 0 {
             return Ok(());
-        };
+        }
         let f = &self.backfill;
         let need = backfill::head_need(self.trace[head].gpus, f.per_server);
         let mut reservation = f.running.reservation(f.total_gpus, need, now);
+        if let Backfill::Slices { .. } = self.backfill.mode {
+            self.reserve(head, need, now)?;
+        }
         for idx in self.queue.behind_head(depth) {
             let job = &self.trace[idx];
             let gpus = u64::from(job.gpus);
@@ -370,11 +398,21 @@ impl Run<'_> {
             if self.backfill.refused_in[idx] == self.backfill.epoch || gpus > free {
                 continue;
             }
-            let allowed = reservation.allows(now, job.duration_s, gpus);
-            if allowed == Allowed::No {
-                continue;
-            }
-            match self.try_place(idx, now, false)? {
+            let slice = self
+                .backfill
+                .reserved
+                .as_ref()
+                .and_then(|r| r.slice.as_ref());
+            let allowed = match (slice, self.placer.fabric()) {
+                (Some(s), Some(st)) => s.allows(now, job.duration_s, gpus, free, st),
+                _ => reservation.allows(now, job.duration_s, gpus),
+            };
+            let role = match allowed {
+                Allowed::No => continue,
+                Allowed::Apart => Role::Apart,
+                Allowed::EndsBefore | Allowed::Extra => Role::Behind,
+            };
+            match self.try_place(idx, now, role)? {
                 Tried::Started => {
                     self.report.backfilled_jobs += 1;
                     if allowed == Allowed::Extra {
@@ -388,13 +426,48 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One `place` call for queued job `idx`: started and dequeued,
-    /// blocked (still queued), or dropped and dequeued. Only the queue's
-    /// head (`head`) may move running jobs' links (`--rearrange`): a job
-    /// backfilled behind it starts only where it fits as things are.
-    fn try_place(&mut self, idx: usize, now: f64, head: bool) -> Result<Tried, ReplayError> {
+    /// `--backfill slices`: forecast the blocked `head`'s slice once the
+    /// running jobs end in their estimated order, from where `need` GPUs
+    /// would be free; kept while the same head waits, or made again after
+    /// a job ends when there was none ([`backfill`] module doc).
+    fn reserve(&mut self, head: usize, need: u64, now: f64) -> Result<(), ReplayError> {
+        let f = &self.backfill;
+        let kept = |r: &Reserved| r.head == head && (r.slice.is_some() || r.epoch == f.epoch);
+        if f.reserved.as_ref().is_some_and(kept) {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let by_end = f.running.by_end();
+        let from = f.running.ends_for(f.total_gpus, need);
+        let ends: Vec<JobId> = by_end
+            .iter()
+            .map(|&(_, i)| self.trace[i].id.clone())
+            .collect();
+        let forecast = (self.placer)
+            .forecast(&self.request(head), &ends, from)
+            .map_err(|source| ReplayError::Placement {
+                policy: self.placer.name(),
+                job: self.trace[head].id.clone(),
+                source,
+            })?;
+        let topo = self.placer.fabric().map(|st| Arc::clone(st.topology()));
+        let slice = forecast
+            .zip(topo)
+            .map(|(fc, topo)| Slice::new(by_end[fc.ended - 1].0.max(now), &fc.decision, &topo));
+        self.report.reservations += 1;
+        self.report.reservation_ms += t0.elapsed().as_secs_f64() * 1e3;
+        self.backfill.reserved = Some(Reserved {
+            head,
+            epoch: self.backfill.epoch,
+            slice,
+        });
+        Ok(())
+    }
+
+    /// The placement request for trace job `idx`.
+    fn request(&self, idx: usize) -> JobRequest {
         let job = &self.trace[idx];
-        let request = JobRequest {
+        JobRequest {
             id: job.id.clone(),
             gpus: job.gpus,
             collective: Some(job.workload.collective),
@@ -403,7 +476,51 @@ impl Run<'_> {
                 || Profile::of_workload(&job.workload),
                 |p| p.of_workload(&job.workload),
             )),
-        };
+        }
+    }
+
+    /// Whether decision `d` for a job started under [`Role::Apart`] at
+    /// `now` would take part of the head's reserved slice: then it is taken
+    /// back and the job counts as refused.
+    fn takes_the_heads_slice(&mut self, idx: usize, d: &Decision) -> Result<bool, ReplayError> {
+        let slice = self
+            .backfill
+            .reserved
+            .as_ref()
+            .and_then(|r| r.slice.as_ref());
+        if !slice.is_some_and(|s| s.overlaps(d)) {
+            return Ok(false);
+        }
+        let job = &self.trace[idx];
+        (self.placer)
+            .release(&job.id)
+            .map_err(|source| ReplayError::Placement {
+                policy: self.placer.name(),
+                job: job.id.clone(),
+                source,
+            })?;
+        Ok(true)
+    }
+
+    /// A head started at `now`: late if its reserved slice was for earlier.
+    fn head_started(&mut self, idx: usize, now: f64) {
+        let r = self.backfill.reserved.as_ref().filter(|r| r.head == idx);
+        if r.and_then(|r| r.slice.as_ref())
+            .is_some_and(|s| now > s.at + 1e-6)
+        {
+            self.report.late_heads += 1;
+        }
+    }
+
+    /// One `place` call for queued job `idx`: started and dequeued,
+    /// blocked (still queued), or dropped and dequeued. Only the queue's
+    /// head ([`Role::Head`]) may move running jobs' links (`--rearrange`): a
+    /// job backfilled behind it starts only where it fits as things are,
+    /// and under [`Role::Apart`] only apart from the head's reserved slice.
+    fn try_place(&mut self, idx: usize, now: f64, role: Role) -> Result<Tried, ReplayError> {
+        let head = role == Role::Head;
+        let job = &self.trace[idx];
+        let request = self.request(idx);
         let cutoffs = self.placer.search_cutoffs();
         let t0 = Instant::now();
         let mut outcome = self.placer.place(&request);
@@ -422,6 +539,12 @@ impl Run<'_> {
         self.report.place_calls += 1;
         let unplaceable = match outcome {
             Ok(Outcome::Placed(d)) => {
+                if role == Role::Apart && self.takes_the_heads_slice(idx, &d)? {
+                    return Ok(Tried::Blocked);
+                }
+                if head {
+                    self.head_started(idx, now);
+                }
                 self.queue.remove(idx, job);
                 self.apply_moves(&moves, now)?;
                 self.start(idx, now, &d)?;

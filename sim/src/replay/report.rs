@@ -13,8 +13,8 @@ use super::{QueuePolicy, StageCounts};
 pub struct Report {
     pub policy: String,
     pub queue: QueuePolicy,
-    /// `none`, or `easy` when jobs may start behind a blocked head
-    /// (`--backfill`, `super::backfill`).
+    /// `none`, or `easy` / `slices` when jobs may start behind a blocked
+    /// head (`--backfill`, `super::backfill`).
     pub backfill: String,
     pub topology: String,
     /// Jobs in the trace.
@@ -113,8 +113,14 @@ pub struct Report {
     pub blocked_attempts_network: u64,
     pub place_calls: u64,
     pub max_queue: usize,
-    /// Jobs started behind a blocked head (`--backfill easy`).
+    /// Jobs started behind a blocked head (`--backfill easy|slices`).
     pub backfilled_jobs: u64,
+    /// `--backfill slices`: forecasts of a blocked head's slice made, the
+    /// time they took (ms, in all; not in the decision times), and heads
+    /// that started after the time their forecast reserved.
+    pub reservations: u64,
+    pub reservation_ms: f64,
+    pub late_heads: u64,
     /// Running jobs whose links a blocked job may move, tried per call
     /// (`--rearrange`; 0: never).
     pub rearrange: usize,
@@ -196,6 +202,9 @@ impl Report {
             place_calls: 0,
             max_queue: 0,
             backfilled_jobs: 0,
+            reservations: 0,
+            reservation_ms: 0.0,
+            late_heads: 0,
             rearrange: 0,
             moves: String::new(),
             rearranged_jobs: 0,

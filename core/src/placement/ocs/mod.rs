@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use super::assign::Budget;
 use super::flow::Flow;
+use super::forecast;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::rearrange::{self, Moves, Rearranged};
@@ -148,6 +149,15 @@ impl Placer for OcsVclosPlacer {
         moves: Moves,
     ) -> Result<Option<Rearranged>, PlacementError> {
         rearrange::rearrange(self, job, (tries, moves))
+    }
+
+    fn forecast(
+        &mut self,
+        job: &JobRequest,
+        ends: &[JobId],
+        from: usize,
+    ) -> Result<Option<forecast::Forecast>, PlacementError> {
+        forecast::forecast(self, job, ends, from)
     }
 }
 
