@@ -14,12 +14,12 @@
 //! head's future nodes (`sched/backfill`, "bf_window"); the analogue here
 //! is the head's future *slice*: its GPUs, uplinks, spine and OCS ports.
 //!
-//! **How** ([`forecast`]), on a copy of the state, nothing changed: the
+//! **How** (`forecast`), on a copy of the state, nothing changed: the
 //! running jobs are released in the order given (the replay gives their
 //! estimated ends, as EASY does), and after each of them, from the
 //! `from`-th on (before it the GPUs alone fall short), the job is placed
 //! with the placer's own stages, options and size memo
-//! ([`super::rearrange::place_on_view`]; its search cutoffs are not
+//! (`rearrange::place_on_view`; its search cutoffs are not
 //! counted). The first placement found is the forecast: how many jobs had
 //! to end, and the decision. It is the slice this placer would choose on
 //! that future state, not a promise: the replay backfills only jobs that

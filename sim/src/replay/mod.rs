@@ -445,11 +445,7 @@ impl Run<'_> {
             .collect();
         let forecast = (self.placer)
             .forecast(&self.request(head), &ends, from)
-            .map_err(|source| ReplayError::Placement {
-                policy: self.placer.name(),
-                job: self.trace[head].id.clone(),
-                source,
-            })?;
+            .map_err(|source| self.failed(head, source))?;
         let topo = self.placer.fabric().map(|st| Arc::clone(st.topology()));
         let slice = forecast
             .zip(topo)
@@ -491,15 +487,25 @@ impl Run<'_> {
         if !slice.is_some_and(|s| s.overlaps(d)) {
             return Ok(false);
         }
-        let job = &self.trace[idx];
-        (self.placer)
-            .release(&job.id)
-            .map_err(|source| ReplayError::Placement {
-                policy: self.placer.name(),
-                job: job.id.clone(),
-                source,
-            })?;
+        self.release(idx)?;
         Ok(true)
+    }
+
+    /// Release trace job `idx` from the placer.
+    fn release(&mut self, idx: usize) -> Result<Decision, ReplayError> {
+        let job = &self.trace[idx].id;
+        self.placer
+            .release(job)
+            .map_err(|source| self.failed(idx, source))
+    }
+
+    /// The placer failed on trace job `idx` (a bug in it, not a block).
+    fn failed(&self, idx: usize, source: PlacementError) -> ReplayError {
+        ReplayError::Placement {
+            policy: self.placer.name(),
+            job: self.trace[idx].id.clone(),
+            source,
+        }
     }
 
     /// A head started at `now`: late if its reserved slice was for earlier.
@@ -563,13 +569,7 @@ impl Run<'_> {
                 tracing::warn!(job = %job.id, gpus = job.gpus, "job larger than the fabric; rejected");
                 false
             }
-            Err(source) => {
-                return Err(ReplayError::Placement {
-                    policy: self.placer.name(),
-                    job: job.id.clone(),
-                    source,
-                })
-            }
+            Err(source) => return Err(self.failed(idx, source)),
         };
         self.queue.remove(idx, job);
         self.drop_job(idx);
@@ -670,15 +670,8 @@ impl Run<'_> {
     }
 
     fn finish(&mut self, idx: usize, end: f64) -> Result<(), ReplayError> {
+        let d = self.release(idx)?;
         let job = &self.trace[idx];
-        let d = self
-            .placer
-            .release(&job.id)
-            .map_err(|source| ReplayError::Placement {
-                policy: self.placer.name(),
-                job: job.id.clone(),
-                source,
-            })?;
         self.ledger.finish(idx);
         if let Some(o) = &mut self.occupancy {
             o.finish(end, &d, job.workload.collective);
