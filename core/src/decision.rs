@@ -123,6 +123,20 @@ pub struct ReservedLink {
     pub via: Option<OcsHop>,
 }
 
+impl ReservedLink {
+    /// Every `(device, port)` the link holds: the leaf uplink, the far
+    /// end, and the OCS ports of its hop, if any.
+    pub fn ends(&self) -> impl Iterator<Item = (&Name, &Name)> {
+        let hop = self
+            .via
+            .iter()
+            .flat_map(|h| [(&h.ocs, &h.leaf_side), (&h.ocs, &h.far_side)]);
+        [(&self.leaf, &self.uplink), (&self.peer, &self.peer_port)]
+            .into_iter()
+            .chain(hop)
+    }
+}
+
 /// An OCS cross-connect to make for the job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -140,6 +140,37 @@ macro_rules! rearranges {
 }
 pub(crate) use rearranges;
 
+/// [`Placer::rearrange`] and [`Placer::forecast`] inside the `Placer` impl
+/// of a placer that implements [`Rearrange`] ([`rearranges`]).
+macro_rules! rearranging_methods {
+    () => {
+        fn rearrange(
+            &mut self,
+            job: &$crate::placement::JobRequest,
+            tries: usize,
+            moves: $crate::placement::rearrange::Moves,
+        ) -> Result<
+            Option<$crate::placement::rearrange::Rearranged>,
+            $crate::placement::PlacementError,
+        > {
+            $crate::placement::rearrange::rearrange(self, job, (tries, moves))
+        }
+
+        fn forecast(
+            &mut self,
+            job: &$crate::placement::JobRequest,
+            ends: &[$crate::names::JobId],
+            from: usize,
+        ) -> Result<
+            Option<$crate::placement::forecast::Forecast>,
+            $crate::placement::PlacementError,
+        > {
+            $crate::placement::forecast::forecast(self, job, ends, from)
+        }
+    };
+}
+pub(crate) use rearranging_methods;
+
 /// The search of the module doc for `job`, at most `tries` candidates:
 /// the rearrangement (already held by `p`'s state), or `None` with `p`'s
 /// state unchanged.

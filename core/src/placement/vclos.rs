@@ -22,10 +22,9 @@ use std::sync::Arc;
 
 use super::assign::Cutoff;
 use super::biclique::{self, Graph};
-use super::forecast;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::rearrange::{self, Moves, Rearranged};
+use super::rearrange;
 use super::sizing::{Probe, Sizes};
 use super::view::LinkView;
 use super::{
@@ -124,23 +123,7 @@ impl Placer for VclosPlacer {
         self.cutoffs
     }
 
-    fn rearrange(
-        &mut self,
-        job: &JobRequest,
-        tries: usize,
-        moves: Moves,
-    ) -> Result<Option<Rearranged>, PlacementError> {
-        rearrange::rearrange(self, job, (tries, moves))
-    }
-
-    fn forecast(
-        &mut self,
-        job: &JobRequest,
-        ends: &[JobId],
-        from: usize,
-    ) -> Result<Option<forecast::Forecast>, PlacementError> {
-        forecast::forecast(self, job, ends, from)
-    }
+    rearrange::rearranging_methods!();
 }
 
 rearrange::rearranges!(VclosPlacer, Policy::Vclos);

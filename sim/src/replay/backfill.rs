@@ -297,23 +297,11 @@ impl Slice {
     }
 }
 
-/// Every port `d`'s links hold: each leaf uplink and far end, and the OCS
-/// ports they pass.
+/// Every port `d`'s links hold ([`crate::decision::ReservedLink::ends`]).
 fn link_ports(d: &Decision) -> impl Iterator<Item = (Name, Name)> + '_ {
-    d.vclos.links.iter().flat_map(|l| {
-        let via = l.via.iter().flat_map(|h| {
-            [
-                (h.ocs.clone(), h.leaf_side.clone()),
-                (h.ocs.clone(), h.far_side.clone()),
-            ]
-        });
-        [
-            (l.leaf.clone(), l.uplink.clone()),
-            (l.peer.clone(), l.peer_port.clone()),
-        ]
-        .into_iter()
-        .chain(via)
-    })
+    (d.vclos.links.iter())
+        .flat_map(|l| l.ends())
+        .map(|(dev, port)| (dev.clone(), port.clone()))
 }
 
 /// GPUs a head of `gpus` GPUs is counted at: whole servers beyond one

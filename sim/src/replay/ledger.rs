@@ -390,11 +390,7 @@ impl Ledger {
                 continue;
             };
             let with: Vec<u32> = s.with.iter().map(|j| self.names.id(j.as_str())).collect();
-            let mut ends = vec![(&l.leaf, &l.uplink), (&l.peer, &l.peer_port)];
-            if let Some(h) = &l.via {
-                ends.extend([(&h.ocs, &h.leaf_side), (&h.ocs, &h.far_side)]);
-            }
-            for (dev, port) in ends {
+            for (dev, port) in l.ends() {
                 let k = self.port(dev, port);
                 out.insert(k, with.clone());
             }

@@ -40,10 +40,9 @@ use std::sync::Arc;
 
 use super::assign::Budget;
 use super::flow::Flow;
-use super::forecast;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
-use super::rearrange::{self, Moves, Rearranged};
+use super::rearrange;
 use super::sizing::{Probe, Sizes};
 use super::view::{ocs_id, OcsView};
 use super::{
@@ -142,23 +141,7 @@ impl Placer for OcsVclosPlacer {
         self.cutoffs
     }
 
-    fn rearrange(
-        &mut self,
-        job: &JobRequest,
-        tries: usize,
-        moves: Moves,
-    ) -> Result<Option<Rearranged>, PlacementError> {
-        rearrange::rearrange(self, job, (tries, moves))
-    }
-
-    fn forecast(
-        &mut self,
-        job: &JobRequest,
-        ends: &[JobId],
-        from: usize,
-    ) -> Result<Option<forecast::Forecast>, PlacementError> {
-        forecast::forecast(self, job, ends, from)
-    }
+    rearrange::rearranging_methods!();
 }
 
 rearrange::rearranges!(OcsVclosPlacer, Policy::OcsVclos);

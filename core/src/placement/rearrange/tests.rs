@@ -21,18 +21,10 @@ fn held(p: &dyn Placer) -> Vec<Decision> {
 
 /// Every port a decision's links hold, by device and port name.
 fn link_ports(d: &Decision) -> HashSet<(String, String)> {
-    let mut out = HashSet::new();
-    for l in &d.vclos.links {
-        let mut ends = vec![(&l.leaf, &l.uplink), (&l.peer, &l.peer_port)];
-        if let Some(h) = &l.via {
-            ends.extend([(&h.ocs, &h.leaf_side), (&h.ocs, &h.far_side)]);
-        }
-        out.extend(
-            ends.into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string())),
-        );
-    }
-    out
+    (d.vclos.links.iter())
+        .flat_map(|l| l.ends())
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 fn sorted_gpus(d: &Decision) -> Vec<(String, u16)> {
