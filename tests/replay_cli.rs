@@ -838,7 +838,9 @@ fn backfill_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
     );
     let row = table.lines().find(|l| l.starts_with("backfill")).unwrap();
     assert!(
-        row.contains("slice reservations") && row.contains("heads late"),
+        row.contains("slice reservations")
+            && row.contains("heads started on theirs")
+            && row.contains("late)"),
         "{row}"
     );
     let err = replay_512_refused(&trace, "vclos", &["--backfill-depth", "0"]);

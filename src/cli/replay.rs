@@ -217,8 +217,13 @@ fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
             "backfill",
             if r.reservations > 0 {
                 format!(
-                    "{} ({} jobs; {} slice reservations, {:.0} ms, {} heads late)",
-                    r.backfill, r.backfilled_jobs, r.reservations, r.reservation_ms, r.late_heads
+                    "{} ({} jobs; {} slice reservations, {:.0} ms, {} heads started on theirs, {} late)",
+                    r.backfill,
+                    r.backfilled_jobs,
+                    r.reservations,
+                    r.reservation_ms,
+                    r.reserved_starts,
+                    r.late_heads
                 )
             } else {
                 format!("{} ({} jobs)", r.backfill, r.backfilled_jobs)

@@ -23,8 +23,11 @@
 //! counted). The first placement found is the forecast: how many jobs had
 //! to end, and the decision. It is the slice this placer would choose on
 //! that future state, not a promise: the replay backfills only jobs that
-//! end before it or share nothing with it, and counts heads that still
-//! start late (`late_heads`).
+//! end before it or are placed with it masked
+//! ([`super::Placer::place_apart`]), starts the head on it when the
+//! placer's own search on the real state misses it
+//! ([`super::Placer::admit_reserved`]: a bounded OCS-vClos search may),
+//! and counts heads that still start late (`late_heads`).
 
 use std::sync::Arc;
 
@@ -66,6 +69,24 @@ pub(crate) fn forecast<P: Rearrange>(
         view = v;
     }
     Ok(None)
+}
+
+/// [`super::Placer::admit_reserved`] for `p`: the reserved decision,
+/// held as a whole if the state admits it now (its full check by name).
+pub(crate) fn admit_reserved<P: Rearrange>(
+    p: &mut P,
+    reserved: &Decision,
+) -> Result<Option<Arc<Decision>>, PlacementError> {
+    let policy = p.policy().name();
+    let st = p.state_mut();
+    if st.check_admit(reserved).is_err() {
+        return Ok(None);
+    }
+    st.admit(reserved).map_err(|e| PlacementError::Engine {
+        policy,
+        reason: format!("reserved slice: {e}"),
+    })?;
+    Ok(Some(Arc::new(reserved.clone())))
 }
 
 #[cfg(test)]

@@ -184,6 +184,33 @@ pub trait Placer {
         Ok(None)
     }
 
+    /// Place `job` sharing nothing with `reserved` (a blocked head's
+    /// forecast slice, resolved by [`FabricState::reservation`]): what of
+    /// it is free now is masked for this call only
+    /// ([`crate::state::FabricState::mask`]). Policies that do not
+    /// forecast are never given a reservation, and place as usual.
+    fn place_apart(
+        &mut self,
+        job: &JobRequest,
+        reserved: &crate::state::Reservation,
+    ) -> Result<Outcome, PlacementError> {
+        let _ = reserved;
+        self.place(job)
+    }
+
+    /// Hold `reserved`, a decision this placer forecast for a job it has
+    /// not placed ([`Placer::forecast`]), if the state admits it as it is
+    /// now; `None` (nothing changed) if some of it is held, and always for
+    /// policies that do not forecast. A blocked head whose reserved slice
+    /// is free starts on it, as Slurm starts a job on its reserved nodes.
+    fn admit_reserved(
+        &mut self,
+        reserved: &Decision,
+    ) -> Result<Option<Arc<Decision>>, PlacementError> {
+        let _ = reserved;
+        Ok(None)
+    }
+
     /// Where `job` would be placed once the running jobs `ends` have
     /// ended, in that order ([`forecast`] module doc): the fewest of them
     /// (at least `from`) after which it fits, and its decision there;

@@ -140,7 +140,8 @@ macro_rules! rearranges {
 }
 pub(crate) use rearranges;
 
-/// [`Placer::rearrange`] and [`Placer::forecast`] inside the `Placer` impl
+/// [`Placer::rearrange`], [`Placer::place_apart`], [`Placer::admit_reserved`]
+/// and [`Placer::forecast`] inside the `Placer` impl
 /// of a placer that implements [`Rearrange`] ([`rearranges`]).
 macro_rules! rearranging_methods {
     () => {
@@ -154,6 +155,28 @@ macro_rules! rearranging_methods {
             $crate::placement::PlacementError,
         > {
             $crate::placement::rearrange::rearrange(self, job, (tries, moves))
+        }
+
+        fn place_apart(
+            &mut self,
+            job: &$crate::placement::JobRequest,
+            reserved: &$crate::state::Reservation,
+        ) -> Result<$crate::placement::Outcome, $crate::placement::PlacementError> {
+            use $crate::placement::rearrange::Rearrange as _;
+            let masked = self.state_mut().mask(reserved);
+            let out = self.place(job);
+            self.state_mut().unmask(masked);
+            out
+        }
+
+        fn admit_reserved(
+            &mut self,
+            reserved: &$crate::decision::Decision,
+        ) -> Result<
+            Option<std::sync::Arc<$crate::decision::Decision>>,
+            $crate::placement::PlacementError,
+        > {
+            $crate::placement::forecast::admit_reserved(self, reserved)
         }
 
         fn forecast(

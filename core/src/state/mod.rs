@@ -18,6 +18,7 @@
 
 mod error;
 pub mod lock;
+mod mask;
 pub mod store;
 mod validate;
 
@@ -32,6 +33,7 @@ use crate::names::JobId;
 use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId, Topology};
 
 pub use error::StateError;
+pub use mask::{Masked, Reservation};
 
 /// Where a leaf uplink leads: the far port, and the OCS hop
 /// `(ocs, leaf-side port, far-side port)` when it goes through one.
@@ -167,6 +169,24 @@ pub(crate) struct Occupancy {
     pub leaf_idle: Vec<u32>,
     /// Free GPUs under each leaf.
     pub leaf_free: Vec<u32>,
+}
+
+impl Occupancy {
+    /// Free again the masked ones among these uplinks, spine ports and
+    /// OCS ports (flat indices).
+    fn unmask_ports(&mut self, [uplinks, spine_ports, ocs_ports]: [&[usize]; 3]) {
+        for (ports, list) in [
+            (&mut self.uplink, uplinks),
+            (&mut self.spine_port, spine_ports),
+            (&mut self.ocs_port, ocs_ports),
+        ] {
+            for &i in list {
+                if ports[i] == MASKED {
+                    ports[i] = FREE;
+                }
+            }
+        }
+    }
 }
 
 /// Typed resources taken by one admitted decision (flat indices).
@@ -588,17 +608,7 @@ impl FabricState {
     /// ports, and their circuits (initial patches restored where possible).
     pub fn free_kept_links(&mut self, kept: &KeptLinks) {
         let (r, o) = (&kept.0, &mut self.occ);
-        for (ports, list) in [
-            (&mut o.uplink, &r.uplinks),
-            (&mut o.spine_port, &r.spine_ports),
-            (&mut o.ocs_port, &r.ocs_ports),
-        ] {
-            for &i in list {
-                if ports[i] == MASKED {
-                    ports[i] = FREE;
-                }
-            }
-        }
+        o.unmask_ports([&r.uplinks, &r.spine_ports, &r.ocs_ports]);
         for &(ocs, a, b) in &r.cross {
             let base = self.layout.ocs_base[ocs.index()] as usize;
             for p in [a, b] {

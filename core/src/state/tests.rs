@@ -969,3 +969,73 @@ fn links_kept_at_release_stay_unusable_until_freed_then_match_a_release() {
         assert_eq!(masked(&kept), (0, 0, 0));
     }
 }
+
+#[test]
+fn a_masked_reservation_keeps_its_free_resources_out_until_unmasked() {
+    let topo = testbed(true);
+    // `x` runs; `y`'s reservation names ports and GPUs `x` does not hold
+    // and, with `x2` (the same job under another name), ones it does.
+    let (x, y) = (two_leaf_job("x"), two_server_job("y", true));
+    let mut st = FabricState::new(Arc::clone(&topo));
+    st.admit(&x).unwrap();
+    let before = st.occ.clone();
+    for d in [&y, &x] {
+        let r = st.reservation(d).unwrap();
+        let m = st.mask(&r);
+        // What `x` holds stays held by it; everything else `d` names is
+        // masked, so `d` (renamed) cannot be admitted, nor can any job
+        // naming one of its GPUs or ports.
+        let mut again = d.clone();
+        again.job = JobId::new("again").unwrap();
+        assert!(st.admit(&again).is_err());
+        let n = |v: &[u32]| v.iter().filter(|&&h| h == MASKED).count();
+        let o = &st.occ;
+        let masked = n(&o.gpu) + n(&o.uplink) + n(&o.spine_port) + n(&o.ocs_port);
+        let free = |v: &[u32], w: &[u32]| {
+            v.iter()
+                .zip(w)
+                .filter(|&(&a, &b)| a == MASKED && b == FREE)
+                .count()
+        };
+        let was_free = free(&o.gpu, &before.gpu)
+            + free(&o.uplink, &before.uplink)
+            + free(&o.spine_port, &before.spine_port)
+            + free(&o.ocs_port, &before.ocs_port);
+        assert_eq!(masked, was_free, "only free resources are masked");
+        let lay = &st.layout;
+        let gpus = r.gpus.iter().map(|&(s, g)| o.gpu[lay.gpu(s, g)]);
+        let ports = (r.uplinks.iter().map(|&i| o.uplink[i]))
+            .chain(r.spine_ports.iter().map(|&i| o.spine_port[i]))
+            .chain(r.ocs_ports.iter().map(|&i| o.ocs_port[i]));
+        assert!(
+            gpus.chain(ports).all(|h| h != FREE),
+            "every resource named is masked or held"
+        );
+        assert_eq!(
+            r.uplinks.len(),
+            d.vclos.links.len()
+                + d.vclos
+                    .links
+                    .iter()
+                    .filter(|l| l.peer.starts_with("leaf"))
+                    .count()
+        );
+        assert_eq!(
+            st.decision(&x.job).map(|d| d.job.clone()),
+            Some(x.job.clone())
+        );
+        if d.job == y.job {
+            assert!(masked > 0, "y names free resources");
+        } else {
+            assert_eq!(masked, 0, "x holds everything it names");
+        }
+        st.unmask(m);
+        assert_eq!(st.occ, before, "unmasking restores the state");
+    }
+    st.admit(&y).unwrap();
+    // An unknown name is an error naming it.
+    let mut bad = y.clone();
+    bad.vclos.links[0].peer_port = p(999);
+    let e = st.reservation(&bad).unwrap_err().to_string();
+    assert!(e.contains("999"), "{e}");
+}

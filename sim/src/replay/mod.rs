@@ -398,12 +398,7 @@ impl Run<'_> {
             if self.backfill.refused_in[idx] == self.backfill.epoch || gpus > free {
                 continue;
             }
-            let slice = self
-                .backfill
-                .reserved
-                .as_ref()
-                .and_then(|r| r.slice.as_ref());
-            let allowed = match (slice, self.placer.fabric()) {
+            let allowed = match (self.reserved_slice(), self.placer.fabric()) {
                 (Some(s), Some(st)) => s.allows(now, job.duration_s, gpus, free, st),
                 _ => reservation.allows(now, job.duration_s, gpus),
             };
@@ -436,7 +431,26 @@ impl Run<'_> {
         if f.reserved.as_ref().is_some_and(kept) {
             return Ok(());
         }
+        let slice = self.forecast_slice(head, need, now)?;
+        self.backfill.reserved = Some(Reserved {
+            head,
+            epoch: self.backfill.epoch,
+            slice,
+        });
+        Ok(())
+    }
+
+    /// The slice job `idx` would take once running jobs end in their
+    /// estimated order, from where `need` GPUs would be free (counted in
+    /// `reservations` and `reservation_ms`).
+    fn forecast_slice(
+        &mut self,
+        idx: usize,
+        need: u64,
+        now: f64,
+    ) -> Result<Option<Slice>, ReplayError> {
         let t0 = Instant::now();
+        let f = &self.backfill;
         let by_end = f.running.by_end();
         let from = f.running.ends_for(f.total_gpus, need);
         let ends: Vec<JobId> = by_end
@@ -444,20 +458,23 @@ impl Run<'_> {
             .map(|&(_, i)| self.trace[i].id.clone())
             .collect();
         let forecast = (self.placer)
-            .forecast(&self.request(head), &ends, from)
-            .map_err(|source| self.failed(head, source))?;
-        let topo = self.placer.fabric().map(|st| Arc::clone(st.topology()));
-        let slice = forecast
-            .zip(topo)
-            .map(|(fc, topo)| Slice::new(by_end[fc.ended - 1].0.max(now), &fc.decision, &topo));
+            .forecast(&self.request(idx), &ends, from)
+            .map_err(|source| self.failed(idx, source))?;
+        let slice = match (forecast, self.placer.fabric()) {
+            (Some(fc), Some(st)) => {
+                let at = by_end[fc.ended - 1].0.max(now);
+                let slice = Slice::new(at, &fc.decision, st).map_err(|e| {
+                    let reason = format!("forecast slice: {e}");
+                    let policy = self.placer.name();
+                    self.failed(idx, PlacementError::Engine { policy, reason })
+                })?;
+                Some(slice)
+            }
+            _ => None,
+        };
         self.report.reservations += 1;
         self.report.reservation_ms += t0.elapsed().as_secs_f64() * 1e3;
-        self.backfill.reserved = Some(Reserved {
-            head,
-            epoch: self.backfill.epoch,
-            slice,
-        });
-        Ok(())
+        Ok(slice)
     }
 
     /// The placement request for trace job `idx`.
@@ -479,16 +496,34 @@ impl Run<'_> {
     /// `now` would take part of the head's reserved slice: then it is taken
     /// back and the job counts as refused.
     fn takes_the_heads_slice(&mut self, idx: usize, d: &Decision) -> Result<bool, ReplayError> {
-        let slice = self
-            .backfill
-            .reserved
-            .as_ref()
-            .and_then(|r| r.slice.as_ref());
-        if !slice.is_some_and(|s| s.overlaps(d)) {
+        if !self.reserved_slice().is_some_and(|s| s.overlaps(d)) {
             return Ok(false);
         }
         self.release(idx)?;
         Ok(true)
+    }
+
+    /// Start head `idx`, which the placer blocked, on its reserved slice
+    /// if that is free as a whole ([`Placer::admit_reserved`]): the slice
+    /// exists, but the placer's search on the real state (other jobs
+    /// backfilled apart from it) may not find it within its budget.
+    fn start_on_reservation(&mut self, idx: usize) -> Result<Option<Arc<Decision>>, ReplayError> {
+        let r = self.backfill.reserved.as_ref().filter(|r| r.head == idx);
+        let Some(slice) = r.and_then(|r| r.slice.as_ref()) else {
+            return Ok(None);
+        };
+        let d = Arc::clone(&slice.decision);
+        let started = self
+            .placer
+            .admit_reserved(&d)
+            .map_err(|e| self.failed(idx, e))?;
+        self.report.reserved_starts += u64::from(started.is_some());
+        Ok(started)
+    }
+
+    /// The blocked head's reserved slice, if one was forecast.
+    fn reserved_slice(&self) -> Option<&Slice> {
+        (self.backfill.reserved.as_ref()).and_then(|r| r.slice.as_ref())
     }
 
     /// Release trace job `idx` from the placer.
@@ -529,8 +564,17 @@ impl Run<'_> {
         let request = self.request(idx);
         let cutoffs = self.placer.search_cutoffs();
         let t0 = Instant::now();
-        let mut outcome = self.placer.place(&request);
+        let slice = (self.backfill.reserved.as_ref()).and_then(|r| r.slice.as_ref());
+        let mut outcome = match (role, slice) {
+            (Role::Apart, Some(s)) => self.placer.place_apart(&request, &s.reservation),
+            _ => self.placer.place(&request),
+        };
         let mut moves = Vec::new();
+        if head && matches!(outcome, Ok(Outcome::Blocked(_))) {
+            if let Some(d) = self.start_on_reservation(idx)? {
+                outcome = Ok(Outcome::Placed(d));
+            }
+        }
         let (tries, order) = self.rearrange;
         if head && tries > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
             if let Some(r) = self.placer.rearrange(&request, tries, order).transpose() {

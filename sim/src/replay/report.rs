@@ -121,6 +121,9 @@ pub struct Report {
     pub reservations: u64,
     pub reservation_ms: f64,
     pub late_heads: u64,
+    /// Blocked heads started on their reserved slice as forecast, which
+    /// the placer's own search did not find (`--backfill slices`).
+    pub reserved_starts: u64,
     /// Running jobs whose links a blocked job may move, tried per call
     /// (`--rearrange`; 0: never).
     pub rearrange: usize,
@@ -205,6 +208,7 @@ impl Report {
             reservations: 0,
             reservation_ms: 0.0,
             late_heads: 0,
+            reserved_starts: 0,
             rearrange: 0,
             moves: String::new(),
             rearranged_jobs: 0,

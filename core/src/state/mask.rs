@@ -1,0 +1,117 @@
+//! Reservations: what a decision *would* hold, kept out of placement
+//! without holding it (issue 13, `vclos replay --backfill slices`).
+//!
+//! A blocked queue head's forecast slice is placed on a future state
+//! (`crate::placement::forecast`), so some of its GPUs and ports are still
+//! held by running jobs now. A job backfilled behind the head and running
+//! past the head's reserved time must share none of it. Slurm's backfill
+//! scheduler does the same with the nodes it reserves for a pending job:
+//! they are not offered to a job that would still run at the reservation's
+//! start (`sched/backfill`, "bf_window"). Here that is a mask: every
+//! resource of the reservation that is free now is masked for one
+//! placement call ([`FabricState::mask`]) and freed again after it
+//! ([`FabricState::unmask`]), so the placer finds a slice apart from the
+//! reservation instead of one that a check would then refuse.
+
+use super::{FabricState, FREE, MASKED};
+use crate::decision::Decision;
+use crate::topology::ServerId;
+
+use super::StateError;
+
+/// A decision's GPUs and link ports by flat index, resolved by name once
+/// ([`FabricState::reservation`]), whether or not they are free now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reservation {
+    pub(super) gpus: Vec<(ServerId, u16)>,
+    pub(super) uplinks: Vec<usize>,
+    pub(super) spine_ports: Vec<usize>,
+    pub(super) ocs_ports: Vec<usize>,
+}
+
+/// What one [`FabricState::mask`] masked, for [`FabricState::unmask`].
+#[derive(Debug, Default)]
+#[must_use = "unmask what was masked"]
+pub struct Masked {
+    gpus: Vec<(ServerId, u16)>,
+    uplinks: Vec<usize>,
+    spine_ports: Vec<usize>,
+    ocs_ports: Vec<usize>,
+}
+
+impl FabricState {
+    /// The GPUs and link ports `d` names (its links' uplinks, far ends and
+    /// OCS hops), resolved against the topology only: whether they are
+    /// free is not checked. An unknown name is an error naming it.
+    pub fn reservation(&self, d: &Decision) -> Result<Reservation, StateError> {
+        let names = &self.names;
+        let unknown = |kind: &'static str, name: &str| StateError::UnknownDevice {
+            job: d.job.clone(),
+            kind,
+            name: name.to_owned(),
+        };
+        let no_port = |device: &str, port: &str| StateError::UnknownPort {
+            job: d.job.clone(),
+            device: device.to_owned(),
+            kind: "port",
+            port: port.to_owned(),
+        };
+        let mut r = Reservation::default();
+        for g in &d.gpus {
+            let s = *names
+                .server
+                .get(&g.server)
+                .ok_or_else(|| unknown("server", &g.server))?;
+            r.gpus.push((s, g.gpu));
+        }
+        let ends = d.vclos.links.iter().flat_map(|l| l.ends());
+        for (dev, port) in ends {
+            let lay = &self.layout;
+            let found = if let Some(&l) = names.leaf.get(dev) {
+                let u = names.uplink[l.index()].get(port);
+                u.map(|&u| r.uplinks.push(lay.uplink(l, u)))
+            } else if let Some(&s) = names.spine.get(dev) {
+                let p = names.spine_port[s.index()].get(port);
+                p.map(|&p| r.spine_ports.push(lay.spine_port(s, p)))
+            } else if let Some(&o) = names.ocs.get(dev) {
+                let p = names.ocs_port[o.index()].get(port);
+                p.map(|&p| r.ocs_ports.push(lay.ocs_port(o, p)))
+            } else {
+                return Err(unknown("device", dev));
+            };
+            found.ok_or_else(|| no_port(dev, port))?;
+        }
+        Ok(r)
+    }
+
+    /// Mask every resource of `r` that is free now: no placement stage
+    /// takes it and admitting a decision that names it is refused, until
+    /// [`FabricState::unmask`]. Resources held now stay as they are. A
+    /// masked state is a view for placement only: never save it.
+    pub fn mask(&mut self, r: &Reservation) -> Masked {
+        let gpus: Vec<(ServerId, u16)> = (r.gpus.iter().copied())
+            .filter(|&(s, g)| self.occ.gpu[self.layout.gpu(s, g)] == FREE)
+            .collect();
+        self.mask_gpus(&gpus);
+        let o = &mut self.occ;
+        let take = |ports: &mut Vec<u32>, list: &[usize]| -> Vec<usize> {
+            let free: Vec<usize> = list.iter().copied().filter(|&i| ports[i] == FREE).collect();
+            for &i in &free {
+                ports[i] = MASKED;
+            }
+            free
+        };
+        Masked {
+            uplinks: take(&mut o.uplink, &r.uplinks),
+            spine_ports: take(&mut o.spine_port, &r.spine_ports),
+            ocs_ports: take(&mut o.ocs_port, &r.ocs_ports),
+            gpus,
+        }
+    }
+
+    /// Free again what [`FabricState::mask`] masked.
+    pub fn unmask(&mut self, m: Masked) {
+        self.unmask_gpus(&m.gpus);
+        (self.occ).unmask_ports([&m.uplinks, &m.spine_ports, &m.ocs_ports]);
+    }
+}
