@@ -29,6 +29,13 @@ pub struct Reservation {
     pub(super) ocs_ports: Vec<usize>,
 }
 
+impl Reservation {
+    /// The GPUs it names, free or not.
+    pub fn gpus(&self) -> &[(ServerId, u16)] {
+        &self.gpus
+    }
+}
+
 /// What one [`FabricState::mask`] masked, for [`FabricState::unmask`].
 #[derive(Debug, Default)]
 #[must_use = "unmask what was masked"]
@@ -62,6 +69,14 @@ impl FabricState {
                 .server
                 .get(&g.server)
                 .ok_or_else(|| unknown("server", &g.server))?;
+            if g.gpu >= self.topo.gpus_per_server {
+                return Err(StateError::UnknownPort {
+                    job: d.job.clone(),
+                    device: g.server.to_string(),
+                    kind: "GPU",
+                    port: g.gpu.to_string(),
+                });
+            }
             r.gpus.push((s, g.gpu));
         }
         let ends = d.vclos.links.iter().flat_map(|l| l.ends());

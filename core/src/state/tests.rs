@@ -1038,4 +1038,11 @@ fn a_masked_reservation_keeps_its_free_resources_out_until_unmasked() {
     bad.vclos.links[0].peer_port = p(999);
     let e = st.reservation(&bad).unwrap_err().to_string();
     assert!(e.contains("999"), "{e}");
+    let mut bad = y.clone();
+    bad.gpus[0].gpu = topo.gpus_per_server;
+    let e = st.reservation(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("no GPU") && e.contains(&bad.gpus[0].server.to_string()),
+        "{e}"
+    );
 }

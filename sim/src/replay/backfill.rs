@@ -72,9 +72,8 @@ use serde::Serialize;
 
 use super::queue::Key;
 use crate::decision::Decision;
-use crate::placement::given::decision_gpus;
 use crate::state::{self, FabricState, StateError};
-use crate::topology::{Name, ServerId};
+use crate::topology::Name;
 
 /// `--backfill`: may jobs start behind a blocked head?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -260,7 +259,6 @@ pub(crate) struct Slice {
     pub decision: Arc<Decision>,
     /// What a job placed apart from it is kept off ([`crate::placement::Placer::place_apart`]).
     pub reservation: state::Reservation,
-    gpus: Vec<(ServerId, u16)>,
     named: HashSet<(Name, u16)>,
     ports: HashSet<(Name, Name)>,
 }
@@ -273,7 +271,6 @@ impl Slice {
             at,
             decision: Arc::clone(d),
             reservation: state.reservation(d)?,
-            gpus: decision_gpus(state.topology(), d),
             named: d.gpus.iter().map(|g| (g.server.clone(), g.gpu)).collect(),
             ports: link_ports(d).collect(),
         })
@@ -312,7 +309,8 @@ impl Slice {
     /// [`Slice::at`] has only the other idle GPUs.
     pub fn idle_gpus(&self, state: &FabricState) -> u64 {
         let idle = self
-            .gpus
+            .reservation
+            .gpus()
             .iter()
             .filter(|&&(s, g)| state.gpu_holder(s, g).is_none());
         idle.count() as u64
