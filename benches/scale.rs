@@ -11,7 +11,8 @@
 //! rounded up / unplaceable, isolation violations and busy rewires, and the
 //! replay's wall time; then OCS-vClos again with `--rearrange 4` in
 //! either `--moves` order (simulation only: a blocked job may move one
-//! running job's links, `placement::rearrange`), figures only. Criterion then times whole
+//! running job's links, `placement::rearrange`), and vClos with
+//! `--backfill slices --round-up 2`, figures only. Criterion then times whole
 //! replays of the vClos policies (10 samples each).
 //!
 //! Run: `cargo bench --bench scale` (the figure table alone, no timing:
@@ -86,6 +87,33 @@ fn run_moving(
     replay::replay(placer.as_mut(), jobs, opts).expect("replay")
 }
 
+/// A row of the figure table beyond the plain policy.
+#[derive(Clone, Copy)]
+enum Variant {
+    Plain,
+    /// `--rearrange 4 --moves` this order.
+    Moving(Moves),
+    /// [`run_sliced`].
+    Sliced,
+}
+
+/// vClos with `--backfill slices --round-up 2` (docs/performance.md,
+/// "Slice reservations with rounding up"): the scheduler options under
+/// which its avg JCT comes within the targets of FIFO `best`.
+fn run_sliced(topo: &Arc<Topology>, jobs: &[Job]) -> Report {
+    let options = placement::SliceOptions {
+        round_up: 2,
+        ..Default::default()
+    };
+    let state = vclos::state::FabricState::new(Arc::clone(topo));
+    let mut placer = placement::placer_on(Policy::Vclos, state, options).expect("placer");
+    let opts = ReplayOptions {
+        backfill: replay::Backfill::Slices { depth: 100 },
+        ..ReplayOptions::for_topology(topo)
+    };
+    replay::replay(placer.as_mut(), jobs, opts).expect("replay")
+}
+
 /// The policies worth replaying on a fabric (ocs-vclos needs OCS).
 fn policies(topo: &Topology) -> Vec<Policy> {
     let mut v = vec![Policy::Best, Policy::Vclos];
@@ -105,20 +133,24 @@ fn bench(c: &mut Criterion) {
         let jobs = trace(topo.gpu_count() as u32);
         let mut best = None;
         let orders = [Moves::MakeBeforeBreak, Moves::BreakBeforeMake];
-        let moving = orders.map(|m| (Policy::OcsVclos, (4, m)));
+        let moving = orders.map(|m| (Policy::OcsVclos, Variant::Moving(m)));
         let moving = moving.into_iter().filter(|_| !topo.ocs.is_empty());
-        let plain = policies(topo)
-            .into_iter()
-            .map(|p| (p, (0, Moves::default())));
-        for (policy, (tries, moves)) in plain.chain(moving) {
-            let r = run_moving(policy, topo, &jobs, (tries, moves));
+        let plain = policies(topo).into_iter().map(|p| (p, Variant::Plain));
+        let sliced = [(Policy::Vclos, Variant::Sliced)];
+        for (policy, variant) in plain.chain(moving).chain(sliced) {
+            let r = match variant {
+                Variant::Plain => run(policy, topo, &jobs),
+                Variant::Moving(m) => run_moving(policy, topo, &jobs, (4, m)),
+                Variant::Sliced => run_sliced(topo, &jobs),
+            };
             let base = *best.get_or_insert(r.avg_jct_s);
-            let policy = match tries {
-                0 => policy.to_string(),
-                n => format!(
-                    "{policy} --rearrange {n} --moves {moves} ({} moves)",
+            let policy = match variant {
+                Variant::Plain => policy.to_string(),
+                Variant::Moving(m) => format!(
+                    "{policy} --rearrange 4 --moves {m} ({} moves)",
                     r.moved_jobs
                 ),
+                Variant::Sliced => format!("{policy} --backfill slices --round-up 2"),
             };
             println!(
                 "| {name} | {policy} | {:.0} | {:.2}x | {:.2} / {:.1} ms | {} | {} / {} | {} / {} | {:.1} s |",

@@ -1044,3 +1044,42 @@ fn only_the_queues_head_may_move_running_jobs() {
     assert!(p.asked.contains(&id("b")), "{:?}", p.asked);
     assert!(!p.asked.contains(&id("x1")), "{:?}", p.asked);
 }
+
+#[test]
+fn slice_reservations_with_rounding_up_forecast_rounded_slices_and_keep_every_rule() {
+    use crate::placement::{placer_on, Policy, SliceOptions};
+    let (topo, trace) = hard_512("cluster512-ocs", 600, 5);
+    let run = |round_up| {
+        let options = SliceOptions {
+            round_up,
+            ..SliceOptions::default()
+        };
+        let state = crate::state::FabricState::new(std::sync::Arc::clone(&topo));
+        let mut p = placer_on(Policy::Vclos, state, options).unwrap();
+        let opts = ReplayOptions {
+            backfill: Backfill::Slices { depth: 100 },
+            ..ReplayOptions::for_topology(&topo)
+        };
+        replay(p.as_mut(), &trace, opts).unwrap()
+    };
+    let (plain, rounded) = (run(0), run(2));
+    eprintln!(
+        "slices {} s, with --round-up 2 {} s ({} rounded, {} late)",
+        plain.avg_jct_s, rounded.avg_jct_s, rounded.rounded_jobs, rounded.late_heads
+    );
+    assert_eq!(rounded.completed, trace.len());
+    assert!(rounded.rounded_jobs > 0 && rounded.reserved_idle_gpu_s > 0.0);
+    assert!(rounded.reservations > 0 && rounded.backfilled_jobs > 0);
+    assert_eq!(
+        (
+            rounded.isolation_violations,
+            rounded.gpu_conflicts,
+            rounded.busy_rewires
+        ),
+        (0, 0, 0)
+    );
+    // Forecasts are made with the placer's options, so a head that will be
+    // rounded up is reserved its rounded slice and starts on time.
+    assert_eq!(rounded.late_heads, 0);
+    assert_eq!((plain.rounded_jobs, plain.late_heads), (0, 0));
+}
