@@ -57,7 +57,7 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
         walk(policy, ocs, seed, |p, job, ends, _, rng| {
             let (before, cutoffs) = (held(&*p), p.search_cutoffs());
             let from = rng.below(3) as usize;
-            let f = p.forecast(&job, &ends, from).unwrap();
+            let f = p.forecast(job, ends, from).unwrap();
             assert_eq!(held(&*p), before, "{policy}: a forecast changed the state");
             assert_eq!(p.search_cutoffs(), cutoffs);
             // Every job here fits the empty fabric.
@@ -89,7 +89,7 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
             if f.ended > from.max(1) {
                 let mut q = placer_on(policy, after(f.ended - 1), SliceOptions::default()).unwrap();
                 assert!(
-                    matches!(q.place(&job).unwrap(), Outcome::Blocked(_)),
+                    matches!(q.place(job).unwrap(), Outcome::Blocked(_)),
                     "{policy}: it fitted earlier"
                 );
             }
