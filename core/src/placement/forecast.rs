@@ -72,21 +72,14 @@ pub(crate) fn forecast<P: Rearrange>(
 }
 
 /// [`super::Placer::admit_reserved`] for `p`: the reserved decision,
-/// held as a whole if the state admits it now (its full check by name).
+/// held as a whole if the state admits it now (its full check by name;
+/// a refused admission changes nothing).
 pub(crate) fn admit_reserved<P: Rearrange>(
     p: &mut P,
     reserved: &Decision,
 ) -> Result<Option<Arc<Decision>>, PlacementError> {
-    let policy = p.policy().name();
-    let st = p.state_mut();
-    if st.check_admit(reserved).is_err() {
-        return Ok(None);
-    }
-    st.admit(reserved).map_err(|e| PlacementError::Engine {
-        policy,
-        reason: format!("reserved slice: {e}"),
-    })?;
-    Ok(Some(Arc::new(reserved.clone())))
+    let admitted = p.state_mut().admit(reserved).is_ok();
+    Ok(admitted.then(|| Arc::new(reserved.clone())))
 }
 
 #[cfg(test)]

@@ -512,6 +512,11 @@ impl Run<'_> {
         let Some(slice) = r.and_then(|r| r.slice.as_ref()) else {
             return Ok(None);
         };
+        // Most retries find a reserved GPU still held: no named check then.
+        let idle = (self.placer.fabric()).map_or(0, |st| slice.idle_gpus(st));
+        if idle < slice.reservation.gpus().len() as u64 {
+            return Ok(None);
+        }
         let d = Arc::clone(&slice.decision);
         let started = self
             .placer
