@@ -35,6 +35,7 @@ use super::rearrange::{engine, place_on_view, Rearrange};
 use super::{JobRequest, PlacementError};
 use crate::decision::Decision;
 use crate::names::JobId;
+use crate::state::Reservation;
 
 /// A job's forecast placement ([`super::Placer::forecast`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +44,9 @@ pub struct Forecast {
     pub ended: usize,
     /// Its decision on the state they leave.
     pub decision: Arc<Decision>,
+    /// What the decision holds there, by index: the slice to keep other
+    /// jobs off ([`crate::state::FabricState::mask`]).
+    pub reservation: Reservation,
 }
 
 /// The module doc's search for `p`.
@@ -61,9 +65,12 @@ pub(crate) fn forecast<P: Rearrange>(
         }
         let (placed, v) = place_on_view(p, view, job)?;
         if let Some(decision) = placed {
+            let reservation = (v.held_reservation(&decision.job))
+                .ok_or_else(|| engine(policy, "a forecast decision is not held on its view"))?;
             return Ok(Some(Forecast {
                 ended: i + 1,
                 decision,
+                reservation,
             }));
         }
         view = v;

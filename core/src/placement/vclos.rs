@@ -140,7 +140,7 @@ pub fn stage2(
     let topo = st.topology();
     let t = grain.size(topo);
     let k = grain.needed(topo, gpus);
-    let view = LinkView::new(st);
+    let view = LinkView::of(st);
     let max_up = topo
         .leaves
         .iter()

@@ -1,9 +1,20 @@
-//! Snapshots of free network resources, computed from the fabric state for
-//! one decision.
+//! Snapshots of free network resources, computed from the fabric state.
 //!
-//! Recomputing per decision (one pass over every uplink and port) costs a few
-//! microseconds even at 8192 GPUs and means the engines can never drift from
-//! the state, which stays the single source of truth.
+//! A view is derived from the state, which stays the single source of
+//! truth, so the engines can never drift from it. It is built again only
+//! when the state has changed: [`LinkView::of`] and [`OcsView::of`] keep,
+//! per thread, the view of the last [`FabricState::version`] asked for
+//! (a version names one content, unique in the process; a clone keeps it
+//! until either state changes). One pass over every uplink and port costs
+//! tens of microseconds at 8192 GPUs, and a replay that backfills asks for
+//! the view of one state many times: every job it tries behind a blocked
+//! head and finds no slice for, every size `--round-up` tries, and every
+//! placement apart from a masked reservation (unmasking an otherwise
+//! unchanged state gives back its version). At 8192 GPUs that was a quarter
+//! of a `--backfill slices` replay (issue 13; docs/performance.md).
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use crate::state::FabricState;
 use crate::topology::{LeafId, OcsId, PortRef, SpineId};
@@ -13,7 +24,7 @@ const NONE: u16 = u16::MAX;
 /// vClos view: which (leaf, spine) pairs have an unused link right now
 /// (free uplink, free spine port, and if through an OCS, both OCS ports
 /// idle and currently patched together).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct LinkView {
     pub spines: usize,
     pub words: usize,
@@ -25,7 +36,38 @@ pub struct LinkView {
     pub spine_free: Vec<u64>,
 }
 
+/// The view last built on this thread, and the state version it is of.
+type Memo<V> = RefCell<Option<(u64, Rc<V>)>>;
+
+thread_local! {
+    static LINKS: Memo<LinkView> = const { RefCell::new(None) };
+    static OCS: Memo<OcsView> = const { RefCell::new(None) };
+}
+
+/// The view kept in `memo` if it is of `st`'s version, else `build`'s,
+/// kept instead.
+fn memoised<V>(
+    memo: &'static std::thread::LocalKey<Memo<V>>,
+    st: &FabricState,
+    build: fn(&FabricState) -> V,
+) -> Rc<V> {
+    let v = st.version();
+    memo.with_borrow_mut(|m| match m {
+        Some((at, view)) if *at == v => Rc::clone(view),
+        _ => {
+            let view = Rc::new(build(st));
+            *m = Some((v, Rc::clone(&view)));
+            view
+        }
+    })
+}
+
 impl LinkView {
+    /// [`LinkView::new`], built once per state version (module doc).
+    pub fn of(st: &FabricState) -> Rc<Self> {
+        memoised(&LINKS, st, Self::new)
+    }
+
     pub fn new(st: &FabricState) -> Self {
         let topo = st.topology();
         let ns = topo.spines.len();
@@ -114,7 +156,7 @@ impl LinkView {
 /// switch's lists one after the other (`start` gives where each begins):
 /// built once per `place` call, a list per pair was ~1 500 small vectors
 /// to allocate at 8192 GPUs (issue 13).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OcsView {
     pub k: usize,
     /// (uplink, OCS port) pairs of `leaf_on(leaf, ocs)`, in uplink order.
@@ -139,6 +181,11 @@ fn flush(buckets: &mut [Vec<(u16, u16)>], flat: &mut Vec<(u16, u16)>, start: &mu
 }
 
 impl OcsView {
+    /// [`OcsView::new`], built once per state version (module doc).
+    pub fn of(st: &FabricState) -> Rc<Self> {
+        memoised(&OCS, st, Self::new)
+    }
+
     pub fn new(st: &FabricState) -> Self {
         let topo = st.topology();
         let k = topo.ocs.len();
@@ -224,4 +271,49 @@ impl OcsView {
 /// The OCS an index of the view refers to.
 pub fn ocs_id(o: usize) -> OcsId {
     OcsId(o as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::JobId;
+    use crate::placement::{placer_on, JobRequest, Outcome, Policy, SliceOptions};
+    use crate::topology::generate::uniform_topology;
+    use std::sync::Arc;
+
+    /// The memo gives the view of the state asked about, built once per
+    /// version: never one of another state, a clone's changes included.
+    #[test]
+    fn a_view_is_built_once_per_version_and_is_always_the_states() {
+        // One server of 4 GPUs per leaf: every job below spans leaves.
+        let topo = uniform_topology(8, 4, 4, 2);
+        for policy in [Policy::Vclos, Policy::OcsVclos] {
+            let mut st = FabricState::new(Arc::clone(&topo));
+            let same = |st: &FabricState| {
+                assert_eq!(*LinkView::of(st), LinkView::new(st));
+                assert_eq!(*OcsView::of(st), OcsView::new(st));
+            };
+            same(&st);
+            let first = LinkView::of(&st);
+            assert!(Rc::ptr_eq(&first, &LinkView::of(&st)), "unchanged: kept");
+            let ocs = OcsView::of(&st);
+            assert!(Rc::ptr_eq(&ocs, &OcsView::of(&st)));
+            let mut placed = 0;
+            for (i, gpus) in [8, 12, 8, 4].into_iter().enumerate() {
+                let mut p = placer_on(policy, st.clone(), SliceOptions::default()).unwrap();
+                let job = JobRequest::new(JobId::new(format!("j{i}")).unwrap(), gpus);
+                if let Ok(Outcome::Placed(_)) = p.place(&job) {
+                    let next = p.fabric().unwrap().clone();
+                    // The clone placed on is another state now; the
+                    // original still gets its own view.
+                    same(&next);
+                    same(&st);
+                    st = next;
+                    placed += 1;
+                }
+            }
+            assert!(placed >= 3, "{policy:?}: {placed} jobs placed");
+            assert_ne!(*LinkView::of(&st), *first, "{policy:?}: links taken");
+        }
+    }
 }

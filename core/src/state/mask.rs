@@ -15,6 +15,7 @@
 
 use super::{FabricState, FREE, MASKED};
 use crate::decision::Decision;
+use crate::names::JobId;
 use crate::topology::ServerId;
 
 use super::StateError;
@@ -34,12 +35,30 @@ impl Reservation {
     pub fn gpus(&self) -> &[(ServerId, u16)] {
         &self.gpus
     }
+
+    /// Whether the two name a GPU, uplink, spine port or OCS port in
+    /// common.
+    pub fn overlaps(&self, other: &Reservation) -> bool {
+        fn meet<T: Ord + Copy>(a: &[T], b: &[T]) -> bool {
+            let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+            let mut large = large.to_vec();
+            large.sort_unstable();
+            small.iter().any(|x| large.binary_search(x).is_ok())
+        }
+        meet(&self.gpus, &other.gpus)
+            || meet(&self.uplinks, &other.uplinks)
+            || meet(&self.spine_ports, &other.spine_ports)
+            || meet(&self.ocs_ports, &other.ocs_ports)
+    }
 }
 
 /// What one [`FabricState::mask`] masked, for [`FabricState::unmask`].
 #[derive(Debug, Default)]
 #[must_use = "unmask what was masked"]
 pub struct Masked {
+    /// The state's versions before and right after the mask: unmasking a
+    /// state nothing else changed in between restores the first.
+    versions: (u64, u64),
     gpus: Vec<(ServerId, u16)>,
     uplinks: Vec<usize>,
     spine_ports: Vec<usize>,
@@ -99,15 +118,40 @@ impl FabricState {
         Ok(r)
     }
 
+    /// What admitted job `job` holds, as the reservation of its decision
+    /// ([`FabricState::reservation`] resolves the same by name): its GPUs
+    /// and its links' ports, those of links it shares included. Typed, so
+    /// no name is looked up: a forecast placed on a copy of the state
+    /// reads its slice from there (a 2 048-GPU decision has thousands of
+    /// names). `None` for a job not admitted.
+    pub fn held_reservation(&self, job: &JobId) -> Option<Reservation> {
+        let slot = *self.by_id.get(job)?;
+        let res = &self.slots[slot as usize].as_ref()?.res;
+        let mut r = Reservation {
+            gpus: res.gpus.clone(),
+            uplinks: res.uplinks.clone(),
+            spine_ports: res.spine_ports.clone(),
+            ocs_ports: res.ocs_ports.clone(),
+        };
+        for l in &res.shared {
+            r.uplinks.push(l.uplink);
+            r.spine_ports.push(l.spine_port);
+            r.ocs_ports.extend(&l.ocs_ports);
+        }
+        Some(r)
+    }
+
     /// Mask every resource of `r` that is free now: no placement stage
     /// takes it and admitting a decision that names it is refused, until
     /// [`FabricState::unmask`]. Resources held now stay as they are. A
     /// masked state is a view for placement only: never save it.
     pub fn mask(&mut self, r: &Reservation) -> Masked {
+        let before = self.version;
         let gpus: Vec<(ServerId, u16)> = (r.gpus.iter().copied())
             .filter(|&(s, g)| self.occ.gpu[self.layout.gpu(s, g)] == FREE)
             .collect();
         self.mask_gpus(&gpus);
+        self.touch();
         let o = &mut self.occ;
         let take = |ports: &mut Vec<u32>, list: &[usize]| -> Vec<usize> {
             let free: Vec<usize> = list.iter().copied().filter(|&i| ports[i] == FREE).collect();
@@ -116,17 +160,28 @@ impl FabricState {
             }
             free
         };
+        let uplinks = take(&mut o.uplink, &r.uplinks);
+        let spine_ports = take(&mut o.spine_port, &r.spine_ports);
+        let ocs_ports = take(&mut o.ocs_port, &r.ocs_ports);
         Masked {
-            uplinks: take(&mut o.uplink, &r.uplinks),
-            spine_ports: take(&mut o.spine_port, &r.spine_ports),
-            ocs_ports: take(&mut o.ocs_port, &r.ocs_ports),
+            versions: (before, self.version),
+            uplinks,
+            spine_ports,
+            ocs_ports,
             gpus,
         }
     }
 
-    /// Free again what [`FabricState::mask`] masked.
+    /// Free again what [`FabricState::mask`] masked. When nothing else
+    /// changed since, the state is as before the mask and takes back its
+    /// version then ([`FabricState::version`]).
     pub fn unmask(&mut self, m: Masked) {
+        let untouched = self.version == m.versions.1;
         self.unmask_gpus(&m.gpus);
+        self.touch();
         (self.occ).unmask_ports([&m.uplinks, &m.spine_ports, &m.ocs_ports]);
+        if untouched {
+            self.version = m.versions.0;
+        }
     }
 }

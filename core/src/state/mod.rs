@@ -26,6 +26,7 @@ mod validate;
 pub use validate::MAX_LINK_JOBS;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::decision::Decision;
@@ -272,6 +273,17 @@ pub struct FabricState {
     /// Whether a job under several leaves must carry a virtual Clos (a real,
     /// isolated fabric); false only in the baselines' ideal-network model.
     isolated: bool,
+    /// [`FabricState::version`].
+    version: u64,
+}
+
+/// Versions are unique in the process, so that two states (a clone and
+/// its original changed apart) never show one version with different
+/// contents.
+static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_version() -> u64 {
+    NEXT_VERSION.fetch_add(1, Ordering::Relaxed)
 }
 
 impl FabricState {
@@ -328,6 +340,7 @@ impl FabricState {
             slots: Vec::new(),
             free_slots: Vec::new(),
             by_id: HashMap::new(),
+            version: fresh_version(),
             order: BTreeMap::new(),
             next_seq: 0,
             shares: HashMap::new(),
@@ -352,7 +365,23 @@ impl FabricState {
     /// journal or a hand-written decision never are.
     pub(crate) fn ideal_network(mut self) -> Self {
         self.isolated = false;
+        self.touch();
         self
+    }
+
+    /// Which contents this state holds: a new number, unique in the
+    /// process, whenever anything changes that placement reads (holders,
+    /// masks, patches, shares), and kept by a clone until either of the
+    /// two changes. Two states of one version hold the same: what was
+    /// derived from one (a view of its free links, say) is true of the
+    /// other (`crate::placement::view` keeps its views by version).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// A change: a new [`FabricState::version`].
+    fn touch(&mut self) {
+        self.version = fresh_version();
     }
 
     /// False for the baselines' model ([`FabricState::ideal_network`]).
@@ -465,6 +494,7 @@ impl FabricState {
     }
 
     fn apply(&mut self, r: &Resources, slot: u32) {
+        self.touch();
         let l = &self.layout;
         let o = &mut self.occ;
         for &(s, g) in &r.gpus {
@@ -503,6 +533,7 @@ impl FabricState {
     }
 
     fn unapply(&mut self, r: &Resources, slot: u32) {
+        self.touch();
         self.leave_shares(r, slot);
         let l = Arc::clone(&self.layout);
         let o = &mut self.occ;
@@ -547,6 +578,7 @@ impl FabricState {
     /// cross-connects `cross`, where both ends are free and dark (a live
     /// cross-connect of another job wins).
     fn restore_patches(&mut self, cross: &[(OcsId, u16, u16)]) {
+        self.touch();
         let (l, o) = (&self.layout, &mut self.occ);
         for &(ocs, a, b) in cross {
             let base = l.ocs_base[ocs.index()] as usize;
@@ -591,6 +623,7 @@ impl FabricState {
         for &(ocs, a, b) in &res.cross {
             self.patch_pair(ocs, a, b);
         }
+        self.touch();
         let o = &mut self.occ;
         for (ports, list) in [
             (&mut o.uplink, &res.uplinks),
@@ -607,6 +640,7 @@ impl FabricState {
     /// Free the links [`FabricState::release_keeping_links`] kept: their
     /// ports, and their circuits (initial patches restored where possible).
     pub fn free_kept_links(&mut self, kept: &KeptLinks) {
+        self.touch();
         let (r, o) = (&kept.0, &mut self.occ);
         o.unmask_ports([&r.uplinks, &r.spine_ports, &r.ocs_ports]);
         for &(ocs, a, b) in &r.cross {
@@ -625,6 +659,7 @@ impl FabricState {
 
     /// Patch `a` to `b` on `ocs`, darkening their old partners.
     fn patch_pair(&mut self, ocs: OcsId, a: u16, b: u16) {
+        self.touch();
         let base = self.layout.ocs_base[ocs.index()] as usize;
         let o = &mut self.occ;
         for p in [a, b] {
@@ -641,6 +676,7 @@ impl FabricState {
     /// takes the link's ports, and the last one frees them. Exclusive
     /// ports handed over this way keep their new holder in [`unapply`].
     fn leave_shares(&mut self, r: &Resources, slot: u32) {
+        self.touch();
         if self.shares.is_empty() {
             return;
         }
@@ -802,6 +838,7 @@ impl FabricState {
     /// Mask free GPU `g` of `s`, or free masked GPU `g` (`masked` false),
     /// keeping the per-server and per-leaf counts.
     fn set_masked(&mut self, s: ServerId, g: u16, masked: bool) {
+        self.touch();
         let (t, si) = (self.topo.gpus_per_server, s.index());
         let leaf = self.topo.servers[si].leaf.index();
         let o = &mut self.occ;

@@ -1046,3 +1046,82 @@ fn a_masked_reservation_keeps_its_free_resources_out_until_unmasked() {
         "{e}"
     );
 }
+
+/// A reservation's lists in one order, for comparing two derivations.
+fn sorted(mut r: Reservation) -> Reservation {
+    r.gpus.sort_unstable();
+    r.uplinks.sort_unstable();
+    r.spine_ports.sort_unstable();
+    r.ocs_ports.sort_unstable();
+    r
+}
+
+#[test]
+fn a_held_reservation_is_what_its_decision_names() {
+    let topo = testbed(true);
+    let (x, y) = (two_leaf_job("x"), two_server_job("y", true));
+    let mut st = FabricState::new(Arc::clone(&topo));
+    assert_eq!(st.held_reservation(&x.job), None, "not admitted");
+    st.admit(&x).unwrap();
+    st.admit(&y).unwrap();
+    for d in [&x, &y] {
+        let held = st.held_reservation(&d.job).unwrap();
+        assert_eq!(sorted(held), sorted(st.reservation(d).unwrap()));
+    }
+    let (rx, ry) = (
+        st.held_reservation(&x.job).unwrap(),
+        st.held_reservation(&y.job).unwrap(),
+    );
+    assert!(rx.overlaps(&rx) && ry.overlaps(&ry));
+    assert!(!rx.overlaps(&ry) && !ry.overlaps(&rx), "admitted together");
+    // One shared port is an overlap, in either order and of any kind.
+    for kind in 0..4 {
+        let mut one = Reservation::default();
+        match kind {
+            0 => one.gpus.push(ry.gpus[1]),
+            1 => one.uplinks.push(*ry.uplinks.last().unwrap()),
+            2 => one.spine_ports.push(ry.spine_ports[0]),
+            _ => one.ocs_ports.push(*ry.ocs_ports.last().unwrap()),
+        }
+        assert!(one.overlaps(&ry) && ry.overlaps(&one), "kind {kind}");
+        assert!(!one.overlaps(&rx), "kind {kind}");
+    }
+}
+
+#[test]
+fn the_version_changes_with_the_contents_and_only_then() {
+    let topo = testbed(true);
+    let (x, y) = (two_leaf_job("x"), two_server_job("y", true));
+    let mut st = FabricState::new(Arc::clone(&topo));
+    let empty = st.version();
+    assert_ne!(FabricState::new(Arc::clone(&topo)).version(), empty);
+    assert!(st.admit(&x).is_ok());
+    let with_x = st.version();
+    assert_ne!(with_x, empty);
+    // A refused admission changes nothing.
+    assert!(st.admit(&x).is_err());
+    assert_eq!(st.version(), with_x);
+    // A clone keeps the version until either changes, and then they differ.
+    let mut copy = st.clone();
+    assert_eq!(copy.version(), with_x);
+    copy.admit(&y).unwrap();
+    st.admit(&y).unwrap();
+    assert_ne!(copy.version(), st.version());
+    assert_ne!(st.version(), with_x);
+    st.release(&y.job).unwrap();
+    assert_ne!(st.version(), with_x, "released is a new version");
+    // Unmasking an otherwise unchanged state gives its version back ...
+    let before = st.version();
+    let r = st.reservation(&y).unwrap();
+    let m = st.mask(&r);
+    assert_ne!(st.version(), before);
+    st.unmask(m);
+    assert_eq!(st.version(), before);
+    // ... but not after another change in between.
+    let m = st.mask(&r);
+    st.release(&x.job).unwrap();
+    let changed = st.version();
+    st.unmask(m);
+    assert_ne!(st.version(), before);
+    assert_ne!(st.version(), changed);
+}

@@ -63,7 +63,7 @@
 //! after their reserved time (under `fair-share` jobs run past their
 //! estimates) are counted (`late_heads`).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -72,8 +72,9 @@ use serde::Serialize;
 
 use super::queue::Key;
 use crate::decision::Decision;
-use crate::state::{self, FabricState, StateError};
-use crate::topology::Name;
+use crate::names::JobId;
+use crate::placement::forecast::Forecast;
+use crate::state::{self, FabricState};
 
 /// `--backfill`: may jobs start behind a blocked head?
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -259,29 +260,22 @@ pub(crate) struct Slice {
     pub decision: Arc<Decision>,
     /// What a job placed apart from it is kept off ([`crate::placement::Placer::place_apart`]).
     pub reservation: state::Reservation,
-    named: HashSet<(Name, u16)>,
-    ports: HashSet<(Name, Name)>,
 }
 
 impl Slice {
-    /// The slice of forecast decision `d`, reserved from `at`, resolved
-    /// against the placer's `state`.
-    pub fn new(at: f64, d: &Arc<Decision>, state: &FabricState) -> Result<Self, StateError> {
-        Ok(Slice {
+    /// The slice of forecast `fc`, reserved from `at`.
+    pub fn new(at: f64, fc: Forecast) -> Self {
+        Slice {
             at,
-            decision: Arc::clone(d),
-            reservation: state.reservation(d)?,
-            named: d.gpus.iter().map(|g| (g.server.clone(), g.gpu)).collect(),
-            ports: link_ports(d).collect(),
-        })
+            decision: fc.decision,
+            reservation: fc.reservation,
+        }
     }
 
-    /// Whether `d` holds a GPU or a link port of this slice.
-    pub fn overlaps(&self, d: &Decision) -> bool {
-        d.gpus
-            .iter()
-            .any(|g| self.named.contains(&(g.server.clone(), g.gpu)))
-            || link_ports(d).any(|p| self.ports.contains(&p))
+    /// Whether admitted job `job` holds a GPU or a link port of this slice
+    /// in `state`.
+    pub fn overlaps(&self, state: &FabricState, job: &JobId) -> bool {
+        (state.held_reservation(job)).is_some_and(|r| r.overlaps(&self.reservation))
     }
 
     /// May a job of `gpus` GPUs estimated to run `duration` start at `now`
@@ -315,13 +309,6 @@ impl Slice {
             .filter(|&&(s, g)| state.gpu_holder(s, g).is_none());
         idle.count() as u64
     }
-}
-
-/// Every port `d`'s links hold ([`crate::decision::ReservedLink::ends`]).
-fn link_ports(d: &Decision) -> impl Iterator<Item = (Name, Name)> + '_ {
-    (d.vclos.links.iter())
-        .flat_map(|l| l.ends())
-        .map(|(dev, port)| (dev.clone(), port.clone()))
 }
 
 /// GPUs a head of `gpus` GPUs is counted at: whole servers beyond one

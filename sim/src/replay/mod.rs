@@ -460,18 +460,7 @@ impl Run<'_> {
         let forecast = (self.placer)
             .forecast(&self.request(idx), &ends, from)
             .map_err(|source| self.failed(idx, source))?;
-        let slice = match (forecast, self.placer.fabric()) {
-            (Some(fc), Some(st)) => {
-                let at = by_end[fc.ended - 1].0.max(now);
-                let slice = Slice::new(at, &fc.decision, st).map_err(|e| {
-                    let reason = format!("forecast slice: {e}");
-                    let policy = self.placer.name();
-                    self.failed(idx, PlacementError::Engine { policy, reason })
-                })?;
-                Some(slice)
-            }
-            _ => None,
-        };
+        let slice = forecast.map(|fc| Slice::new(by_end[fc.ended - 1].0.max(now), fc));
         self.report.reservations += 1;
         self.report.reservation_ms += t0.elapsed().as_secs_f64() * 1e3;
         Ok(slice)
@@ -496,7 +485,13 @@ impl Run<'_> {
     /// `now` would take part of the head's reserved slice: then it is taken
     /// back and the job counts as refused.
     fn takes_the_heads_slice(&mut self, idx: usize, d: &Decision) -> Result<bool, ReplayError> {
-        if !self.reserved_slice().is_some_and(|s| s.overlaps(d)) {
+        let Some(st) = self.placer.fabric() else {
+            return Ok(false);
+        };
+        if !self
+            .reserved_slice()
+            .is_some_and(|s| s.overlaps(st, &d.job))
+        {
             return Ok(false);
         }
         self.release(idx)?;

@@ -156,7 +156,7 @@ pub fn network(
     (cutoffs, call): (&mut u64, &mut Budget),
 ) -> Option<Plan> {
     let k = grain.needed(st.topology(), gpus);
-    let view = OcsView::new(st);
+    let view = OcsView::of(st);
     two_leaf(st, grain, &view, k)
         .or_else(|| one_spine(st, grain, &view, k))
         .or_else(|| several_spines((st, grain), &view, k, cutoffs, call))

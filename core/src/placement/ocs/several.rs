@@ -189,7 +189,7 @@ fn several_spines_with(
     }
     // The links as patched now, for vClos's quick search in `exact`: built
     // only when the heuristic found nothing.
-    let links = LinkView::new(st);
+    let links = LinkView::of(st);
     for ((l, s), cand) in tried {
         let grant = SEARCH_BUDGET.min(call.0);
         let mut shape = Budget(grant);
