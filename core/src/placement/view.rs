@@ -3,15 +3,17 @@
 //! A view is derived from the state, which stays the single source of
 //! truth, so the engines can never drift from it. It is built again only
 //! when the state has changed: [`LinkView::of`] and [`OcsView::of`] keep,
-//! per thread, the view of the last [`FabricState::version`] asked for
+//! per thread, the views of the last few [`FabricState::version`]s asked for
 //! (a version names one content, unique in the process; a clone keeps it
 //! until either state changes). One pass over every uplink and port costs
 //! tens of microseconds at 8192 GPUs, and a replay that backfills asks for
 //! the view of one state many times: every job it tries behind a blocked
 //! head and finds no slice for, every size `--round-up` tries, and every
 //! placement apart from a masked reservation (unmasking an otherwise
-//! unchanged state gives back its version). At 8192 GPUs that was a quarter
-//! of a `--backfill slices` replay (issue 13; docs/performance.md).
+//! unchanged state gives back its version, and masking one version with
+//! one reservation again gives the masked version of the first time). At
+//! 8192 GPUs that was a quarter of a `--backfill slices` replay (issue 13;
+//! docs/performance.md).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -36,29 +38,35 @@ pub struct LinkView {
     pub spine_free: Vec<u64>,
 }
 
-/// The view last built on this thread, and the state version it is of.
-type Memo<V> = RefCell<Option<(u64, Rc<V>)>>;
+/// The views last built on this thread, most recent first, with the
+/// state version each is of.
+type Memo<V> = RefCell<Vec<(u64, Rc<V>)>>;
+
+/// Views kept per thread and kind: a backfilling replay alternates between
+/// a state and the same state with the head's slice masked.
+const KEPT: usize = 4;
 
 thread_local! {
-    static LINKS: Memo<LinkView> = const { RefCell::new(None) };
-    static OCS: Memo<OcsView> = const { RefCell::new(None) };
+    static LINKS: Memo<LinkView> = const { RefCell::new(Vec::new()) };
+    static OCS: Memo<OcsView> = const { RefCell::new(Vec::new()) };
 }
 
-/// The view kept in `memo` if it is of `st`'s version, else `build`'s,
-/// kept instead.
+/// The view kept in `memo` for `st`'s version, else `build`'s, kept
+/// instead of the least recently used.
 fn memoised<V>(
     memo: &'static std::thread::LocalKey<Memo<V>>,
     st: &FabricState,
     build: fn(&FabricState) -> V,
 ) -> Rc<V> {
     let v = st.version();
-    memo.with_borrow_mut(|m| match m {
-        Some((at, view)) if *at == v => Rc::clone(view),
-        _ => {
-            let view = Rc::new(build(st));
-            *m = Some((v, Rc::clone(&view)));
-            view
-        }
+    memo.with_borrow_mut(|kept| {
+        let view = match kept.iter().position(|(at, _)| *at == v) {
+            Some(i) => kept.remove(i).1,
+            None => Rc::new(build(st)),
+        };
+        kept.insert(0, (v, Rc::clone(&view)));
+        kept.truncate(KEPT);
+        view
     })
 }
 

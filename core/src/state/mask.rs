@@ -13,7 +13,7 @@
 //! ([`FabricState::unmask`]), so the placer finds a slice apart from the
 //! reservation instead of one that a check would then refuse.
 
-use super::{FabricState, FREE, MASKED};
+use super::{fresh_version, FabricState, MaskMemo, FREE, MASKED};
 use crate::decision::Decision;
 use crate::names::JobId;
 use crate::topology::ServerId;
@@ -22,13 +22,27 @@ use super::StateError;
 
 /// A decision's GPUs and link ports by flat index, resolved by name once
 /// ([`FabricState::reservation`]), whether or not they are free now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Equal when they name the same resources in the same order.
+#[derive(Debug, Clone, Default)]
 pub struct Reservation {
+    /// Which reservation this is (a clone is the same one; 0: none): a
+    /// state masked twice by one reservation from one version holds the
+    /// same, so it takes the same version again ([`FabricState::mask`]).
+    pub(super) id: u64,
     pub(super) gpus: Vec<(ServerId, u16)>,
     pub(super) uplinks: Vec<usize>,
     pub(super) spine_ports: Vec<usize>,
     pub(super) ocs_ports: Vec<usize>,
 }
+
+impl PartialEq for Reservation {
+    fn eq(&self, other: &Self) -> bool {
+        (self.gpus == other.gpus && self.uplinks == other.uplinks)
+            && (self.spine_ports == other.spine_ports && self.ocs_ports == other.ocs_ports)
+    }
+}
+
+impl Eq for Reservation {}
 
 impl Reservation {
     /// The GPUs it names, free or not.
@@ -82,7 +96,10 @@ impl FabricState {
             kind: "port",
             port: port.to_owned(),
         };
-        let mut r = Reservation::default();
+        let mut r = Reservation {
+            id: fresh_version(),
+            ..Reservation::default()
+        };
         for g in &d.gpus {
             let s = *names
                 .server
@@ -128,6 +145,7 @@ impl FabricState {
         let slot = *self.by_id.get(job)?;
         let res = &self.slots[slot as usize].as_ref()?.res;
         let mut r = Reservation {
+            id: fresh_version(),
             gpus: res.gpus.clone(),
             uplinks: res.uplinks.clone(),
             spine_ports: res.spine_ports.clone(),
@@ -163,6 +181,18 @@ impl FabricState {
         let uplinks = take(&mut o.uplink, &r.uplinks);
         let spine_ports = take(&mut o.spine_port, &r.spine_ports);
         let ocs_ports = take(&mut o.ocs_port, &r.ocs_ports);
+        // The same mask of the same state: the same contents as then.
+        let again = MaskMemo {
+            base: before,
+            reservation: r.id,
+            masked: self.version,
+        };
+        match self.mask_memo {
+            Some(m) if r.id != 0 && (m.base, m.reservation) == (before, r.id) => {
+                self.version = m.masked;
+            }
+            _ => self.mask_memo = Some(again),
+        }
         Masked {
             versions: (before, self.version),
             uplinks,

@@ -275,6 +275,16 @@ pub struct FabricState {
     isolated: bool,
     /// [`FabricState::version`].
     version: u64,
+    /// The last [`FabricState::mask`]: from which version, by which
+    /// reservation, to which version.
+    mask_memo: Option<MaskMemo>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MaskMemo {
+    base: u64,
+    reservation: u64,
+    masked: u64,
 }
 
 /// Versions are unique in the process, so that two states (a clone and
@@ -341,6 +351,7 @@ impl FabricState {
             free_slots: Vec::new(),
             by_id: HashMap::new(),
             version: fresh_version(),
+            mask_memo: None,
             order: BTreeMap::new(),
             next_seq: 0,
             shares: HashMap::new(),

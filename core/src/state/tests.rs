@@ -1117,6 +1117,20 @@ fn the_version_changes_with_the_contents_and_only_then() {
     assert_ne!(st.version(), before);
     st.unmask(m);
     assert_eq!(st.version(), before);
+    // Masking one version by one reservation again is the same contents:
+    // the same masked version; by another reservation, a new one.
+    let m = st.mask(&r);
+    let masked = st.version();
+    st.unmask(m);
+    let m = st.mask(&r.clone());
+    assert_eq!(st.version(), masked);
+    st.unmask(m);
+    let other = st.reservation(&y).unwrap();
+    assert_eq!(other, r, "the same resources");
+    let m = st.mask(&other);
+    assert_ne!(st.version(), masked, "another reservation");
+    st.unmask(m);
+    assert_eq!(st.version(), before);
     // ... but not after another change in between.
     let m = st.mask(&r);
     st.release(&x.job).unwrap();
@@ -1124,4 +1138,10 @@ fn the_version_changes_with_the_contents_and_only_then() {
     st.unmask(m);
     assert_ne!(st.version(), before);
     assert_ne!(st.version(), changed);
+    // Masked from a version it was not masked from before: a new version.
+    let now = st.version();
+    let m = st.mask(&r);
+    assert_ne!(st.version(), masked);
+    st.unmask(m);
+    assert_eq!(st.version(), now);
 }
