@@ -21,6 +21,7 @@ mod ocs;
 pub mod packing;
 mod plan;
 pub mod rearrange;
+mod refusals;
 pub mod shared;
 pub mod sizing;
 pub mod spine_sets;
@@ -168,6 +169,12 @@ pub trait Placer {
     /// they led to was not proven (0 for policies without such a search).
     fn search_cutoffs(&self) -> u64 {
         0
+    }
+    /// [`Placer::search_cutoffs`], with every repeat of a cut-off search
+    /// answered from a kept refusal counted again (module `refusals`):
+    /// how often a "blocked" rested on a search that did not finish.
+    fn unsettled_searches(&self) -> u64 {
+        self.search_cutoffs()
     }
     /// Place `job`, blocked on the network, by moving the links of one of
     /// at most `tries` running jobs in the order `moves` ([`rearrange`]

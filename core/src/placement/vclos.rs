@@ -25,6 +25,7 @@ use super::biclique::{self, Graph};
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::rearrange;
+use super::refusals::Refusals;
 use super::sizing::{Probe, Sizes};
 use super::view::LinkView;
 use super::{
@@ -53,6 +54,7 @@ pub struct VclosPlacer {
     cutoffs: u64,
     pub(super) options: SliceOptions,
     sizes: Sizes,
+    refusals: Refusals,
 }
 
 impl VclosPlacer {
@@ -66,6 +68,7 @@ impl VclosPlacer {
             state,
             budget: DEFAULT_BUDGET,
             cutoffs: 0,
+            refusals: Refusals::default(),
             options: SliceOptions::default(),
             sizes: Sizes::default(),
         }
@@ -90,7 +93,7 @@ impl Placer for VclosPlacer {
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
         let budget = self.budget;
-        let cutoffs = &mut self.cutoffs;
+        let (cutoffs, refusals) = (&mut self.cutoffs, &mut self.refusals);
         // The biclique search is complete for feasibility (biclique module
         // doc): an empty-fabric "no" is a proof, unless it was cut off.
         let mut probe = |st: &FabricState, grain, gpus| {
@@ -106,7 +109,11 @@ impl Placer for VclosPlacer {
             "vclos",
             job,
             (self.options, &mut self.sizes),
-            &mut |st, grain, gpus| stage2(st, grain, gpus, budget, cutoffs),
+            &mut |st, grain, gpus| {
+                refusals.search((st, grain, gpus), &mut 0, cutoffs, |_, cut| {
+                    stage2(st, grain, gpus, budget, cut)
+                })
+            },
             &mut probe,
         )
     }
@@ -121,6 +128,10 @@ impl Placer for VclosPlacer {
 
     fn search_cutoffs(&self) -> u64 {
         self.cutoffs
+    }
+
+    fn unsettled_searches(&self) -> u64 {
+        self.refusals.unsettled(self.cutoffs)
     }
 
     rearrange::rearranging_methods!();

@@ -562,7 +562,7 @@ impl Run<'_> {
         let head = role == Role::Head;
         let job = &self.trace[idx];
         let request = self.request(idx);
-        let cutoffs = self.placer.search_cutoffs();
+        let unsettled = self.placer.unsettled_searches();
         let t0 = Instant::now();
         let slice = (self.backfill.reserved.as_ref()).and_then(|r| r.slice.as_ref());
         let mut outcome = match (role, slice) {
@@ -601,7 +601,7 @@ impl Run<'_> {
                 return Ok(Tried::Started);
             }
             Ok(Outcome::Blocked(cause)) => {
-                let unproven = self.placer.search_cutoffs() > cutoffs;
+                let unproven = self.placer.unsettled_searches() > unsettled;
                 self.blocked(idx, cause, unproven);
                 return Ok(Tried::Blocked);
             }

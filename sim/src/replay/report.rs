@@ -142,10 +142,14 @@ pub struct Report {
     pub busy_rewires: u64,
     /// OCS-vClos Stage 3 searches stopped by their node budget: blocks not
     /// proven by the exact search (0 means every `blocked_network` is real).
+    /// A question asked again of an unchanged state is answered from the
+    /// refusal kept for it, not searched again, and not counted here
+    /// (`vclos_core` placement module `refusals`).
     pub search_cutoffs: u64,
     /// Network-blocked attempts (of `blocked_attempts_network`) during
-    /// which the search left some shape unsettled: the refusals that are
-    /// not proofs. `search_cutoffs` counts shapes (every shape a call's
+    /// which the search left some shape unsettled, or a kept refusal
+    /// resting on such a search answered: the refusals that are not
+    /// proofs. `search_cutoffs` counts shapes (every shape a call's
     /// budget did not reach counts, so it grows with the shapes a size
     /// has); this counts calls.
     pub unproven_blocks: u64,

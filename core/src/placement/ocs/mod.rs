@@ -43,6 +43,7 @@ use super::flow::Flow;
 use super::local::Grain;
 use super::plan::{LinkPick, Plan};
 use super::rearrange;
+use super::refusals::Refusals;
 use super::sizing::{Probe, Sizes};
 use super::view::{ocs_id, OcsView};
 use super::{
@@ -74,6 +75,7 @@ pub struct OcsVclosPlacer {
     cutoffs: u64,
     options: SliceOptions,
     sizes: Sizes,
+    refusals: Refusals,
 }
 
 impl OcsVclosPlacer {
@@ -86,6 +88,7 @@ impl OcsVclosPlacer {
             cutoffs: 0,
             options: SliceOptions::default(),
             sizes: Sizes::default(),
+            refusals: Refusals::default(),
         }
     }
     /// Let the engine round jobs up ([`super::sizing`]) or take partly
@@ -105,7 +108,7 @@ impl Placer for OcsVclosPlacer {
     }
 
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError> {
-        let cutoffs = &mut self.cutoffs;
+        let (cutoffs, refusals) = (&mut self.cutoffs, &mut self.refusals);
         // One exact-search budget for the whole call: every grain and
         // every `--round-up` size draw on it ([`several`] module doc).
         let mut call = Budget(CALL_BUDGET);
@@ -124,7 +127,14 @@ impl Placer for OcsVclosPlacer {
             "ocs-vclos",
             job,
             (self.options, &mut self.sizes),
-            &mut |st, grain, gpus| network(st, grain, gpus, (&mut *cutoffs, &mut call)),
+            &mut |st, grain, gpus| {
+                refusals.search((st, grain, gpus), &mut call.0, cutoffs, |left, cut| {
+                    let mut budget = Budget(*left);
+                    let plan = network(st, grain, gpus, (cut, &mut budget));
+                    *left = budget.0;
+                    plan
+                })
+            },
             &mut probe,
         )
     }
@@ -139,6 +149,10 @@ impl Placer for OcsVclosPlacer {
 
     fn search_cutoffs(&self) -> u64 {
         self.cutoffs
+    }
+
+    fn unsettled_searches(&self) -> u64 {
+        self.refusals.unsettled(self.cutoffs)
     }
 
     rearrange::rearranging_methods!();
