@@ -116,10 +116,12 @@ pub(crate) trait Rearrange: Placer {
     fn options(&self) -> SliceOptions;
     fn state_mut(&mut self) -> &mut FabricState;
     fn cutoffs_mut(&mut self) -> &mut u64;
+    /// Repeats answered from kept cut-off refusals (`refusals` module).
+    fn repeats_mut(&mut self) -> &mut u64;
 }
 
-/// [`Rearrange`] for a placer struct with fields `state`, `options` and
-/// `cutoffs`, placing with `policy`.
+/// [`Rearrange`] for a placer struct with fields `state`, `options`,
+/// `cutoffs` and `refusals`, placing with `policy`.
 macro_rules! rearranges {
     ($placer:ty, $policy:expr) => {
         impl $crate::placement::rearrange::Rearrange for $placer {
@@ -134,6 +136,9 @@ macro_rules! rearranges {
             }
             fn cutoffs_mut(&mut self) -> &mut u64 {
                 &mut self.cutoffs
+            }
+            fn repeats_mut(&mut self) -> &mut u64 {
+                self.refusals.repeats_mut()
             }
         }
     };
@@ -308,10 +313,10 @@ pub(super) fn place_on_view<P: Rearrange>(
     job: &JobRequest,
 ) -> Result<(Option<Arc<Decision>>, FabricState), PlacementError> {
     let saved = std::mem::replace(p.state_mut(), view);
-    let cutoffs = *p.cutoffs_mut();
+    let counts = (*p.cutoffs_mut(), *p.repeats_mut());
     let outcome = p.place(job);
     let view = std::mem::replace(p.state_mut(), saved);
-    *p.cutoffs_mut() = cutoffs;
+    (*p.cutoffs_mut(), *p.repeats_mut()) = counts;
     match outcome? {
         Outcome::Placed(d) => Ok((Some(d), view)),
         Outcome::Blocked(_) => Ok((None, view)),

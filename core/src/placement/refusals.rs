@@ -78,6 +78,13 @@ impl Refusals {
         found
     }
 
+    /// The count [`Refusals::unsettled`] adds: placing on a copy of the
+    /// state (a forecast, a rearrangement) puts it back, as it does the
+    /// placer's cutoffs.
+    pub fn repeats_mut(&mut self) -> &mut u64 {
+        &mut self.repeated_cutoffs
+    }
+
     /// Cut-off searches, counting each repeat of a kept one again: how many
     /// refusals rest on a search that did not finish.
     pub fn unsettled(&self, cutoffs: u64) -> u64 {
