@@ -830,6 +830,7 @@ impl FabricState {
     /// refused. [`FabricState::unmask_gpus`] undoes it; a state with masked
     /// GPUs is a view for placement only: never save it.
     pub fn mask_gpus(&mut self, gpus: &[(ServerId, u16)]) {
+        self.touch();
         for &(s, g) in gpus {
             if self.occ.gpu[self.layout.gpu(s, g)] == FREE {
                 self.set_masked(s, g, true);
@@ -839,6 +840,7 @@ impl FabricState {
 
     /// Free again the masked GPUs among `gpus` ([`FabricState::mask_gpus`]).
     pub fn unmask_gpus(&mut self, gpus: &[(ServerId, u16)]) {
+        self.touch();
         for &(s, g) in gpus {
             if self.occ.gpu[self.layout.gpu(s, g)] == MASKED {
                 self.set_masked(s, g, false);
@@ -848,8 +850,8 @@ impl FabricState {
 
     /// Mask free GPU `g` of `s`, or free masked GPU `g` (`masked` false),
     /// keeping the per-server and per-leaf counts.
+    /// The caller changes the version (once, not per GPU).
     fn set_masked(&mut self, s: ServerId, g: u16, masked: bool) {
-        self.touch();
         let (t, si) = (self.topo.gpus_per_server, s.index());
         let leaf = self.topo.servers[si].leaf.index();
         let o = &mut self.occ;
@@ -872,6 +874,7 @@ impl FabricState {
     /// A copy with every free GPU for which `keep` is false masked.
     fn masked_except(&self, keep: impl Fn(ServerId, u16) -> bool) -> FabricState {
         let mut view = self.clone();
+        view.touch();
         for (si, _) in self.topo.servers.iter().enumerate() {
             let sid = ServerId(si as u32);
             for g in 0..self.topo.gpus_per_server {
