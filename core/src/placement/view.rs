@@ -177,6 +177,11 @@ pub struct OcsView {
     spine_start: Vec<u32>,
     /// Direct free cables: (leaf, uplink, spine, spine port).
     pub direct: Vec<(LeafId, u16, SpineId, u16)>,
+    /// Direct free cables per leaf and per spine, so that
+    /// [`OcsView::leaf_usable`] and [`OcsView::spine_usable`] (asked for
+    /// every spine of every candidate leaf set) take constant time.
+    leaf_direct: Vec<u32>,
+    spine_direct: Vec<u32>,
 }
 
 /// Append the `k` per-OCS lists of one switch (`buckets`, emptied) to
@@ -236,6 +241,12 @@ impl OcsView {
             flush(&mut buckets, &mut spine_ocs, &mut spine_start);
         }
         spine_start.push(spine_ocs.len() as u32);
+        let mut leaf_direct = vec![0; topo.leaves.len()];
+        let mut spine_direct = vec![0; topo.spines.len()];
+        for &(n, _, m, _) in &direct {
+            leaf_direct[n.index()] += 1;
+            spine_direct[m.index()] += 1;
+        }
         OcsView {
             k,
             leaf_ocs,
@@ -243,6 +254,8 @@ impl OcsView {
             spine_ocs,
             spine_start,
             direct,
+            leaf_direct,
+            spine_direct,
         }
     }
 
@@ -256,17 +269,14 @@ impl OcsView {
     }
     /// Usable uplinks of `leaf` (through any OCS, or direct).
     pub fn leaf_usable(&self, leaf: LeafId) -> usize {
-        (0..self.k)
-            .map(|o| self.leaf_on(leaf, o).len())
-            .sum::<usize>()
-            + self.direct.iter().filter(|d| d.0 == leaf).count()
+        let i = leaf.index() * self.k;
+        (self.leaf_start[i + self.k] - self.leaf_start[i] + self.leaf_direct[leaf.index()]) as usize
     }
     /// Usable ports of `spine`.
     pub fn spine_usable(&self, spine: SpineId) -> usize {
-        (0..self.k)
-            .map(|o| self.spine_on(spine, o).len())
-            .sum::<usize>()
-            + self.direct.iter().filter(|d| d.2 == spine).count()
+        let i = spine.index() * self.k;
+        (self.spine_start[i + self.k] - self.spine_start[i] + self.spine_direct[spine.index()])
+            as usize
     }
     pub fn direct_count(&self, leaf: LeafId, spine: SpineId) -> usize {
         self.direct
@@ -322,6 +332,49 @@ mod tests {
             }
             assert!(placed >= 3, "{policy:?}: {placed} jobs placed");
             assert_ne!(*LinkView::of(&st), *first, "{policy:?}: links taken");
+        }
+    }
+
+    /// A leaf's or spine's usable count is its per-OCS lists and its free
+    /// direct cables, on an all-OCS fabric and on one of direct cables
+    /// only, as jobs take some of them.
+    #[test]
+    fn usable_counts_are_the_lists_and_the_direct_cables() {
+        for ocs in [2, 0] {
+            let topo = uniform_topology(8, 4, 4, ocs);
+            let mut p = placer_on(
+                Policy::Vclos,
+                FabricState::new(topo),
+                SliceOptions::default(),
+            )
+            .unwrap();
+            let mut seen = std::collections::BTreeSet::new();
+            for (i, gpus) in [0, 8, 12, 4, 8].into_iter().enumerate() {
+                if gpus > 0 {
+                    let job = JobRequest::new(JobId::new(format!("j{i}")).unwrap(), gpus);
+                    assert!(
+                        matches!(p.place(&job), Ok(Outcome::Placed(_))),
+                        "{ocs} OCS: j{i}"
+                    );
+                }
+                let st = p.fabric().unwrap();
+                let v = OcsView::new(st);
+                let topo = st.topology();
+                for n in (0..topo.leaves.len() as u32).map(LeafId) {
+                    let lists: usize = (0..v.k).map(|o| v.leaf_on(n, o).len()).sum();
+                    let direct = v.direct.iter().filter(|d| d.0 == n).count();
+                    assert_eq!(v.leaf_usable(n), lists + direct, "{ocs} OCS: leaf {n:?}");
+                    seen.insert(("leaf", v.leaf_usable(n)));
+                }
+                for m in (0..topo.spines.len() as u32).map(SpineId) {
+                    let lists: usize = (0..v.k).map(|o| v.spine_on(m, o).len()).sum();
+                    let direct = v.direct.iter().filter(|d| d.2 == m).count();
+                    assert_eq!(v.spine_usable(m), lists + direct, "{ocs} OCS: spine {m:?}");
+                    seen.insert(("spine", v.spine_usable(m)));
+                }
+            }
+            // The jobs took ports: the counts are not all the same.
+            assert!(seen.len() > 2, "{ocs} OCS: {seen:?}");
         }
     }
 }
