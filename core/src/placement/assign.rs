@@ -33,6 +33,60 @@ pub fn assign(
     leaf_cap: &[Vec<u32>],
     spine_cap: &[Vec<u32>],
 ) -> Option<Assignment> {
+    let (ld, sd) = degrees(need, spine_cap.len());
+    let mut scratch = Flow::default();
+    if !carriable((leaf_cap, spine_cap), (&ld, &sd), &mut scratch) {
+        return None;
+    }
+    assign_by_ocs(need, leaf_cap, spine_cap)
+}
+
+/// Links each leaf and each spine of `need` takes.
+fn degrees(need: &[Vec<u32>], ns: usize) -> (Vec<u32>, Vec<u32>) {
+    let ld = need.iter().map(|r| r.iter().sum()).collect();
+    let sd = (0..ns).map(|j| need.iter().map(|r| r[j]).sum()).collect();
+    (ld, sd)
+}
+
+/// Whether leaves that take `ld[i]` links and spines that take `sd[j]`
+/// can be joined at all through the OCS ports, blind to which leaf goes
+/// to which spine: a max-flow source -> leaf `i` (`ld[i]`) -> OCS `o`
+/// (`leaf_cap[i][o]`) -> spine `j` (`spine_cap[j][o]`) -> sink (`sd[j]`)
+/// that carries every link. Any assignment is such a flow, so this is
+/// necessary; it is one max-flow where [`assign`]'s heuristic runs two per
+/// OCS, and on the hard traces it refuses 94% of the instances the
+/// heuristic cannot assign (issue 13; docs/performance.md, "Views once per
+/// state version"). `flow` is scratch, kept for its allocations.
+fn carriable(
+    (leaf_cap, spine_cap): (&[Vec<u32>], &[Vec<u32>]),
+    (ld, sd): (&[u32], &[u32]),
+    flow: &mut Flow,
+) -> bool {
+    let (nl, ns) = (leaf_cap.len(), spine_cap.len());
+    let k = spine_cap.first().map_or(0, Vec::len);
+    // Nodes: 0 source, 1 sink, leaves, OCSes, spines.
+    flow.reset(2 + nl + k + ns);
+    for (i, caps) in leaf_cap.iter().enumerate() {
+        flow.add_cap(0, 2 + i, ld[i]);
+        for (o, &c) in caps.iter().enumerate() {
+            flow.add_cap(2 + i, 2 + nl + o, c);
+        }
+    }
+    for (j, caps) in spine_cap.iter().enumerate() {
+        for (o, &c) in caps.iter().enumerate() {
+            flow.add_cap(2 + nl + o, 2 + nl + k + j, c);
+        }
+        flow.add_cap(2 + nl + k + j, 1, sd[j]);
+    }
+    flow.run(0, 1) == ld.iter().sum::<u32>()
+}
+
+/// [`assign`]'s heuristic: the OCSes one at a time (module doc).
+fn assign_by_ocs(
+    need: &[Vec<u32>],
+    leaf_cap: &[Vec<u32>],
+    spine_cap: &[Vec<u32>],
+) -> Option<Assignment> {
     let nl = need.len();
     let ns = spine_cap.len();
     let k = spine_cap.first().map_or(0, Vec::len);
@@ -142,9 +196,6 @@ pub fn assign_exact(
     budget: &mut Budget,
 ) -> Result<Option<Assignment>, Cutoff> {
     budget.tick()?;
-    if let Some(x) = assign(need, leaf_cap, spine_cap) {
-        return Ok(Some(x));
-    }
     let ns = spine_cap.len();
     let k = spine_cap.first().map_or(0, Vec::len);
     // Tightest pairs first: they fail fastest.
@@ -155,19 +206,25 @@ pub fn assign_exact(
     let share =
         |i: usize, j: usize| -> u32 { (0..k).map(|o| leaf_cap[i][o].min(spine_cap[j][o])).sum() };
     pairs.sort_by_key(|&(i, j)| (share(i, j) - need[i][j].min(share(i, j)), i, j));
+    let (ld, sd) = degrees(need, ns);
     let mut dfs = Dfs {
         need,
         pairs,
         lc: leaf_cap.to_vec(),
         sc: spine_cap.to_vec(),
-        ld: need.iter().map(|r| r.iter().sum()).collect(),
-        sd: (0..ns).map(|j| need.iter().map(|r| r[j]).sum()).collect(),
+        ld,
+        sd,
         x: vec![vec![vec![0; k]; ns]; need.len()],
         budget,
         flow: Flow::default(),
     };
+    // The necessary conditions first (they include [`carriable`], so a
+    // refused instance costs one max-flow), then the heuristic.
     if !dfs.counts_hold(0) {
         return Ok(None);
+    }
+    if let Some(x) = assign_by_ocs(need, leaf_cap, spine_cap) {
+        return Ok(Some(x));
     }
     Ok(dfs.pair(0)?.then_some(dfs.x))
 }
@@ -207,26 +264,7 @@ impl Dfs<'_> {
     }
 
     fn flow_fits(&mut self) -> bool {
-        let (nl, ns) = (self.lc.len(), self.sc.len());
-        let k = self.sc.first().map_or(0, Vec::len);
-        // Nodes: 0 source, 1 sink, leaves, OCSes, spines.
-        let mut f = std::mem::take(&mut self.flow);
-        f.reset(2 + nl + k + ns);
-        for (i, caps) in self.lc.iter().enumerate() {
-            f.add_cap(0, 2 + i, self.ld[i]);
-            for (o, &c) in caps.iter().enumerate() {
-                f.add_cap(2 + i, 2 + nl + o, c);
-            }
-        }
-        for (j, caps) in self.sc.iter().enumerate() {
-            for (o, &c) in caps.iter().enumerate() {
-                f.add_cap(2 + nl + o, 2 + nl + k + j, c);
-            }
-            f.add_cap(2 + nl + k + j, 1, self.sd[j]);
-        }
-        let fits = f.run(0, 1) == self.ld.iter().sum::<u32>();
-        self.flow = f;
-        fits
+        carriable((&self.lc, &self.sc), (&self.ld, &self.sd), &mut self.flow)
     }
 
     fn pair(&mut self, p: usize) -> Result<bool, Cutoff> {
@@ -343,6 +381,53 @@ mod tests {
         let sc = vec![vec![2, 2]; 4];
         let x = assign(&need, &lc, &sc).unwrap();
         valid(&x, &need, &lc, &sc);
+    }
+
+    /// Two leaves with ports only on OCS 0, one spine with one port on
+    /// each OCS, one link from each leaf: every leaf, spine and pair has
+    /// ports enough, but the spine's single OCS-0 port cannot take both.
+    #[test]
+    fn a_pair_blind_flow_refuses_what_no_count_sees() {
+        let need = vec![vec![1], vec![1]];
+        let lc = vec![vec![1, 0], vec![1, 0]];
+        let sc = vec![vec![1, 1]];
+        let (ld, sd) = degrees(&need, sc.len());
+        let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
+        assert!(ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c)));
+        assert!(sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c)));
+        let shared = |i: usize| lc[i].iter().zip(&sc[0]).map(|(a, b)| *a.min(b)).sum::<u32>();
+        assert!((0..2).all(|i| need[i][0] <= shared(i)));
+        assert!(!carriable((&lc, &sc), (&ld, &sd), &mut Flow::default()));
+        assert!(!brute(&need, &mut lc.clone(), &mut sc.clone(), 0));
+        assert_eq!(assign(&need, &lc, &sc), None);
+        assert_eq!(assign_exact(&need, &lc, &sc, &mut Budget(1_000)), Ok(None));
+        // One more OCS-0 port on the spine and it fits.
+        let sc = vec![vec![2, 1]];
+        assert!(carriable((&lc, &sc), (&ld, &sd), &mut Flow::default()));
+        valid(&assign(&need, &lc, &sc).unwrap(), &need, &lc, &sc);
+    }
+
+    /// The flow is necessary (never refuses an instance that has an
+    /// assignment) and refuses some that per-vertex counts let through.
+    #[test]
+    fn the_pair_blind_flow_never_refuses_a_feasible_instance() {
+        let mut rng = Rng(0xca77_1ab1_e000_0003);
+        let (mut feasible, mut refused) = (0, 0);
+        let mut flow = Flow::default();
+        for _ in 0..3000 {
+            let (need, lc, sc) = random_instance(&mut rng, 4);
+            let want = brute(&need, &mut lc.clone(), &mut sc.clone(), 0);
+            let (ld, sd) = degrees(&need, sc.len());
+            let fits = carriable((&lc, &sc), (&ld, &sd), &mut flow);
+            assert!(fits || !want, "refused a feasible instance: {need:?} {lc:?} {sc:?}");
+            let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
+            let counted = ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c))
+                && sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c));
+            feasible += u32::from(want);
+            refused += u32::from(counted && !fits);
+        }
+        assert!(feasible > 500, "too few feasible instances: {feasible}");
+        assert!(refused > 0, "the flow refused nothing the counts allowed");
     }
 
     type Table = Vec<Vec<u32>>;
