@@ -395,7 +395,13 @@ mod tests {
         let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
         assert!(ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c)));
         assert!(sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c)));
-        let shared = |i: usize| lc[i].iter().zip(&sc[0]).map(|(a, b)| *a.min(b)).sum::<u32>();
+        let shared = |i: usize| {
+            lc[i]
+                .iter()
+                .zip(&sc[0])
+                .map(|(a, b)| *a.min(b))
+                .sum::<u32>()
+        };
         assert!((0..2).all(|i| need[i][0] <= shared(i)));
         assert!(!carriable((&lc, &sc), (&ld, &sd), &mut Flow::default()));
         assert!(!brute(&need, &mut lc.clone(), &mut sc.clone(), 0));
@@ -419,7 +425,10 @@ mod tests {
             let want = brute(&need, &mut lc.clone(), &mut sc.clone(), 0);
             let (ld, sd) = degrees(&need, sc.len());
             let fits = carriable((&lc, &sc), (&ld, &sd), &mut flow);
-            assert!(fits || !want, "refused a feasible instance: {need:?} {lc:?} {sc:?}");
+            assert!(
+                fits || !want,
+                "refused a feasible instance: {need:?} {lc:?} {sc:?}"
+            );
             let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
             let counted = ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c))
                 && sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c));

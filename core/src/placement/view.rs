@@ -15,7 +15,7 @@
 //! 8192 GPUs that was a quarter of a `--backfill slices` replay (issue 13;
 //! docs/performance.md).
 
-use std::cell::RefCell;
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
 
 use crate::state::FabricState;
@@ -182,6 +182,21 @@ pub struct OcsView {
     /// every spine of every candidate leaf set) take constant time.
     leaf_direct: Vec<u32>,
     spine_direct: Vec<u32>,
+    /// [`OcsView::reach`] of the (leaf, spine) pairs asked so far.
+    reach: Reach,
+}
+
+/// A table the other fields of an [`OcsView`] determine, so two views are
+/// equal whatever either has filled in yet ([`UNKNOWN`]: not yet).
+#[derive(Debug, Clone, Default)]
+struct Reach(OnceCell<Vec<Cell<u32>>>);
+
+const UNKNOWN: u32 = u32::MAX;
+
+impl PartialEq for Reach {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Append the `k` per-OCS lists of one switch (`buckets`, emptied) to
@@ -256,6 +271,7 @@ impl OcsView {
             direct,
             leaf_direct,
             spine_direct,
+            reach: Reach::default(),
         }
     }
 
@@ -277,6 +293,30 @@ impl OcsView {
         let i = spine.index() * self.k;
         (self.spine_start[i + self.k] - self.spine_start[i] + self.spine_direct[spine.index()])
             as usize
+    }
+    /// Links `leaf` can have to `spine` as things are: per OCS the fewer
+    /// of their usable ports there, plus the free direct cables between
+    /// them. Stage 2 and Stage 3 ask it for every spine of every candidate
+    /// leaf set, shape after shape, so a view keeps each pair's once asked
+    /// (issue 13: the sums were a tenth of an OCS-vClos replay with slice
+    /// reservations; building the whole table for every view cost more
+    /// than that, most pairs never being asked; docs/performance.md).
+    pub fn reach(&self, leaf: LeafId, spine: SpineId) -> u32 {
+        let ns = self.spine_direct.len();
+        let table =
+            (self.reach.0).get_or_init(|| vec![Cell::new(UNKNOWN); self.leaf_direct.len() * ns]);
+        let cell = &table[leaf.index() * ns + spine.index()];
+        if cell.get() == UNKNOWN {
+            let shared = (0..self.k)
+                .map(|o| {
+                    self.leaf_on(leaf, o)
+                        .len()
+                        .min(self.spine_on(spine, o).len())
+                })
+                .sum::<usize>();
+            cell.set((shared + self.direct_count(leaf, spine)) as u32);
+        }
+        cell.get()
     }
     pub fn direct_count(&self, leaf: LeafId, spine: SpineId) -> usize {
         self.direct
@@ -335,11 +375,12 @@ mod tests {
         }
     }
 
-    /// A leaf's or spine's usable count is its per-OCS lists and its free
-    /// direct cables, on an all-OCS fabric and on one of direct cables
-    /// only, as jobs take some of them.
+    /// A leaf's or spine's usable count, and a pair's reach, are their
+    /// per-OCS lists and their free direct cables, on an all-OCS fabric
+    /// and on one of direct cables only, as jobs take some of them; a view
+    /// that has built its reach table equals one that has not.
     #[test]
-    fn usable_counts_are_the_lists_and_the_direct_cables() {
+    fn usable_counts_and_reach_are_the_lists_and_the_direct_cables() {
         for ocs in [2, 0] {
             let topo = uniform_topology(8, 4, 4, ocs);
             let mut p = placer_on(
@@ -371,7 +412,16 @@ mod tests {
                     let direct = v.direct.iter().filter(|d| d.2 == m).count();
                     assert_eq!(v.spine_usable(m), lists + direct, "{ocs} OCS: spine {m:?}");
                     seen.insert(("spine", v.spine_usable(m)));
+                    for n in (0..topo.leaves.len() as u32).map(LeafId) {
+                        let shared: usize = (0..v.k)
+                            .map(|o| v.leaf_on(n, o).len().min(v.spine_on(m, o).len()))
+                            .sum();
+                        let want = shared + v.direct_count(n, m);
+                        assert_eq!(v.reach(n, m) as usize, want, "{ocs} OCS: {n:?} {m:?}");
+                        seen.insert(("reach", want));
+                    }
                 }
+                assert_eq!(v, OcsView::new(st), "a built table changes no view");
             }
             // The jobs took ports: the counts are not all the same.
             assert!(seen.len() > 2, "{ocs} OCS: {seen:?}");

@@ -368,11 +368,7 @@ fn one_spine(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> Option<P
         let mut chosen: Vec<Chosen> = Vec::new();
         let mut remaining = k;
         for &n in &leaves {
-            let reach: usize = (0..view.k)
-                .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
-                .sum::<usize>()
-                + view.direct_count(n, m);
-            let rmax = grain.free(st, n).min(remaining).min(reach as u32 / t);
+            let rmax = grain.free(st, n).min(remaining).min(view.reach(n, m) / t);
             if rmax == 0 {
                 continue;
             }

@@ -164,19 +164,22 @@ fn several_spines_with(
     let t = grain.size(topo);
     // (shape, candidate leaves) of every shape with enough of them.
     let mut tried = Vec::new();
+    // (leaf, free units, usable uplinks), fewest free units first: the
+    // same for every shape.
+    let mut leaves: Vec<(LeafId, u32, u32)> = (0..topo.leaves.len() as u32)
+        .map(LeafId)
+        .map(|n| (n, grain.free(st, n), view.leaf_usable(n) as u32))
+        .filter(|&(_, free, _)| free > 0)
+        .collect();
+    leaves.sort_unstable_by_key(|&(n, free, _)| (free, n));
     for (l, s) in ocs_shapes(topo, k, t) {
         let per_vleaf = s / t;
-        // (leaf, virtual leaves it can host), fewest free units first.
-        let mut cand: Vec<(LeafId, u32)> = (0..topo.leaves.len() as u32)
-            .map(LeafId)
-            .map(|n| {
-                let by_units = grain.free(st, n) / per_vleaf;
-                let by_ports = (view.leaf_usable(n) / s as usize) as u32;
-                (n, by_units.min(by_ports))
-            })
+        // (leaf, virtual leaves it can host), in that order.
+        let cand: Vec<(LeafId, u32)> = leaves
+            .iter()
+            .map(|&(n, free, usable)| (n, (free / per_vleaf).min(usable / s)))
             .filter(|&(_, a)| a > 0)
             .collect();
-        cand.sort_by_key(|&(n, _)| (grain.free(st, n), n));
         if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
             continue;
         }
@@ -227,13 +230,7 @@ fn slot_layout(
     for (rank, m) in spine_order(st, view, l as usize).into_iter().enumerate() {
         let per_slot = set
             .iter()
-            .map(|&(n, a)| {
-                let reach = (0..view.k)
-                    .map(|o| view.leaf_on(n, o).len().min(view.spine_on(m, o).len()))
-                    .sum::<usize>() as u32
-                    + view.direct_count(n, m) as u32;
-                reach / a
-            })
+            .map(|&(n, a)| view.reach(n, m) / a)
             .min()
             .unwrap_or(0);
         let most = (view.spine_usable(m) as u32 / l).min(per_slot);
