@@ -19,6 +19,10 @@
 //! on CLUSTER512, it failed to connect 16 idle leaves across 12 idle spines).
 //! It is still a heuristic: it can fail on a feasible instance, never
 //! returns an invalid one (checked against brute force in the tests).
+//!
+//! Before the heuristic, one pair-blind max-flow ([`carriable`]) asks
+//! whether the links can pass through the OCS ports at all; most failing
+//! instances fail there, at one flow instead of two per OCS.
 
 use super::flow::Flow;
 
@@ -55,8 +59,8 @@ fn degrees(need: &[Vec<u32>], ns: usize) -> (Vec<u32>, Vec<u32>) {
 /// that carries every link. Any assignment is such a flow, so this is
 /// necessary; it is one max-flow where [`assign`]'s heuristic runs two per
 /// OCS, and on the hard traces it refuses 94% of the instances the
-/// heuristic cannot assign (issue 13; docs/performance.md, "Views once per
-/// state version"). `flow` is scratch, kept for its allocations.
+/// heuristic cannot assign (issue 13; docs/performance.md, "Cheaper Stage
+/// 3 calls"). `flow` is scratch, kept for its allocations.
 fn carriable(
     (leaf_cap, spine_cap): (&[Vec<u32>], &[Vec<u32>]),
     (ld, sd): (&[u32], &[u32]),
