@@ -175,8 +175,9 @@ pub struct OcsView {
     /// (spine port, OCS port) pairs of `spine_on(spine, ocs)`, in port order.
     spine_ocs: Vec<(u16, u16)>,
     spine_start: Vec<u32>,
-    /// Direct free cables: (leaf, uplink, spine, spine port).
-    pub direct: Vec<(LeafId, u16, SpineId, u16)>,
+    /// Direct free cables: (leaf, uplink, spine, spine port). Private, as
+    /// every field: the counts below are derived from it.
+    direct: Vec<(LeafId, u16, SpineId, u16)>,
     /// Direct free cables per leaf and per spine, so that
     /// [`OcsView::leaf_usable`] and [`OcsView::spine_usable`] (asked for
     /// every spine of every candidate leaf set) take constant time.
@@ -317,6 +318,10 @@ impl OcsView {
             cell.set((shared + self.direct_count(leaf, spine)) as u32);
         }
         cell.get()
+    }
+    /// Direct free cables: (leaf, uplink, spine, spine port).
+    pub fn direct(&self) -> &[(LeafId, u16, SpineId, u16)] {
+        &self.direct
     }
     pub fn direct_count(&self, leaf: LeafId, spine: SpineId) -> usize {
         self.direct

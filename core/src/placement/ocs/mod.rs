@@ -190,7 +190,7 @@ impl<'a> Pools<'a> {
             st,
             leaf: HashMap::new(),
             spine: HashMap::new(),
-            direct: view.direct.clone(),
+            direct: view.direct().to_vec(),
         }
     }
 

@@ -306,7 +306,7 @@ fn exact(
     let grain = per_vleaf.0;
     let ns = st.topology().spines.len();
     let mut direct = vec![vec![0u32; ns]; st.topology().leaves.len()];
-    for &(n, _, m, _) in &view.direct {
+    for &(n, _, m, _) in view.direct() {
         direct[n.index()][m.index()] += 1;
     }
     // Preference order; equal leaves (spines) end up adjacent, which is
