@@ -38,11 +38,17 @@ pub fn assign(
     spine_cap: &[Vec<u32>],
 ) -> Option<Assignment> {
     let (ld, sd) = degrees(need, spine_cap.len());
-    let mut scratch = Flow::default();
-    if !carriable((leaf_cap, spine_cap), (&ld, &sd), &mut scratch) {
+    let fits = SCRATCH.with_borrow_mut(|flow| carriable((leaf_cap, spine_cap), (&ld, &sd), flow));
+    if !fits {
         return None;
     }
     assign_by_ocs(need, leaf_cap, spine_cap)
+}
+
+thread_local! {
+    /// [`assign`]'s graph for [`carriable`], reused call after call (a
+    /// Stage 3 call asks it for every candidate leaf set).
+    static SCRATCH: std::cell::RefCell<Flow> = std::cell::RefCell::new(Flow::default());
 }
 
 /// Links each leaf and each spine of `need` takes.
@@ -387,6 +393,13 @@ mod tests {
         valid(&x, &need, &lc, &sc);
     }
 
+    /// Every leaf's and spine's links fit its ports, summed over the OCSes.
+    fn counts_fit((ld, sd): (&[u32], &[u32]), lc: &[Vec<u32>], sc: &[Vec<u32>]) -> bool {
+        let fits =
+            |d: &[u32], c: &[Vec<u32>]| d.iter().zip(c).all(|(&d, c)| d <= c.iter().sum::<u32>());
+        fits(ld, lc) && fits(sd, sc)
+    }
+
     /// Two leaves with ports only on OCS 0, one spine with one port on
     /// each OCS, one link from each leaf: every leaf, spine and pair has
     /// ports enough, but the spine's single OCS-0 port cannot take both.
@@ -396,9 +409,7 @@ mod tests {
         let lc = vec![vec![1, 0], vec![1, 0]];
         let sc = vec![vec![1, 1]];
         let (ld, sd) = degrees(&need, sc.len());
-        let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
-        assert!(ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c)));
-        assert!(sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c)));
+        assert!(counts_fit((&ld, &sd), &lc, &sc));
         let shared = |i: usize| {
             lc[i]
                 .iter()
@@ -433,11 +444,8 @@ mod tests {
                 fits || !want,
                 "refused a feasible instance: {need:?} {lc:?} {sc:?}"
             );
-            let sum = |c: &Vec<u32>| c.iter().sum::<u32>();
-            let counted = ld.iter().zip(&lc).all(|(&d, c)| d <= sum(c))
-                && sd.iter().zip(&sc).all(|(&d, c)| d <= sum(c));
             feasible += u32::from(want);
-            refused += u32::from(counted && !fits);
+            refused += u32::from(counts_fit((&ld, &sd), &lc, &sc) && !fits);
         }
         assert!(feasible > 500, "too few feasible instances: {feasible}");
         assert!(refused > 0, "the flow refused nothing the counts allowed");
