@@ -887,3 +887,49 @@ fn rearrange_moves_running_slices_and_is_refused_where_it_means_nothing() {
     assert!(r["moved_jobs"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["isolation_violations"], 0, "{r}");
 }
+
+#[test]
+fn jobs_out_writes_one_row_per_job_that_adds_up_to_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = awkward_512(dir.path());
+    let out = dir.path().join("jobs.csv");
+    let extra = ["--backfill", "easy", "--jobs-out", out.to_str().unwrap()];
+    let report = replay_512_json(&trace, "vclos", &extra);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 600);
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+    let num = |r: &Vec<&str>, c: &str| r[col(c)].parse::<f64>().unwrap();
+    let done: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|r| r[col("outcome")] == "completed")
+        .collect();
+    assert_eq!(done.len() as u64, report["completed"].as_u64().unwrap());
+    let jct = done.iter().map(|r| num(r, "jct_s")).sum::<f64>() / done.len() as f64;
+    let avg = report["avg_jct_s"].as_f64().unwrap();
+    assert!((jct - avg).abs() < 1e-3 * avg.max(1.0), "{jct} vs {avg}");
+    for r in &done {
+        let wait = num(r, "start_s") - num(r, "arrival_s");
+        assert!((wait - num(r, "wait_s")).abs() < 2e-3, "{r:?}");
+        // Whole servers of 8 GPUs (cluster512) for a job of 2-64 GPUs.
+        assert!(num(r, "held_gpus") >= num(r, "gpus"), "{r:?}");
+    }
+    let behind = rows
+        .iter()
+        .filter(|r| r[col("started_as")] == "behind")
+        .count();
+    assert_eq!(behind as u64, report["backfilled_jobs"].as_u64().unwrap());
+    assert!(behind > 0);
+    // The records are not part of the JSON report.
+    assert!(report.get("job_records").is_none());
+    // An unwritable path is an error naming it, after the replay.
+    let bad = dir.path().join("no-such-dir").join("jobs.csv");
+    let err = replay_512_refused(&trace, "vclos", &["--jobs-out", bad.to_str().unwrap()]);
+    assert!(
+        err.contains("cannot write the job records to") && err.contains("no-such-dir"),
+        "{err}"
+    );
+}

@@ -35,6 +35,11 @@ pub struct ReplayArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also write one CSV row per trace job to FILE (arrival, start, end,
+    /// wait, JCT, GPUs held, stage, leaves, spines, how it started, refused
+    /// attempts; docs/traces.md), as Slurm's `sacct` lists jobs.
+    #[arg(long, value_name = "FILE")]
+    jobs_out: Option<PathBuf>,
     /// How the engine may shape a job (`rounded_jobs` /
     /// `reserved_idle_gpus` report what `--round-up` took).
     #[command(flatten)]
@@ -175,12 +180,29 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         bar.set_position(p.done as u64)
     })?;
     bar.finish_and_clear();
+    if let Some(path) = &a.jobs_out {
+        write_records(path, &report)?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", table(&report));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--jobs-out`: the per-job records, written whole or not at all (to a
+/// temporary file renamed over `path`).
+fn write_records(path: &std::path::Path, report: &Report) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".part");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        replay::write_job_records(&report.job_records, file)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().with_context(|| format!("cannot write the job records to {}", path.display()))
 }
 
 /// A bar on stderr counting `what`, only when both stdout and stderr are

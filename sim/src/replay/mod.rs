@@ -36,6 +36,7 @@ mod intern;
 mod ledger;
 mod occupancy;
 mod queue;
+mod records;
 mod report;
 
 use std::cmp::Reverse;
@@ -48,6 +49,7 @@ use thiserror::Error;
 pub use backfill::{Backfill, DEFAULT_DEPTH as DEFAULT_BACKFILL_DEPTH};
 pub use ledger::{initial_patches, Audit, Ledger};
 pub use queue::QueuePolicy;
+pub use records::{write_csv as write_job_records, Fate, JobRecord, StartedAs};
 pub use report::{percentile, Report};
 
 use crate::decision::Decision;
@@ -159,6 +161,20 @@ struct JobState {
     /// [`HeadBlocked::total`] when it was queued; from its start, its wait
     /// split by the head's cause.
     waited: [f64; 2],
+    /// Its `place` calls refused on GPUs, on the network.
+    refused: [u32; 2],
+    /// For its [`JobRecord`]: what its decision held, and how it started.
+    slice: Option<Started>,
+}
+
+/// What a started job's [`JobRecord`] says of its decision.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    held: u32,
+    stage: &'static str,
+    leaves: u32,
+    spines: u32,
+    role: StartedAs,
 }
 
 /// Where the waits come from ([`Report::avg_jwt_gpu_s`]): while a job is
@@ -597,7 +613,7 @@ impl Run<'_> {
                 }
                 self.queue.remove(idx, job);
                 self.apply_moves(&moves, now)?;
-                self.start(idx, now, &d)?;
+                self.start(idx, now, &d, role)?;
                 return Ok(Tried::Started);
             }
             Ok(Outcome::Blocked(cause)) => {
@@ -668,7 +684,7 @@ impl Run<'_> {
         }
     }
 
-    fn start(&mut self, idx: usize, now: f64, d: &Decision) -> Result<(), ReplayError> {
+    fn start(&mut self, idx: usize, now: f64, d: &Decision, role: Role) -> Result<(), ReplayError> {
         let job = &self.trace[idx];
         if d.job != job.id {
             return Err(ReplayError::WrongJob {
@@ -699,6 +715,7 @@ impl Run<'_> {
             .entry(d.stage.name().to_string())
             .or_insert(0) += 1;
         let (s, total) = (&mut self.state[idx], self.head_blocked.total);
+        s.slice = Some(Started::of(d, job.gpus, role.started_as()));
         s.start = Some(now);
         s.waited = [total[0] - s.waited[0], total[1] - s.waited[1]];
         // What the decision holds (a rounded slice holds more than asked).
@@ -737,6 +754,7 @@ impl Run<'_> {
     fn blocked(&mut self, idx: usize, cause: Blocked, unproven: bool) {
         let s = &mut self.state[idx];
         s.blocked_by = Some(cause);
+        s.refused[usize::from(cause == Blocked::Network)] += 1;
         match cause {
             Blocked::Gpu => {
                 self.report.blocked_attempts_gpu += 1;
@@ -827,6 +845,9 @@ impl Run<'_> {
             r.avg_cross_server_volume = o.cross_server_volume();
             r.cross_server_traffic = o.cross_server_traffic();
         }
+        r.job_records = (self.trace.iter().zip(&self.state))
+            .map(|(job, s)| s.record(job))
+            .collect();
         let a = self.ledger.audit();
         r.isolation_violations = a.isolation_violations;
         r.busy_rewires = a.busy_rewires;
@@ -836,6 +857,59 @@ impl Run<'_> {
         r.shared_ports = a.shared_ports;
         r.shared_jobs = a.shared_jobs;
         r
+    }
+}
+
+impl Role {
+    fn started_as(self) -> StartedAs {
+        match self {
+            Role::Head => StartedAs::Head,
+            Role::Behind => StartedAs::Behind,
+            Role::Apart => StartedAs::Apart,
+        }
+    }
+}
+
+impl Started {
+    /// A decision's slice, for a job of `gpus` started in `role`.
+    fn of(d: &Decision, gpus: u32, role: StartedAs) -> Self {
+        let leaves: std::collections::BTreeSet<_> =
+            d.vclos.leaves.iter().map(|v| &v.leaf).collect();
+        let spines: std::collections::BTreeSet<_> = d.vclos.spines.iter().collect();
+        Started {
+            held: (d.gpus.len() as u32).max(gpus),
+            stage: d.stage.name(),
+            leaves: leaves.len() as u32,
+            spines: spines.len() as u32,
+            role,
+        }
+    }
+}
+
+impl JobState {
+    /// Its [`JobRecord`] once the replay is over.
+    fn record(&self, job: &Job) -> JobRecord {
+        let fate = match (self.end, self.dropped) {
+            (Some(_), _) => Fate::Completed,
+            (None, true) => Fate::Dropped,
+            (None, false) => Fate::Unfinished,
+        };
+        let slice = self.slice;
+        JobRecord {
+            job: job.id.clone(),
+            gpus: job.gpus,
+            arrival_s: job.arrival_s,
+            start_s: self.start,
+            end_s: self.end,
+            held_gpus: slice.map_or(0, |s| s.held),
+            stage: slice.map_or("", |s| s.stage),
+            leaves: slice.map_or(0, |s| s.leaves),
+            spines: slice.map_or(0, |s| s.spines),
+            started_as: slice.map(|s| s.role),
+            blocked_gpu: self.refused[0],
+            blocked_network: self.refused[1],
+            fate,
+        }
     }
 }
 

@@ -163,6 +163,10 @@ pub struct Report {
     /// Decisions per stage (`server`, `leaf`, `vclos`, `ocs-spine`, ...).
     pub stages: StageCounts,
     pub wall_ms: f64,
+    /// One record per trace job, in trace order (`vclos replay --jobs-out`,
+    /// [`super::JobRecord`]); not part of the JSON report.
+    #[serde(skip)]
+    pub job_records: Vec<super::JobRecord>,
 }
 
 impl Report {
@@ -231,6 +235,7 @@ impl Report {
             circuit_mismatches: 0,
             stages: StageCounts::new(),
             wall_ms: 0.0,
+            job_records: Vec::new(),
         }
     }
 }

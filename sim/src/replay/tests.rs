@@ -741,6 +741,22 @@ fn easy_backfill_starts_a_job_that_ends_before_the_heads_reservation() {
     let easy = replay(&mut Pool::new(4), &trace, backfill_easy(4)).unwrap();
     // c at 2 (backfilled), b still at 10, d at 15.
     assert_eq!(easy.backfilled_jobs, 1);
+    records_agree(&strict);
+    records_agree(&easy);
+    let c = &easy.job_records[2];
+    assert_eq!(
+        (c.job.as_str(), c.start_s, c.end_s),
+        ("c", Some(2.0), Some(7.0))
+    );
+    assert_eq!(c.started_as, Some(StartedAs::Behind));
+    // b was refused on GPUs when it arrived and when c ended.
+    assert_eq!(
+        (
+            easy.job_records[1].blocked_gpu,
+            easy.job_records[1].started_as
+        ),
+        (2, Some(StartedAs::Head))
+    );
     assert_eq!(easy.backfill, "easy");
     assert!((easy.avg_jwt_s - (0.0 + 9.0 + 0.0 + 12.0) / 4.0).abs() < 1e-9);
     assert_eq!(easy.completed, 4);
@@ -840,6 +856,16 @@ fn slice_reservations_keep_isolation_and_every_job_and_start_heads_on_time() {
     );
     assert_eq!(slices.completed, easy.completed);
     assert_eq!(slices.backfill, "slices");
+    records_agree(&easy);
+    records_agree(&slices);
+    let apart = slices
+        .job_records
+        .iter()
+        .filter(|j| j.started_as == Some(StartedAs::Apart));
+    assert!(
+        apart.count() > 0,
+        "no job started apart from a reserved slice"
+    );
     assert!(slices.backfilled_jobs > 0 && slices.reservations > 0);
     for r in [&easy, &slices] {
         assert_eq!(r.isolation_violations, 0);
@@ -857,6 +883,39 @@ fn slice_reservations_keep_isolation_and_every_job_and_start_heads_on_time() {
         slices.late_heads, 0,
         "{} of {} heads late",
         slices.late_heads, slices.reservations
+    );
+}
+
+/// The per-job records of `r` add up to its aggregates: one per job, the
+/// completed ones average `avg_jct_s`, the backfilled ones are those not
+/// started as the head, and the refused attempts are the report's.
+fn records_agree(r: &Report) {
+    let recs = &r.job_records;
+    assert_eq!(recs.len(), r.jobs);
+    let done: Vec<&JobRecord> = recs.iter().filter(|j| j.fate == Fate::Completed).collect();
+    assert_eq!(done.len(), r.completed);
+    let jct: f64 = done.iter().map(|j| j.end_s.unwrap() - j.arrival_s).sum();
+    assert!(
+        close(jct / done.len() as f64, r.avg_jct_s),
+        "{} vs {}",
+        jct,
+        r.avg_jct_s
+    );
+    assert!(done
+        .iter()
+        .all(|j| j.start_s.is_some() && j.held_gpus >= j.gpus));
+    let behind = recs
+        .iter()
+        .filter(|j| matches!(j.started_as, Some(StartedAs::Behind | StartedAs::Apart)));
+    assert_eq!(behind.count() as u64, r.backfilled_jobs);
+    let refused = |f: fn(&JobRecord) -> u32| recs.iter().map(|j| u64::from(f(j))).sum::<u64>();
+    assert_eq!(refused(|j| j.blocked_gpu), r.blocked_attempts_gpu);
+    assert_eq!(refused(|j| j.blocked_network), r.blocked_attempts_network);
+    let mut csv = Vec::new();
+    write_job_records(recs, &mut csv).unwrap();
+    assert_eq!(
+        String::from_utf8(csv).unwrap().lines().count(),
+        recs.len() + 1
     );
 }
 
