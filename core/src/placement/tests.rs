@@ -345,7 +345,7 @@ fn random_walk(policy: Policy, seed: u64, visit: impl FnMut(&FabricState, &JobRe
     random_walk_on(topo(8, 8, 2, 2), policy, seed, visit)
 }
 
-fn random_walk_on(
+pub(super) fn random_walk_on(
     t: Arc<Topology>,
     policy: Policy,
     seed: u64,

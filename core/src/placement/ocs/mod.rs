@@ -59,6 +59,7 @@ use crate::topology::{LeafId, PortRef, SpineId, Topology};
 type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
 
 mod several;
+mod spines_first;
 
 #[doc(hidden)]
 pub use several::stage3_wide;

@@ -11,8 +11,10 @@
 //!    patched now (a slice there needs no rewiring), then the exact search
 //!    of [`super::super::stage3`], which finds a slice whenever the shape
 //!    has one, walking the roomiest leaves and spines first, where a slice
-//!    is found (or ruled out) fastest. A budget exhausted is counted, never
-//!    silently taken as "no slice".
+//!    is found (or ruled out) fastest. A shape whose exact search runs out
+//!    of budget gets one more, cheap try, slots first and then leaves
+//!    ([`super::spines_first`]); only if that fails too is it counted as
+//!    cut off, never silently taken as "no slice".
 //!
 //! Until issue 13 the passes were interleaved per shape, so a job whose
 //! first shapes had no slice paid their exact searches (often the whole
@@ -60,6 +62,7 @@ use std::cmp::Reverse;
 
 use super::super::assign::{assign, Assignment, Budget, Cutoff};
 use super::super::stage3::{self, Problem};
+use super::spines_first::spines_first;
 use super::{spine_order, Pools, STAGE3_TRIES};
 use crate::decision::Stage;
 use crate::placement::local::Grain;
@@ -76,6 +79,8 @@ pub const SEARCH_BUDGET: u64 = 400;
 const QUICK_LIMIT: u64 = 2_000;
 /// Nodes the exact search may visit over every shape of one call.
 pub const CALL_BUDGET: u64 = 700;
+/// Leaf flows [`spines_first`] may run over every shape of one call.
+const RESCUE_FLOWS: u64 = 400;
 
 /// Stage 3: `l` virtual leaves x `s` ports over several spines, rewiring
 /// idle OCS ports; a leaf may host several virtual leaves (A.3, eq. 7-8):
@@ -164,22 +169,10 @@ fn several_spines_with(
     let t = grain.size(topo);
     // (shape, candidate leaves) of every shape with enough of them.
     let mut tried = Vec::new();
-    // (leaf, free units, usable uplinks), fewest free units first: the
-    // same for every shape.
-    let mut leaves: Vec<(LeafId, u32, u32)> = (0..topo.leaves.len() as u32)
-        .map(LeafId)
-        .map(|n| (n, grain.free(st, n), view.leaf_usable(n) as u32))
-        .filter(|&(_, free, _)| free > 0)
-        .collect();
-    leaves.sort_unstable_by_key(|&(n, free, _)| (free, n));
+    let leaves = leaves_by_fit(st, view, grain);
     for (l, s) in ocs_shapes(topo, k, t) {
         let per_vleaf = s / t;
-        // (leaf, virtual leaves it can host), in that order.
-        let cand: Vec<(LeafId, u32)> = leaves
-            .iter()
-            .map(|&(n, free, usable)| (n, (free / per_vleaf).min(usable / s)))
-            .filter(|&(_, a)| a > 0)
-            .collect();
+        let cand = candidates(&leaves, per_vleaf, s);
         if cand.iter().map(|&(_, a)| a).sum::<u32>() < l {
             continue;
         }
@@ -193,6 +186,7 @@ fn several_spines_with(
     // The links as patched now, for vClos's quick search in `exact`: built
     // only when the heuristic found nothing.
     let links = LinkView::of(st);
+    let mut flows = RESCUE_FLOWS;
     for ((l, s), cand) in tried {
         let grant = SEARCH_BUDGET.min(call.0);
         let mut shape = Budget(grant);
@@ -201,10 +195,48 @@ fn several_spines_with(
         match found {
             Ok(Some(plan)) => return Some(plan),
             Ok(None) => {}
-            Err(Cutoff) => *cutoffs += 1,
+            Err(Cutoff) => {
+                // Unsettled: slots first, then leaves (module
+                // `spines_first`), before counting it as cut off.
+                let rescue = spines_first(st, view, &cand, (l, s), (grain, s / t), &mut flows);
+                if rescue.is_some() {
+                    return rescue;
+                }
+                *cutoffs += 1;
+            }
         }
     }
     None
+}
+
+/// (leaf, free units, usable uplinks) of every leaf with a free unit,
+/// fewest free units first (the paper's best fit): the same for every shape.
+pub(super) fn leaves_by_fit(
+    st: &FabricState,
+    view: &OcsView,
+    grain: Grain,
+) -> Vec<(LeafId, u32, u32)> {
+    let mut leaves: Vec<(LeafId, u32, u32)> = (0..st.topology().leaves.len() as u32)
+        .map(LeafId)
+        .map(|n| (n, grain.free(st, n), view.leaf_usable(n) as u32))
+        .filter(|&(_, free, _)| free > 0)
+        .collect();
+    leaves.sort_unstable_by_key(|&(n, free, _)| (free, n));
+    leaves
+}
+
+/// A shape's candidate leaves (leaf, virtual leaves of `per_vleaf` units
+/// and `s` uplinks it can host), in [`leaves_by_fit`] order.
+pub(super) fn candidates(
+    leaves: &[(LeafId, u32, u32)],
+    per_vleaf: u32,
+    s: u32,
+) -> Vec<(LeafId, u32)> {
+    leaves
+        .iter()
+        .map(|&(n, free, usable)| (n, (free / per_vleaf).min(usable / s)))
+        .filter(|&(_, a)| a > 0)
+        .collect()
 }
 
 /// Slots per spine for `set` (leaf, virtual leaves): as few spines as
@@ -280,13 +312,13 @@ fn fill_spines(
     build(st, view, set, &slots, &x, &dx, per_vleaf)
 }
 
-fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
+pub(super) fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
     (0..view.k)
         .map(|o| view.leaf_on(n, o).len() as u32)
         .collect()
 }
 
-fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
+pub(super) fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
     (0..view.k)
         .map(|o| view.spine_on(m, o).len() as u32)
         .collect()
@@ -368,7 +400,7 @@ fn exact(
 /// slots), links per (leaf, spine, OCS) in `x` and over direct cables in
 /// `dx`. Each virtual leaf gets exactly one link to every slot and
 /// `per_vleaf` units of the grain.
-fn build(
+pub(super) fn build(
     st: &FabricState,
     view: &OcsView,
     set: &[(LeafId, u32)],
