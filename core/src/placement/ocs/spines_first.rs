@@ -22,8 +22,9 @@
 //!    check that skips most hopeless ones. Its flow is the leaf's OCS
 //!    assignment, taken off the spines' ports.
 //!
-//! Every link it plans runs through an OCS whose ports at both ends are
-//! idle and counted once, so a slice it returns is valid by construction
+//! Every link it plans runs through an OCS (free direct cables, on a
+//! fabric that has some, are left to the exact search) whose ports at both
+//! ends are idle and counted once, so a slice it returns is valid by construction
 //! (the state admits it with the full check, tested). It is a heuristic:
 //! a `None` proves nothing, and the shape stays counted as cut off. Each
 //! leaf's flow is one unit of [`FLOWS`] per shape (and of a per-call
@@ -71,8 +72,9 @@ pub(super) fn spines_first(
     search(st, view, cand, (l, s), per_vleaf, (call, true))
 }
 
-/// [`spines_first`]; `prune`: skip the flows the counts already answer (off only in the tests, which check that it
-/// changes nothing but the flows run).
+/// [`spines_first`]; `prune`: skip the flows the counts already answer
+/// (off only in the tests, which check that it changes nothing but the
+/// flows run).
 fn search(
     st: &FabricState,
     view: &OcsView,
@@ -174,6 +176,10 @@ fn slot_layout(
 /// The flow budget ran out.
 struct OutOfFlows;
 
+/// The leaves that joined (leaf, virtual leaves) and their links per
+/// (leaf, slot spine, OCS).
+type Joined = (Vec<(LeafId, u32)>, Assignment);
+
 /// One slot layout being filled with leaves.
 struct Fill<'a> {
     view: &'a OcsView,
@@ -188,13 +194,12 @@ struct Fill<'a> {
 impl Fill<'_> {
     /// Leaves from `cand`, roomiest first, until `l` virtual leaves are
     /// placed: the set and its links per (leaf, slot spine, OCS).
-    #[allow(clippy::type_complexity)]
     fn leaves(
         &mut self,
         cand: &[(LeafId, u32)],
         l: u32,
         s: u32,
-    ) -> Result<Option<(Vec<(LeafId, u32)>, Assignment)>, OutOfFlows> {
+    ) -> Result<Option<Joined>, OutOfFlows> {
         let mut left = l;
         // Virtual leaves the leaves not yet tried could host.
         let mut rest: u32 = cand.iter().map(|&(_, a)| a).sum();
