@@ -173,6 +173,7 @@ pub fn run(a: ReplayArgs) -> Result<ExitCode> {
         congestion: a.congestion,
         rearrange: a.rearrange as usize,
         moves: a.moves,
+        job_records: a.jobs_out.is_some(),
         ..ReplayOptions::for_topology(&topo)
     };
     let bar = progress_bar(jobs.len(), "jobs");

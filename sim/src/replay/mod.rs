@@ -93,6 +93,10 @@ pub struct ReplayOptions {
     /// paper's engine), and in which order their links change (`--moves`).
     pub rearrange: usize,
     pub moves: Moves,
+    /// Keep one [`JobRecord`] per job in [`Report::job_records`]
+    /// (`--jobs-out`); off by default, as a 10^7-job trace's records would
+    /// take gigabytes.
+    pub job_records: bool,
 }
 
 impl ReplayOptions {
@@ -243,6 +247,7 @@ pub fn replay_with_progress(
         },
         head_blocked: HeadBlocked::default(),
         rearrange: (opts.rearrange, opts.moves),
+        records: opts.job_records,
         index: if opts.rearrange > 0 {
             (trace.iter().enumerate())
                 .map(|(i, j)| (j.id.clone(), i))
@@ -332,6 +337,8 @@ struct Run<'a> {
     /// (built only when it is on: a move names its job).
     rearrange: (usize, Moves),
     index: HashMap<JobId, usize>,
+    /// [`ReplayOptions::job_records`].
+    records: bool,
 }
 
 /// What `--backfill` needs beyond the queue (module [`backfill`]).
@@ -845,9 +852,11 @@ impl Run<'_> {
             r.avg_cross_server_volume = o.cross_server_volume();
             r.cross_server_traffic = o.cross_server_traffic();
         }
-        r.job_records = (self.trace.iter().zip(&self.state))
-            .map(|(job, s)| s.record(job))
-            .collect();
+        if self.records {
+            r.job_records = (self.trace.iter().zip(&self.state))
+                .map(|(job, s)| s.record(job))
+                .collect();
+        }
         let a = self.ledger.audit();
         r.isolation_violations = a.isolation_violations;
         r.busy_rewires = a.busy_rewires;

@@ -738,7 +738,13 @@ fn easy_backfill_starts_a_job_that_ends_before_the_heads_reservation() {
     assert_eq!(strict.backfilled_jobs, 0);
     assert_eq!(strict.backfill, "none");
     assert!((strict.avg_jwt_s - (0.0 + 9.0 + 13.0 + 12.0) / 4.0).abs() < 1e-9);
-    let easy = replay(&mut Pool::new(4), &trace, backfill_easy(4)).unwrap();
+    let with_records = |o: ReplayOptions| ReplayOptions {
+        job_records: true,
+        ..o
+    };
+    assert!(strict.job_records.is_empty(), "records kept unasked");
+    let strict = replay(&mut Pool::new(4), &trace, with_records(fifo_on(4))).unwrap();
+    let easy = replay(&mut Pool::new(4), &trace, with_records(backfill_easy(4))).unwrap();
     // c at 2 (backfilled), b still at 10, d at 15.
     assert_eq!(easy.backfilled_jobs, 1);
     records_agree(&strict);
@@ -840,6 +846,7 @@ fn slice_reservations_keep_isolation_and_every_job_and_start_heads_on_time() {
         let mut p = crate::placement::placer(policy, std::sync::Arc::clone(&topo)).unwrap();
         let opts = ReplayOptions {
             backfill,
+            job_records: true,
             ..ReplayOptions::for_topology(&topo)
         };
         replay(p.as_mut(), &trace, opts).unwrap()
