@@ -92,51 +92,32 @@ fn search(
             }
         }
     }
+    // Each candidate's idle ports per OCS, the same for every layout.
+    let caps: Vec<Vec<u32>> = cand.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
     let grant = FLOWS.min(*call);
     let mut flows = grant;
-    let found = fill_layouts(
-        st,
-        view,
-        cand,
-        (l, s),
-        per_vleaf,
-        &layouts,
-        (&mut flows, prune),
-    );
-    *call -= grant - flows;
-    found
-}
-
-/// [`spines_first`] over the slot layouts, in order.
-fn fill_layouts(
-    st: &FabricState,
-    view: &OcsView,
-    cand: &[(LeafId, u32)],
-    (l, s): (u32, u32),
-    per_vleaf: (Grain, u32),
-    layouts: &[Vec<(SpineId, u32)>],
-    (flows, prune): (&mut u64, bool),
-) -> Option<Plan> {
     let mut graph = Flow::default();
-    for slots in layouts {
+    let mut found = None;
+    for slots in &layouts {
         let mut fill = Fill {
-            view,
             slots,
             room: slots.iter().map(|&(m, _)| spine_caps(view, m)).collect(),
-            flows,
+            flows: &mut flows,
             graph: &mut graph,
             prune,
         };
-        match fill.leaves(cand, l, s) {
+        match fill.leaves(cand, &caps, l, s) {
             Ok(Some((set, x))) => {
                 let dx = vec![vec![0; slots.len()]; set.len()];
-                return build(st, view, &set, slots, &x, &dx, per_vleaf);
+                found = build(st, view, &set, slots, &x, &dx, per_vleaf);
+                break;
             }
             Ok(None) => {}
-            Err(OutOfFlows) => return None,
+            Err(OutOfFlows) => break,
         }
     }
-    None
+    *call -= grant - flows;
+    found
 }
 
 /// Spines with idle OCS ports, most first: (spine, idle OCS ports).
@@ -182,7 +163,6 @@ type Joined = (Vec<(LeafId, u32)>, Assignment);
 
 /// One slot layout being filled with leaves.
 struct Fill<'a> {
-    view: &'a OcsView,
     slots: &'a [(SpineId, u32)],
     /// `room[j][o]`: idle ports of slot spine `j` on OCS `o` not yet taken.
     room: Vec<Vec<u32>>,
@@ -192,11 +172,13 @@ struct Fill<'a> {
 }
 
 impl Fill<'_> {
-    /// Leaves from `cand`, roomiest first, until `l` virtual leaves are
-    /// placed: the set and its links per (leaf, slot spine, OCS).
+    /// Leaves from `cand` (their idle ports per OCS in `caps`), roomiest
+    /// first, until `l` virtual leaves are placed: the set and its links
+    /// per (leaf, slot spine, OCS).
     fn leaves(
         &mut self,
         cand: &[(LeafId, u32)],
+        caps: &[Vec<u32>],
         l: u32,
         s: u32,
     ) -> Result<Option<Joined>, OutOfFlows> {
@@ -205,17 +187,17 @@ impl Fill<'_> {
         let mut rest: u32 = cand.iter().map(|&(_, a)| a).sum();
         let mut set = Vec::new();
         let mut x: Assignment = Vec::new();
-        for &(n, most) in cand.iter().rev() {
+        for (&(n, most), caps) in cand.iter().zip(caps).rev() {
             if rest < left {
                 return Ok(None);
             }
             rest -= most;
-            let caps = leaf_caps(self.view, n);
+            let ports: u32 = caps.iter().sum();
             for a in (1..=most.min(left)).rev() {
-                if caps.iter().sum::<u32>() < a * s {
+                if ports < a * s {
                     continue;
                 }
-                if let Some(links) = self.carry(&caps, a)? {
+                if let Some(links) = self.carry(caps, a)? {
                     set.push((n, a));
                     x.push(links);
                     left -= a;
