@@ -1,6 +1,7 @@
 //! Diagnostic (issue 13): every instance OCS-vClos's exact Stage 3 search
 //! is given while a trace is replayed, one JSON object a line, with the
-//! search's answer (`slice`, `none` or `cutoff`). `tools/stage3_ilp.py`
+//! search's answer (`slice`, `none`, `cutoff`, or `rescued`: cut off and
+//! then placed by the spines-first try). `tools/stage3_ilp.py`
 //! solves them again as an ILP of the paper's Appendix A.3 (HiGHS): it
 //! checks every `none` (a proof of "no slice") and says which `cutoff`
 //! shapes had a slice (docs/performance.md, "What the cut-off shapes are").
@@ -30,13 +31,13 @@ fn main() -> anyhow::Result<()> {
         writeln!(out)?;
     }
     out.flush()?;
+    let count = |o| found.iter().filter(|i| i.outcome == o).count();
     eprintln!(
-        "{} instances ({} cut off; the replay counted {} search cutoffs)",
+        "{} instances ({} cut off and left so, {} cut off and placed by spines first; \
+         the replay counted {} search cutoffs)",
         found.len(),
-        found
-            .iter()
-            .filter(|i| i.outcome == placement::Stage3Outcome::Cutoff)
-            .count(),
+        count(placement::Stage3Outcome::Cutoff),
+        count(placement::Stage3Outcome::Rescued),
         report.search_cutoffs
     );
     Ok(())

@@ -41,6 +41,8 @@ fn the_ilp_agrees_with_every_answer_the_exact_search_settled() {
     let found = placement::record_instances(false);
     let count = |o| found.iter().filter(|i| i.outcome == o).count();
     let (none, slice) = (count(Stage3Outcome::None), count(Stage3Outcome::Slice));
+    let rescued = count(Stage3Outcome::Rescued);
+    eprintln!("{none} none, {slice} slices, {rescued} rescued");
     assert!(
         none >= 20 && slice >= 5,
         "too few settled searches to check: {none} none, {slice} slices"
@@ -74,6 +76,9 @@ fn the_ilp_agrees_with_every_answer_the_exact_search_settled() {
     };
     assert_eq!(row("none kInfeasible"), none, "{stdout}");
     assert_eq!(row("slice kOptimal"), slice, "{stdout}");
+    // A shape spines-first placed after the exact search was cut off has
+    // a slice: the ILP must find one too.
+    assert_eq!(row("rescued kOptimal"), rescued, "{stdout}");
 }
 
 /// The tool's error for a file whose lines are `lines`.

@@ -2,7 +2,8 @@
 """Solve recorded OCS-vClos Stage 3 instances again as an ILP (HiGHS).
 
 Input: the JSON lines `examples/stage3_instances.rs` writes, one instance
-per line with the exact search's answer (`slice`, `none`, `cutoff`).
+per line with the exact search's answer (`slice`, `none`, `cutoff`, or
+`rescued`: cut off, then placed by the spines-first try).
 
 The ILP is the paper's Appendix A.3 (vClos, Stage 3 of OCS-vClos): `a_n`
 virtual leaves on leaf `n`, `t_m` slots on spine `m`, and per pair
@@ -14,13 +15,14 @@ binary `y`. It decides feasibility only (no objective): the search's
 answer is a slice or a proof that there is none, never an optimum.
 
 Usage:
-  stage3_ilp.py INSTANCES.jsonl [--only cutoff|none|slice] [--limit N]
+  stage3_ilp.py INSTANCES.jsonl [--only cutoff|none|slice|rescued] [--limit N]
                 [--time-limit S] [--check]
 
 Prints one line per instance and a table of (search answer, ILP status).
 With --check, exits 1 if the ILP contradicts the search on any instance it
 settled: a `none` the ILP finds a slice for (the search would not be
-complete), or a `slice` the ILP proves impossible (the ILP would be wrong).
+complete), or a `slice` or `rescued` the ILP proves impossible (the ILP,
+or the slice found, would be wrong).
 """
 import argparse
 import collections
@@ -33,6 +35,9 @@ import highspy
 MAX_LINE = 4 << 20  # bytes: an 8192-GPU instance is about 60 KB
 MAX_DIM = 4096  # leaves, spines or OCSes in one instance
 MAX_CELLS = 4_000_000  # (leaf, spine) pairs times OCSes and values of a_n: the model's size
+
+
+OUTCOMES = ("slice", "none", "cutoff", "rescued")
 
 
 class BadInput(Exception):
@@ -58,8 +63,8 @@ def parse(line):
         raise BadInput(f"not JSON ({e.msg})") from None
     if not isinstance(d, dict) or not isinstance(d.get("problem"), dict):
         raise BadInput("expected an object with a field problem")
-    if d.get("outcome") not in ("slice", "none", "cutoff"):
-        raise BadInput("field outcome: expected slice, none or cutoff")
+    if d.get("outcome") not in OUTCOMES:
+        raise BadInput("field outcome: expected slice, none, cutoff or rescued")
     for k in ("l", "s"):
         if not isinstance(d.get(k), int) or not 0 < d[k] < 1 << 20:
             raise BadInput(f"field {k}: expected a positive integer")
@@ -153,7 +158,7 @@ def feasible(d, time_limit):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("instances")
-    ap.add_argument("--only", choices=["cutoff", "none", "slice"])
+    ap.add_argument("--only", choices=OUTCOMES)
     ap.add_argument("--limit", type=int, default=0, help="at most N instances (0: all)")
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per instance")
     ap.add_argument("--check", action="store_true")
@@ -180,7 +185,8 @@ def main():
             print(f"line {no}: l={d['l']} s={d['s']} leaves={len(d['problem']['leaf_cap'])} "
                   f"spines={len(d['problem']['spine_cap'])} search={d['outcome']} ilp={status} {dt:.2f}s",
                   flush=True)
-            if (d["outcome"], status) in (("none", "kOptimal"), ("slice", "kInfeasible")):
+            if (d["outcome"], status) in (("none", "kOptimal"), ("slice", "kInfeasible"),
+                                          ("rescued", "kInfeasible")):
                 wrong.append(no)
             done += 1
             if a.limit and done >= a.limit:

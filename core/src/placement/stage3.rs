@@ -100,13 +100,15 @@ pub struct Instance {
 }
 
 /// A search's answer: a slice found, none exists (proven), or the budget
-/// ran out first.
+/// ran out first; `Rescued` is a cut-off search whose shape the
+/// spines-first try then placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Slice,
     None,
     Cutoff,
+    Rescued,
 }
 
 thread_local! {
@@ -127,6 +129,19 @@ pub fn record_instances(on: bool) -> Vec<Instance> {
         *rec = on.then(Vec::new);
         out
     })
+}
+
+/// Diagnostic only: while recording, mark the last instance (a cut-off
+/// search) as placed by the spines-first try, so the record separates the
+/// shapes left unsettled from those the rescue settled.
+pub(crate) fn mark_rescued() {
+    RECORDED.with_borrow_mut(|rec| {
+        if let Some(last) = rec.as_mut().and_then(|r| r.last_mut()) {
+            if last.outcome == Outcome::Cutoff {
+                last.outcome = Outcome::Rescued;
+            }
+        }
+    });
 }
 
 /// [`solve`]; with `cuts`, the relaxations are checked as minimum cuts

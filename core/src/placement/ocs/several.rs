@@ -200,6 +200,7 @@ fn several_spines_with(
                 // `spines_first`), before counting it as cut off.
                 let rescue = spines_first(st, view, &cand, (l, s), (grain, s / t), &mut flows);
                 if rescue.is_some() {
+                    stage3::mark_rescued();
                     return rescue;
                 }
                 *cutoffs += 1;
