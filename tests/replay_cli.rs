@@ -814,6 +814,10 @@ fn backfill_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
         ],
     );
     assert!(shallow["backfilled_jobs"].as_u64() < easy["backfilled_jobs"].as_u64());
+    // The depth each tried, reported; by default Slurm's bf_max_job_test.
+    assert_eq!(shallow["backfill_depth"], 1, "{shallow}");
+    assert_eq!(easy["backfill_depth"], 500, "{easy}");
+    assert_eq!(strict["backfill_depth"], 0, "{strict}");
     let err = replay_512_refused(&trace, "vclos", &["--backfill", "conservative"]);
     assert!(
         err.contains("conservative") && err.contains("slices"),
@@ -839,6 +843,7 @@ fn backfill_starts_jobs_behind_a_blocked_head_and_bad_values_are_refused() {
     let row = table.lines().find(|l| l.starts_with("backfill")).unwrap();
     assert!(
         row.contains("slice reservations")
+            && row.contains("depth 500;")
             && row.contains("heads started on theirs")
             && row.contains("late)"),
         "{row}"

@@ -101,7 +101,7 @@ pub(super) struct BackfillArgs {
     #[arg(long, value_parser = parse_backfill, default_value = "none")]
     backfill: Backfill,
     /// With `--backfill easy|slices`: jobs behind the head tried per change of
-    /// the fabric (like Slurm's bf_max_job_test).
+    /// the fabric (like Slurm's bf_max_job_test, whose default it shares).
     #[arg(long, value_name = "JOBS", default_value_t = replay::DEFAULT_BACKFILL_DEPTH as u32,
           value_parser = clap::value_parser!(u32).range(1..=100_000), requires = "backfill")]
     backfill_depth: u32,
@@ -240,13 +240,19 @@ fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
             "backfill",
             if r.reservations > 0 {
                 format!(
-                    "{} ({} jobs; {} slice reservations, {:.0} ms, {} heads started on theirs, {} late)",
+                    "{} ({} jobs, depth {}; {} slice reservations, {:.0} ms, {} heads started on theirs, {} late)",
                     r.backfill,
                     r.backfilled_jobs,
+                    r.backfill_depth,
                     r.reservations,
                     r.reservation_ms,
                     r.reserved_starts,
                     r.late_heads
+                )
+            } else if r.backfill_depth > 0 {
+                format!(
+                    "{} ({} jobs, depth {})",
+                    r.backfill, r.backfilled_jobs, r.backfill_depth
                 )
             } else {
                 format!("{} ({} jobs)", r.backfill, r.backfilled_jobs)

@@ -262,6 +262,7 @@ pub fn replay_with_progress(
         run.report.moves = opts.moves.to_string();
     }
     run.report.backfill = opts.backfill.to_string();
+    run.report.backfill_depth = opts.backfill.depth();
     if fair_share {
         run.report.network = "fair-share".to_string();
         run.report.congestion = format!("{:?}", opts_congestion).to_lowercase();

@@ -16,6 +16,9 @@ pub struct Report {
     /// `none`, or `easy` / `slices` when jobs may start behind a blocked
     /// head (`--backfill`, `super::backfill`).
     pub backfill: String,
+    /// Jobs behind the head tried per change of the fabric
+    /// (`--backfill-depth`); 0 without backfilling.
+    pub backfill_depth: usize,
     pub topology: String,
     /// Jobs in the trace.
     pub jobs: usize,
@@ -175,6 +178,7 @@ impl Report {
             policy: String::new(),
             queue,
             backfill: "none".to_string(),
+            backfill_depth: 0,
             topology: topology.to_string(),
             jobs,
             completed: 0,
