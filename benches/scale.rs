@@ -108,7 +108,9 @@ fn run_sliced(topo: &Arc<Topology>, jobs: &[Job]) -> Report {
     let state = vclos::state::FabricState::new(Arc::clone(topo));
     let mut placer = placement::placer_on(Policy::Vclos, state, options).expect("placer");
     let opts = ReplayOptions {
-        backfill: replay::Backfill::Slices { depth: 100 },
+        backfill: replay::Backfill::Slices {
+            depth: replay::DEFAULT_BACKFILL_DEPTH,
+        },
         ..ReplayOptions::for_topology(topo)
     };
     replay::replay(placer.as_mut(), jobs, opts).expect("replay")
