@@ -104,8 +104,9 @@ impl Backfill {
 
 /// Jobs tried behind the head when `--backfill-depth` is not given:
 /// Slurm's default `bf_max_job_test` (module doc). It was 100 (Slurm's
-/// default before); 500 lowers avg JCT by 3-26% on the hard traces at a
-/// similar replay wall (docs/performance.md, "Backfill depth").
+/// default before); 500 lowers avg JCT on most hard traces, by up to 26%
+/// (one of twelve measured rose by 3.6%), at a similar replay wall
+/// (docs/performance.md, "Backfill depth").
 pub const DEFAULT_DEPTH: usize = 500;
 
 impl fmt::Display for Backfill {

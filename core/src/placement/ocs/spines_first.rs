@@ -48,7 +48,7 @@
 //! leaves each, as the ILP's slices for these shapes look. On the shapes
 //! roomiest-first left cut off (FIFO, load 0.9, seed 1) best fit places
 //! 67 of 214 at 2048 GPUs and 178 of 470 at 8192 (a Python model of this
-//! module), and in the engine it cuts the cutoffs by another 14-35% under
+//! module), and in the engine it cuts the cutoffs by another 11-35% under
 //! FIFO and 36-45% with `--backfill slices --round-up 2`, avg JCT -7.1% to
 //! +2.6% (docs/performance.md, "Spines first, best fit first").
 
