@@ -231,33 +231,28 @@ fn table(r: &Report) -> String {
         .collect()
 }
 
+/// The report's `backfill` row: mode, jobs started behind the head, the
+/// depth tried (when backfilling) and the slice reservations (if any).
+fn backfill_row(r: &Report) -> String {
+    let mut row = format!("{} ({} jobs", r.backfill, r.backfilled_jobs);
+    if r.backfill_depth > 0 {
+        row += &format!(", depth {}", r.backfill_depth);
+    }
+    if r.reservations > 0 {
+        row += &format!(
+            "; {} slice reservations, {:.0} ms, {} heads started on theirs, {} late",
+            r.reservations, r.reservation_ms, r.reserved_starts, r.late_heads
+        );
+    }
+    row + ")"
+}
+
 /// The table's first rows: what was replayed and how its jobs fared.
 fn job_rows(r: &Report) -> Vec<(&'static str, String)> {
     vec![
         ("policy", r.policy.clone()),
         ("queue", r.queue.to_string()),
-        (
-            "backfill",
-            if r.reservations > 0 {
-                format!(
-                    "{} ({} jobs, depth {}; {} slice reservations, {:.0} ms, {} heads started on theirs, {} late)",
-                    r.backfill,
-                    r.backfilled_jobs,
-                    r.backfill_depth,
-                    r.reservations,
-                    r.reservation_ms,
-                    r.reserved_starts,
-                    r.late_heads
-                )
-            } else if r.backfill_depth > 0 {
-                format!(
-                    "{} ({} jobs, depth {})",
-                    r.backfill, r.backfilled_jobs, r.backfill_depth
-                )
-            } else {
-                format!("{} ({} jobs)", r.backfill, r.backfilled_jobs)
-            },
-        ),
+        ("backfill", backfill_row(r)),
         ("topology", r.topology.clone()),
         (
             "jobs",
