@@ -23,6 +23,20 @@
 //! Before the heuristic, one pair-blind max-flow ([`carriable`]) asks
 //! whether the links can pass through the OCS ports at all; most failing
 //! instances fail there, at one flow instead of two per OCS.
+//!
+//! **Spread, then as needed** (issue 13): the heuristic is first run with
+//! each leaf's and spine's ports capped per OCS at an even share
+//! ([`spread_caps`]: its links taken from the OCSes where it has the most
+//! idle ports, so what it keeps idle stays level across the OCSes, plus
+//! [`SPREAD_SLACK`]), and only if that fails with the full capacities.
+//! A port on OCS `o` reaches only ports on `o` (paper Section 7: each OCS
+//! is its own crossbar), so a leaf whose idle ports have all drifted onto
+//! a few OCSes can no longer reach the spines whose idle ports sit on the
+//! others. The plain heuristic fills OCS 0 first as far as it can, which is
+//! exactly that drift. On `u2k` seed 1 with `--backfill slices --round-up
+//! 2`, OCS-vClos's avg JCT was 57 416 s on 8 OCS, 51 454 s on 2 and 47 131
+//! s on one OCS of the same ports: the split alone cost 22%
+//! (docs/performance.md, "OCS drift and leaf leftovers").
 
 use super::flow::Flow;
 
@@ -42,7 +56,41 @@ pub fn assign(
     if !fits {
         return None;
     }
-    assign_by_ocs(need, leaf_cap, spine_cap)
+    let spread = (spread_caps(leaf_cap, &ld), spread_caps(spine_cap, &sd));
+    assign_by_ocs(need, &spread.0, &spread.1).or_else(|| assign_by_ocs(need, leaf_cap, spine_cap))
+}
+
+/// Links a vertex may put on one OCS beyond its even share in the spread
+/// pass of [`assign`]: 0 made the pass fail too often (its fallback fills
+/// OCS 0 first), 2 spread too little (docs/performance.md, "OCS drift and
+/// leaf leftovers").
+const SPREAD_SLACK: u32 = 1;
+
+/// Per vertex (a row of `cap`: idle ports per OCS) and its `deg` links,
+/// the ports it may use on each OCS in [`assign`]'s spread pass: the links
+/// taken one by one from the OCS where it has the most idle ports left
+/// (lowest OCS on ties), so what stays idle is as level as it can be, plus
+/// [`SPREAD_SLACK`], never above the capacity.
+fn spread_caps(cap: &[Vec<u32>], deg: &[u32]) -> Vec<Vec<u32>> {
+    cap.iter()
+        .zip(deg)
+        .map(|(row, &d)| {
+            let mut left = row.clone();
+            let mut take = vec![0u32; row.len()];
+            for _ in 0..d {
+                let most = (0..row.len())
+                    .filter(|&o| left[o] > 0)
+                    .max_by_key(|&o| (left[o], std::cmp::Reverse(o)));
+                let Some(o) = most else { break };
+                left[o] -= 1;
+                take[o] += 1;
+            }
+            take.iter()
+                .zip(row)
+                .map(|(&t, &c)| (t + SPREAD_SLACK).min(c))
+                .collect()
+        })
+        .collect()
 }
 
 thread_local! {
@@ -391,6 +439,28 @@ mod tests {
         let sc = vec![vec![2, 2]; 4];
         let x = assign(&need, &lc, &sc).unwrap();
         valid(&x, &need, &lc, &sc);
+    }
+
+    /// A leaf with 4 idle ports on each of 4 OCSes and 4 links to give:
+    /// the plain heuristic puts all 4 on OCS 0, the spread pass one on
+    /// each, leaving 3 idle on every OCS (issue 13, module doc).
+    #[test]
+    fn links_are_spread_so_idle_ports_stay_level_across_the_ocses() {
+        let need = vec![vec![2, 2]];
+        let lc = vec![vec![4; 4]];
+        let sc = vec![vec![4; 4]; 2];
+        assert_eq!(spread_caps(&lc, &[4]), vec![vec![2; 4]]);
+        let x = assign(&need, &lc, &sc).unwrap();
+        valid(&x, &need, &lc, &sc);
+        let per_ocs: Vec<u32> = (0..4).map(|o| x[0].iter().map(|p| p[o]).sum()).collect();
+        assert!(per_ocs.iter().all(|&n| n <= 2), "not spread: {per_ocs:?}");
+        assert_eq!(
+            assign_by_ocs(&need, &lc, &sc).unwrap()[0][0],
+            vec![2, 0, 0, 0]
+        );
+        // Ports already uneven: the links come from the fullest OCSes.
+        assert_eq!(spread_caps(&[vec![1, 4, 2]], &[3]), vec![vec![1, 4, 1]]);
+        assert_eq!(spread_caps(&[vec![0, 2]], &[5]), vec![vec![0, 2]]);
     }
 
     /// Every leaf's and spine's links fit its ports, summed over the OCSes.

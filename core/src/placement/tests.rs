@@ -301,6 +301,42 @@ fn ocs_stage3_uses_as_few_spines_as_possible() {
 }
 
 #[test]
+fn ocs_stage3_takes_the_leaf_set_that_leaves_the_fewest_servers_stranded() {
+    // 10 leaves x 4 servers (T = 2), 8 spines, 2 OCS. Leaves 1-3 have 1, 2
+    // and 2 idle servers, leaves 4-6 are idle, 7-10 busy. A 9-server job (odd: no
+    // two-leaf stage) has two shapes. The paper's first, 3 virtual leaves
+    // of 3 servers, fits only leaves 4-6 and would strand a server on
+    // each; 9 virtual leaves of 1 server on leaves 1-4 use up every server
+    // they touch, and leaves 5 and 6 stay whole for jobs that need whole
+    // leaves (several module doc).
+    let t = crate::topology::generate::loaded(&crate::topology::generate::Params {
+        name: "g".into(),
+        leaves: 10,
+        spines: 8,
+        gpus_per_server: 2,
+        servers_per_leaf: Some(4),
+        ocs: 2,
+        allow_oversubscription: false,
+    });
+    let mut st = FabricState::new(t.clone());
+    let busy = [(0, 3), (1, 2), (2, 2), (6, 4), (7, 4), (8, 4), (9, 4)];
+    for (n, busy) in busy {
+        for &s in &t.leaf(LeafId(n)).servers[..busy] {
+            st.admit(&blocker(&st, &format!("x{}", s.index()), s, &[]))
+                .unwrap();
+        }
+    }
+    let mut p = OcsVclosPlacer::with_state(st);
+    let d = placed(p.place(&req("j", 18)).unwrap());
+    assert_eq!(d.stage, Stage::OcsVclos);
+    check_shape(&d);
+    let st = p.state();
+    let idle: Vec<u32> = (0..6).map(|n| st.idle_servers(LeafId(n))).collect();
+    assert_eq!(idle, vec![0, 0, 0, 0, 4, 4], "{:?}", d.vclos.leaves);
+    assert_eq!(d.vclos.leaves.len(), 4);
+}
+
+#[test]
 fn ocs_stage3_hosts_several_virtual_leaves_on_one_leaf() {
     // 4 leaves x 2 servers (T = 2), 4 spines, 2 OCS. Leaves 3 and 4 are
     // busy, leaf 2 has one idle server: 3 idle servers on 2 leaves. A job

@@ -6,7 +6,18 @@
 //! 1. per shape, a few leaf sets (fewest idle servers first), each with one
 //!    slot layout ([`slot_layout`]: as few spines as possible) and the flow
 //!    heuristic of [`super::super::assign`]: cheap, and it finds most
-//!    slices (about 80% of Stage 3 admissions on the hard traces);
+//!    slices (about 80% of Stage 3 admissions on the hard traces). The
+//!    sets of every shape are tried together, those whose leaves keep the
+//!    fewest units idle first (best fit across shapes: the rule eq. 12
+//!    applies to the leaves of one shape, fullest leaves first; the
+//!    paper's shape order breaks ties). Shape by shape, the first shape
+//!    (fewest, so largest, virtual leaves) took whole idle leaves while
+//!    partly used ones stayed partly used, and the large jobs that need
+//!    whole leaves later found none: on `u2k` seeds 1-3 with `--backfill
+//!    slices --round-up 2`, together with the spread OCS assignment
+//!    ([`super::super::assign`] module doc), avg JCT fell by 12-31% (and
+//!    by 18-31% at 8192 GPUs), and the FIFO cutoffs by 58-82%
+//!    (docs/performance.md, "OCS drift and leaf leftovers");
 //! 2. per shape the heuristic missed, vClos's search on the links as
 //!    patched now (a slice there needs no rewiring), then the exact search
 //!    of [`super::super::stage3`], which finds a slice whenever the shape
@@ -167,8 +178,10 @@ fn several_spines_with(
 ) -> Option<Plan> {
     let topo = st.topology();
     let t = grain.size(topo);
-    // (shape, candidate leaves) of every shape with enough of them.
+    // (shape, candidate leaves) of every shape with enough of them, and
+    // (units its leaves keep idle, shape index, leaf set) of their sets.
     let mut tried = Vec::new();
+    let mut sets = Vec::new();
     let leaves = leaves_by_fit(st, view, grain);
     for (l, s) in ocs_shapes(topo, k, t) {
         let per_vleaf = s / t;
@@ -177,11 +190,22 @@ fn several_spines_with(
             continue;
         }
         for set in pick(&cand, l) {
-            if let Some(plan) = fill_spines(st, view, &set, s as usize, (grain, per_vleaf)) {
-                return Some(plan);
-            }
+            let left = set
+                .iter()
+                .map(|&(n, a)| grain.free(st, n).saturating_sub(a * per_vleaf))
+                .sum::<u32>();
+            sets.push((left, tried.len(), set));
         }
         tried.push(((l, s), cand));
+    }
+    // Fewest units left idle first; a stable sort keeps the paper's shape
+    // order (and `pick`'s) among equals.
+    sets.sort_by_key(|&(left, _, _)| left);
+    for (_, i, set) in sets {
+        let ((_, s), _) = tried[i];
+        if let Some(plan) = fill_spines(st, view, &set, s as usize, (grain, s / t)) {
+            return Some(plan);
+        }
     }
     // The links as patched now, for vClos's quick search in `exact`: built
     // only when the heuristic found nothing.
