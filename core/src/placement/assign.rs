@@ -61,9 +61,11 @@ pub fn assign(
 }
 
 /// Links a vertex may put on one OCS beyond its even share in the spread
-/// pass of [`assign`]: 0 made the pass fail too often (its fallback fills
-/// OCS 0 first), 2 spread too little (docs/performance.md, "OCS drift and
-/// leaf leftovers").
+/// pass of [`assign`]. Measured on `u2k` seed 1 with `--backfill slices
+/// --round-up 2` (docs/performance.md, "OCS drift and leaf leftovers"):
+/// 0 did worse than 1 (58 900 s against 57 551 s avg JCT, the pass
+/// failing more often and falling back to OCS 0 first), and with the
+/// leaf-leftover order of Stage 3 so did 2 (53 060 s against 51 672 s).
 const SPREAD_SLACK: u32 = 1;
 
 /// Per vertex (a row of `cap`: idle ports per OCS) and its `deg` links,
@@ -442,8 +444,9 @@ mod tests {
     }
 
     /// A leaf with 4 idle ports on each of 4 OCSes and 4 links to give:
-    /// the plain heuristic puts all 4 on OCS 0, the spread pass one on
-    /// each, leaving 3 idle on every OCS (issue 13, module doc).
+    /// the plain heuristic puts all 4 on OCS 0; the spread pass caps each
+    /// OCS at an even share of one plus [`SPREAD_SLACK`], so at most 2
+    /// (issue 13, module doc).
     #[test]
     fn links_are_spread_so_idle_ports_stay_level_across_the_ocses() {
         let need = vec![vec![2, 2]];

@@ -17,11 +17,13 @@
 //!    so an earlier leaf is re-routed through another OCS when that makes
 //!    room for the next.
 //! 3. **Several spines** (Stage 3, A.3): `l` virtual leaves x `s` ports,
-//!    tried in [`super::shapes`] order. A leaf may host several virtual
-//!    leaves of the job (eq. 7-8: the OCS gives it parallel links, one per
-//!    virtual leaf), and a spine may carry several virtual-spine slots. A
-//!    cheap heuristic (leaf windows, a fewest-spines slot layout, the flow
-//!    assignment of [`super::assign`]) runs first; then the exact search of
+//!    tried in [`super::shapes`] order (the cheap pass takes the leaf
+//!    sets of every shape together, fewest units stranded first). A leaf
+//!    may host several virtual leaves of the job (eq. 7-8: the OCS gives
+//!    it parallel links, one per virtual leaf), and a spine may carry
+//!    several virtual-spine slots. A cheap heuristic (leaf windows, a
+//!    fewest-spines slot layout, the flow assignment of
+//!    [`super::assign`]) runs first; then the exact search of
 //!    [`super::stage3`], which finds a slice whenever the shape has one,
 //!    within a node budget whose exhaustion is counted (`search_cutoffs`).
 //!    Details and the reasons for the order: [`several`].
