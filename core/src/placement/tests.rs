@@ -303,8 +303,8 @@ fn ocs_stage3_uses_as_few_spines_as_possible() {
 #[test]
 fn ocs_stage3_takes_the_leaf_set_that_leaves_the_fewest_servers_stranded() {
     // 10 leaves x 4 servers (T = 2), 8 spines, 2 OCS. Leaves 1-3 have 1, 2
-    // and 2 idle servers, leaves 4-6 are idle, 7-10 busy. A 9-server job (odd: no
-    // two-leaf stage) has two shapes. The paper's first, 3 virtual leaves
+    // and 2 idle servers, leaves 4-6 are idle, 7-10 busy. A 9-server job
+    // (odd: no two-leaf stage) has two shapes. The paper's first, 3 virtual leaves
     // of 3 servers, fits only leaves 4-6 and would strand a server on
     // each; 9 virtual leaves of 1 server on leaves 1-4 use up every server
     // they touch, and leaves 5 and 6 stay whole for jobs that need whole
