@@ -309,15 +309,7 @@ fn ocs_stage3_takes_the_leaf_set_that_leaves_the_fewest_servers_stranded() {
     // each; 9 virtual leaves of 1 server on leaves 1-4 use up every server
     // they touch, and leaves 5 and 6 stay whole for jobs that need whole
     // leaves (several module doc).
-    let t = crate::topology::generate::loaded(&crate::topology::generate::Params {
-        name: "g".into(),
-        leaves: 10,
-        spines: 8,
-        gpus_per_server: 2,
-        servers_per_leaf: Some(4),
-        ocs: 2,
-        allow_oversubscription: false,
-    });
+    let t = topo(10, 8, 2, 2);
     let mut st = FabricState::new(t.clone());
     let busy = [(0, 3), (1, 2), (2, 2), (6, 4), (7, 4), (8, 4), (9, 4)];
     for (n, busy) in busy {
