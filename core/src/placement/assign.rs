@@ -46,10 +46,10 @@ pub type Assignment = Vec<Vec<Vec<u32>>>;
 /// Assign `need[i][j]` links between leaf `i` and spine `j` to OCSes, with
 /// at most `leaf_cap[i][o]` links of leaf `i` and `spine_cap[j][o]` links of
 /// spine `j` on OCS `o`.
-pub fn assign(
+pub fn assign<L: AsRef<[u32]>, S: AsRef<[u32]>>(
     need: &[Vec<u32>],
-    leaf_cap: &[Vec<u32>],
-    spine_cap: &[Vec<u32>],
+    leaf_cap: &[L],
+    spine_cap: &[S],
 ) -> Option<Assignment> {
     let (ld, sd) = degrees(need, spine_cap.len());
     let fits = SCRATCH.with_borrow_mut(|flow| carriable((leaf_cap, spine_cap), (&ld, &sd), flow));
@@ -73,11 +73,12 @@ const SPREAD_SLACK: u32 = 1;
 /// taken one by one from the OCS where it has the most idle ports left
 /// (lowest OCS on ties), so what stays idle is as level as it can be, plus
 /// [`SPREAD_SLACK`], never above the capacity.
-fn spread_caps(cap: &[Vec<u32>], deg: &[u32]) -> Vec<Vec<u32>> {
+fn spread_caps<C: AsRef<[u32]>>(cap: &[C], deg: &[u32]) -> Vec<Vec<u32>> {
     cap.iter()
         .zip(deg)
         .map(|(row, &d)| {
-            let mut left = row.clone();
+            let row = row.as_ref();
+            let mut left = row.to_vec();
             let mut take = vec![0u32; row.len()];
             for _ in 0..d {
                 let most = (0..row.len())
@@ -117,23 +118,23 @@ fn degrees(need: &[Vec<u32>], ns: usize) -> (Vec<u32>, Vec<u32>) {
 /// OCS, and on the hard traces it refuses 94% of the instances the
 /// heuristic cannot assign (issue 13; docs/performance.md, "Cheaper Stage
 /// 3 calls"). `flow` is scratch, kept for its allocations.
-fn carriable(
-    (leaf_cap, spine_cap): (&[Vec<u32>], &[Vec<u32>]),
+fn carriable<L: AsRef<[u32]>, S: AsRef<[u32]>>(
+    (leaf_cap, spine_cap): (&[L], &[S]),
     (ld, sd): (&[u32], &[u32]),
     flow: &mut Flow,
 ) -> bool {
     let (nl, ns) = (leaf_cap.len(), spine_cap.len());
-    let k = spine_cap.first().map_or(0, Vec::len);
+    let k = spine_cap.first().map_or(0, |c| c.as_ref().len());
     // Nodes: 0 source, 1 sink, leaves, OCSes, spines.
     flow.reset(2 + nl + k + ns);
     for (i, caps) in leaf_cap.iter().enumerate() {
         flow.add_cap(0, 2 + i, ld[i]);
-        for (o, &c) in caps.iter().enumerate() {
+        for (o, &c) in caps.as_ref().iter().enumerate() {
             flow.add_cap(2 + i, 2 + nl + o, c);
         }
     }
     for (j, caps) in spine_cap.iter().enumerate() {
-        for (o, &c) in caps.iter().enumerate() {
+        for (o, &c) in caps.as_ref().iter().enumerate() {
             flow.add_cap(2 + nl + o, 2 + nl + k + j, c);
         }
         flow.add_cap(2 + nl + k + j, 1, sd[j]);
@@ -142,14 +143,14 @@ fn carriable(
 }
 
 /// [`assign`]'s heuristic: the OCSes one at a time (module doc).
-fn assign_by_ocs(
+fn assign_by_ocs<L: AsRef<[u32]>, S: AsRef<[u32]>>(
     need: &[Vec<u32>],
-    leaf_cap: &[Vec<u32>],
-    spine_cap: &[Vec<u32>],
+    leaf_cap: &[L],
+    spine_cap: &[S],
 ) -> Option<Assignment> {
     let nl = need.len();
     let ns = spine_cap.len();
-    let k = spine_cap.first().map_or(0, Vec::len);
+    let k = spine_cap.first().map_or(0, |c| c.as_ref().len());
     let mut rem: Vec<Vec<u32>> = need.to_vec();
     let mut x = vec![vec![vec![0u32; k]; ns]; nl];
     for o in 0..k {
@@ -165,10 +166,10 @@ fn assign_by_ocs(
             (lo <= hi).then_some((lo, hi))
         };
         let lb: Vec<(u32, u32)> = (0..nl)
-            .map(|i| bounds(ld[i], &leaf_cap[i]))
+            .map(|i| bounds(ld[i], leaf_cap[i].as_ref()))
             .collect::<Option<_>>()?;
         let sb: Vec<(u32, u32)> = (0..ns)
-            .map(|j| bounds(sd[j], &spine_cap[j]))
+            .map(|j| bounds(sd[j], spine_cap[j].as_ref()))
             .collect::<Option<_>>()?;
         // Nodes: 0 S, 1 T, 2 SS, 3 TT, leaves, spines.
         let (s, t, ss, tt) = (0, 1, 2, 3);

@@ -116,6 +116,12 @@ thread_local! {
     static RECORDED: RefCell<Option<Vec<Instance>>> = const { RefCell::new(None) };
 }
 
+/// Whether [`record_instances`] is on (then every search is recorded, so
+/// none may be answered without [`solve`]).
+pub(crate) fn recording() -> bool {
+    RECORDED.with_borrow(Option::is_some)
+}
+
 /// Diagnostic only (`examples/stage3_instances.rs`, docs/performance.md
 /// "What the cut-off shapes are"): with `on`, start recording every
 /// instance the exact search is given on this thread (and its answer);

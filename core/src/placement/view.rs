@@ -183,6 +183,13 @@ pub struct OcsView {
     /// every spine of every candidate leaf set) take constant time.
     leaf_direct: Vec<u32>,
     spine_direct: Vec<u32>,
+    /// `leaf_caps[leaf * k + ocs]`: the length of `leaf_on(leaf, ocs)`, so
+    /// that Stage 3 borrows a leaf's per-OCS counts instead of collecting
+    /// them for every leaf of every candidate set (issue 13: with
+    /// `--partial-servers` those small vectors were a tenth of the wall).
+    leaf_caps: Vec<u32>,
+    /// The same per spine.
+    spine_caps: Vec<u32>,
     /// [`OcsView::reach`] of the (leaf, spine) pairs asked so far.
     reach: Reach,
 }
@@ -263,8 +270,11 @@ impl OcsView {
             leaf_direct[n.index()] += 1;
             spine_direct[m.index()] += 1;
         }
+        let lengths = |start: &[u32]| start.windows(2).map(|w| w[1] - w[0]).collect();
         OcsView {
             k,
+            leaf_caps: lengths(&leaf_start),
+            spine_caps: lengths(&spine_start),
             leaf_ocs,
             leaf_start,
             spine_ocs,
@@ -283,6 +293,14 @@ impl OcsView {
     pub fn spine_on(&self, spine: SpineId, o: usize) -> &[(u16, u16)] {
         let i = spine.index() * self.k + o;
         &self.spine_ocs[self.spine_start[i] as usize..self.spine_start[i + 1] as usize]
+    }
+    /// Per OCS, how many uplinks of `leaf` it can use (`leaf_on`'s lengths).
+    pub fn leaf_caps(&self, leaf: LeafId) -> &[u32] {
+        &self.leaf_caps[leaf.index() * self.k..(leaf.index() + 1) * self.k]
+    }
+    /// Per OCS, how many ports of `spine` it can use.
+    pub fn spine_caps(&self, spine: SpineId) -> &[u32] {
+        &self.spine_caps[spine.index() * self.k..(spine.index() + 1) * self.k]
     }
     /// Usable uplinks of `leaf` (through any OCS, or direct).
     pub fn leaf_usable(&self, leaf: LeafId) -> usize {
@@ -381,8 +399,8 @@ mod tests {
         }
     }
 
-    /// A leaf's or spine's usable count, and a pair's reach, are their
-    /// per-OCS lists and their free direct cables, on an all-OCS fabric
+    /// A leaf's or spine's usable count, per-OCS counts, and a pair's
+    /// reach, are their per-OCS lists and their free direct cables, on an all-OCS fabric
     /// and on one of direct cables only, as jobs take some of them; a view
     /// that has built its reach table equals one that has not.
     #[test]
@@ -409,12 +427,16 @@ mod tests {
                 let topo = st.topology();
                 for n in (0..topo.leaves.len() as u32).map(LeafId) {
                     let lists: usize = (0..v.k).map(|o| v.leaf_on(n, o).len()).sum();
+                    let caps: Vec<u32> = (0..v.k).map(|o| v.leaf_on(n, o).len() as u32).collect();
+                    assert_eq!(v.leaf_caps(n), caps, "{ocs} OCS: leaf {n:?}");
                     let direct = v.direct.iter().filter(|d| d.0 == n).count();
                     assert_eq!(v.leaf_usable(n), lists + direct, "{ocs} OCS: leaf {n:?}");
                     seen.insert(("leaf", v.leaf_usable(n)));
                 }
                 for m in (0..topo.spines.len() as u32).map(SpineId) {
                     let lists: usize = (0..v.k).map(|o| v.spine_on(m, o).len()).sum();
+                    let caps: Vec<u32> = (0..v.k).map(|o| v.spine_on(m, o).len() as u32).collect();
+                    assert_eq!(v.spine_caps(m), caps, "{ocs} OCS: spine {m:?}");
                     let direct = v.direct.iter().filter(|d| d.2 == m).count();
                     assert_eq!(v.spine_usable(m), lists + direct, "{ocs} OCS: spine {m:?}");
                     seen.insert(("spine", v.spine_usable(m)));

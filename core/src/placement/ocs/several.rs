@@ -40,7 +40,8 @@
 //! size `--round-up` tries, too), a unit being one search node or one max-flow it runs
 //! (a node at the spine level runs one flow per chosen leaf, so counting
 //! nodes alone let one node cost a hundred flows); shapes left without
-//! budget count as cut off. Before, each shape had a 2 000-node pass in the
+//! budget count as cut off, unless the search's bounds rule them out,
+//! which [`no_budget`] checks without building their instances. Before, each shape had a 2 000-node pass in the
 //! paper's preference order and then 20 000 nodes roomiest-first: the
 //! preference pass rarely settled a shape, and a blocked call could take a
 //! second. On the 5000-job hard traces of docs/performance.md ("Placement
@@ -214,7 +215,13 @@ fn several_spines_with(
     for ((l, s), cand) in tried {
         let grant = SEARCH_BUDGET.min(call.0);
         let mut shape = Budget(grant);
-        let found = exact(st, view, &links, &cand, (l, s), (grain, s / t), &mut shape);
+        let found = exact(
+            (st, view, &links),
+            &cand,
+            (l, s),
+            (grain, s / t),
+            &mut shape,
+        );
         call.0 -= grant - shape.0;
         match found {
             Ok(Some(plan)) => return Some(plan),
@@ -311,7 +318,7 @@ fn fill_spines(
     s: usize,
     per_vleaf: (Grain, u32),
 ) -> Option<Plan> {
-    let leaf_cap: Vec<Vec<u32>> = set.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
+    let leaf_cap: Vec<&[u32]> = set.iter().map(|&(n, _)| view.leaf_caps(n)).collect();
     let slots = slot_layout(st, view, set, s)?;
     let dx: Vec<Vec<u32>> = set
         .iter()
@@ -332,35 +339,42 @@ fn fill_spines(
                 .collect()
         })
         .collect();
-    let spine_cap: Vec<Vec<u32>> = slots.iter().map(|&(m, _)| spine_caps(view, m)).collect();
+    let spine_cap: Vec<&[u32]> = slots.iter().map(|&(m, _)| view.spine_caps(m)).collect();
     let x = assign(&need, &leaf_cap, &spine_cap)?;
     build(st, view, set, &slots, &x, &dx, per_vleaf)
 }
 
 pub(super) fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
-    (0..view.k)
-        .map(|o| view.leaf_on(n, o).len() as u32)
-        .collect()
+    view.leaf_caps(n).to_vec()
 }
 
 pub(super) fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
-    (0..view.k)
-        .map(|o| view.spine_on(m, o).len() as u32)
-        .collect()
+    view.spine_caps(m).to_vec()
 }
 
 /// The exact search for one shape over the candidate leaves `cand` (leaf,
 /// virtual leaves it can host) and every spine with room for a slot.
 fn exact(
-    st: &FabricState,
-    view: &OcsView,
-    links: &LinkView,
+    (st, view, links): (&FabricState, &OcsView, &LinkView),
     cand: &[(LeafId, u32)],
     (l, s): (u32, u32),
     per_vleaf: (Grain, u32),
     budget: &mut Budget,
 ) -> Result<Option<Plan>, Cutoff> {
+    // vClos's quick search on the links as patched (a slice there needs no
+    // rewiring), then the complete search, roomiest leaves and spines
+    // first, where a slice is found (or ruled out) fastest (module doc).
+    // Bounded by its own node limit: a cut-off quick search is no answer,
+    // and the complete search below still decides.
     let grain = per_vleaf.0;
+    let quick = (l as usize, s as usize);
+    let found = vclos::find_slice(st, grain, links, quick, vclos::DEFAULT_BUDGET, QUICK_LIMIT);
+    if let Ok(Some(plan)) = found {
+        return Ok(Some(plan));
+    }
+    if budget.0 == 0 && !stage3::recording() {
+        return no_budget((st, view), cand, (l, s));
+    }
     let ns = st.topology().spines.len();
     let mut direct = vec![vec![0u32; ns]; st.topology().leaves.len()];
     for &(n, _, m, _) in view.direct() {
@@ -368,25 +382,35 @@ fn exact(
     }
     // Preference order; equal leaves (spines) end up adjacent, which is
     // what the search's symmetry cut looks at.
-    let mut leaves: Vec<(u32, Vec<u32>, LeafId, u32)> = cand
+    // Rows of direct cables are compared only when there are any (a row
+    // has an entry per spine: on a fabric without direct cables, comparing
+    // equal rows of zeros was most of this sort).
+    let rows = !view.direct().is_empty();
+    let row = |n: LeafId| {
+        if rows {
+            &direct[n.index()][..]
+        } else {
+            &[][..]
+        }
+    };
+    let mut leaves: Vec<(u32, &[u32], LeafId, u32)> = cand
         .iter()
-        .map(|&(n, a)| (grain.free(st, n), leaf_caps(view, n), n, a))
+        .map(|&(n, a)| (grain.free(st, n), view.leaf_caps(n), n, a))
         .collect();
-    leaves.sort_by(|x, y| {
-        (x.0, &x.1, &direct[x.2.index()], x.2).cmp(&(y.0, &y.1, &direct[y.2.index()], y.2))
-    });
-    let mut spines: Vec<(u32, Vec<u32>, SpineId)> = spine_order(st, view, l as usize)
+    // Unstable: no two entries are equal (one per leaf).
+    leaves.sort_unstable_by(|x, y| (x.0, x.1, row(x.2), x.2).cmp(&(y.0, y.1, row(y.2), y.2)));
+    let mut spines: Vec<(u32, &[u32], SpineId)> = spine_order(st, view, l as usize)
         .into_iter()
-        .map(|m| (st.free_spine_ports(m), spine_caps(view, m), m))
+        .map(|m| (st.free_spine_ports(m), view.spine_caps(m), m))
         .collect();
-    spines.sort();
-    let solve = |leaves: &[(u32, Vec<u32>, LeafId, u32)],
-                 spines: &[(u32, Vec<u32>, SpineId)],
+    spines.sort_unstable();
+    let solve = |leaves: &[(u32, &[u32], LeafId, u32)],
+                 spines: &[(u32, &[u32], SpineId)],
                  budget: &mut Budget| {
         let p = Problem {
             leaf_max: leaves.iter().map(|x| x.3).collect(),
-            leaf_cap: leaves.iter().map(|x| x.1.clone()).collect(),
-            spine_cap: spines.iter().map(|x| x.1.clone()).collect(),
+            leaf_cap: leaves.iter().map(|x| x.1.to_vec()).collect(),
+            spine_cap: spines.iter().map(|x| x.1.to_vec()).collect(),
             direct: leaves
                 .iter()
                 .map(|x| {
@@ -405,20 +429,57 @@ fn exact(
             (set, slots, sol.x, sol.dx)
         }))
     };
-    // vClos's quick search on the links as patched (a slice there needs no
-    // rewiring), then the complete search, roomiest leaves and spines
-    // first, where a slice is found (or ruled out) fastest (module doc).
-    // Bounded by its own node limit: a cut-off quick search is no answer,
-    // and the complete search below still decides.
-    let quick = (l as usize, s as usize);
-    let found = vclos::find_slice(st, grain, links, quick, vclos::DEFAULT_BUDGET, QUICK_LIMIT);
-    if let Ok(Some(plan)) = found {
-        return Ok(Some(plan));
-    }
     leaves.reverse();
     spines.reverse();
     let found = solve(&leaves, &spines, budget)?;
     Ok(found.and_then(|(set, slots, x, dx)| build(st, view, &set, &slots, &x, &dx, per_vleaf)))
+}
+
+/// [`exact`] with no budget left: what [`stage3::solve`] answers before its
+/// first node, without building its instance (sorting the leaves and
+/// spines, a row of direct cables per leaf). The search's bounds say "no
+/// slice" (`Ok(None)`) when the leaves' or the spines' ports cannot hold
+/// `l` x `s`, and otherwise its first node runs out of budget (a cutoff).
+/// The same answers as building the instance and calling `solve`
+/// (`a_search_without_budget_answers_as_solve_does`): on the hard traces
+/// most shapes of a refused call reach the exact search after the call's
+/// budget is spent, and building their instances was a fifth of the wall
+/// with `--partial-servers` (issue 13; docs/performance.md).
+fn no_budget(
+    (st, view): (&FabricState, &OcsView),
+    cand: &[(LeafId, u32)],
+    (l, s): (u32, u32),
+) -> Result<Option<Plan>, Cutoff> {
+    let spines = spine_order(st, view, l as usize);
+    if l == 0 || s == 0 || cand.is_empty() || spines.is_empty() {
+        return Ok(None);
+    }
+    let topo = st.topology();
+    // Direct cables between the candidate leaves and the spines, per side.
+    let mut leaf_direct = vec![0u32; topo.leaves.len()];
+    let mut spine_direct = vec![0u32; topo.spines.len()];
+    let mut in_cand = vec![false; topo.leaves.len()];
+    let mut in_spines = vec![false; topo.spines.len()];
+    cand.iter().for_each(|&(n, _)| in_cand[n.index()] = true);
+    spines.iter().for_each(|m| in_spines[m.index()] = true);
+    for &(n, _, m, _) in view.direct() {
+        if in_cand[n.index()] && in_spines[m.index()] {
+            leaf_direct[n.index()] += 1;
+            spine_direct[m.index()] += 1;
+        }
+    }
+    let sum = |caps: &[u32]| caps.iter().sum::<u32>();
+    let leaf_left: u32 = (cand.iter())
+        .map(|&(n, a)| a.min((sum(view.leaf_caps(n)) + leaf_direct[n.index()]) / s))
+        .sum();
+    let spine_max: u32 = (spines.iter())
+        .map(|&m| (sum(view.spine_caps(m)) + spine_direct[m.index()]) / l)
+        .sum();
+    if leaf_left < l || spine_max < s {
+        Ok(None)
+    } else {
+        Err(Cutoff)
+    }
 }
 
 /// The plan for a slice: `set` (leaf, virtual leaves), `slots` (spine,
@@ -473,4 +534,70 @@ pub(super) fn build(
         plan.route_in_order_since(topo, n, from, &ups);
     }
     Some(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::placement::tests::random_walk_on;
+    use crate::placement::Policy;
+    use crate::topology::generate::uniform_topology;
+
+    /// What [`exact`] answered: a slice, none, or cut off.
+    fn answer(r: Result<Option<Plan>, Cutoff>) -> &'static str {
+        match r {
+            Ok(Some(_)) => "slice",
+            Ok(None) => "none",
+            Err(Cutoff) => "cutoff",
+        }
+    }
+
+    /// On states of random walks (all-OCS fabrics, and one of direct
+    /// cables only), [`exact`] without budget answers every
+    /// Stage 3 shape as it does when it builds the instance and calls
+    /// `stage3::solve` (forced by recording the instances): the fast path
+    /// of [`no_budget`] changes no decision.
+    #[test]
+    fn a_search_without_budget_answers_as_solve_does() {
+        let mut seen = std::collections::BTreeMap::new();
+        for (leaves, spines, t, ocs) in [(8, 8, 2, 2), (12, 8, 2, 4), (8, 8, 1, 4), (8, 8, 2, 0)] {
+            for seed in [3, 5] {
+                let topo = uniform_topology(leaves, spines, t, ocs);
+                // OCS-vClos refuses a fabric without OCS: its states then
+                // come from vClos.
+                let policy = if ocs == 0 {
+                    Policy::Vclos
+                } else {
+                    Policy::OcsVclos
+                };
+                random_walk_on(topo, policy, seed, |st, job| {
+                    let grain = Grain::Servers;
+                    let k = grain.needed(st.topology(), job.gpus);
+                    let (view, links) = (OcsView::new(st), LinkView::new(st));
+                    let leaves = leaves_by_fit(st, &view, grain);
+                    for (l, s) in ocs_shapes(st.topology(), k, t) {
+                        let cand = candidates(&leaves, s / t, s);
+                        let run = |record: bool| {
+                            stage3::record_instances(record);
+                            let shape = (grain, s / t);
+                            let r =
+                                exact((st, &view, &links), &cand, (l, s), shape, &mut Budget(0));
+                            stage3::record_instances(false);
+                            answer(r)
+                        };
+                        let (fast, full) = (run(false), run(true));
+                        assert_eq!(fast, full, "{ocs} OCS, seed {seed}, {l}x{s}");
+                        *seen.entry((ocs == 0, fast)).or_insert(0u32) += 1;
+                    }
+                });
+            }
+        }
+        // Without OCS every shape vClos's quick search misses is ruled out
+        // by the bounds: no cutoff there.
+        for key in [(false, "none"), (false, "cutoff"), (true, "none")] {
+            assert!(seen.get(&key).is_some_and(|&n| n > 20), "{key:?}: {seen:?}");
+        }
+    }
 }

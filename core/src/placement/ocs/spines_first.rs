@@ -136,7 +136,7 @@ fn search(
 fn spines_by_room(st: &FabricState, view: &OcsView) -> Vec<(SpineId, u32)> {
     let mut spines: Vec<(SpineId, u32)> = (0..st.topology().spines.len() as u32)
         .map(SpineId)
-        .map(|m| (m, spine_caps(view, m).iter().sum()))
+        .map(|m| (m, view.spine_caps(m).iter().sum()))
         .filter(|&(_, ports)| ports > 0)
         .collect();
     spines.sort_unstable_by_key(|&(m, ports)| (Reverse(ports), m));
