@@ -37,11 +37,12 @@
 //! **Bounded per call** (issue 13): the exact search may spend at most
 //! [`SEARCH_BUDGET`] units per shape and [`CALL_BUDGET`] over all shapes of
 //! one `place` call (over both grains with `--partial-servers` and every
-//! size `--round-up` tries, too), a unit being one search node or one max-flow it runs
-//! (a node at the spine level runs one flow per chosen leaf, so counting
-//! nodes alone let one node cost a hundred flows); shapes left without
-//! budget count as cut off, unless the search's bounds rule them out,
-//! which [`no_budget`] checks without building their instances. Before, each shape had a 2 000-node pass in the
+//! size `--round-up` tries, too), a unit being one search node or one
+//! max-flow it runs (a node at the spine level runs one flow per chosen
+//! leaf, so counting nodes alone let one node cost a hundred flows);
+//! shapes left without budget count as cut off, unless the search's
+//! bounds rule them out, which [`no_budget`] checks without building
+//! their instances. Before, each shape had a 2 000-node pass in the
 //! paper's preference order and then 20 000 nodes roomiest-first: the
 //! preference pass rarely settled a shape, and a blocked call could take a
 //! second. On the 5000-job hard traces of docs/performance.md ("Placement
