@@ -11,9 +11,12 @@
 //! rounded up / unplaceable, isolation violations and busy rewires, and the
 //! replay's wall time; then OCS-vClos again with `--rearrange 4` in
 //! either `--moves` order (simulation only: a blocked job may move one
-//! running job's links, `placement::rearrange`), and vClos with
-//! `--backfill slices --round-up 2`, figures only. Criterion then times whole
-//! replays of the vClos policies (10 samples each).
+//! running job's links, `placement::rearrange`), vClos and OCS-vClos with
+//! `--backfill slices --round-up 2`, and OCS-vClos with `--partial-servers`
+//! as well (the options under which it meets the avg JCT targets,
+//! docs/performance.md, "Partial servers meet the avg JCT targets"),
+//! figures only. Criterion then times whole replays of the vClos policies
+//! (10 samples each).
 //!
 //! Run: `cargo bench --bench scale` (the figure table alone, no timing:
 //! `cargo bench --bench scale -- nomatch`). Set `VCLOS_SCALE_LOAD` to
@@ -93,20 +96,25 @@ enum Variant {
     Plain,
     /// `--rearrange 4 --moves` this order.
     Moving(Moves),
-    /// [`run_sliced`].
-    Sliced,
+    /// [`run_sliced`], with `--partial-servers` or not.
+    Sliced {
+        partial: bool,
+    },
 }
 
-/// vClos with `--backfill slices --round-up 2` (docs/performance.md,
-/// "Slice reservations with rounding up"): the scheduler options under
-/// which its avg JCT comes within the issue's targets of FIFO `best`.
-fn run_sliced(topo: &Arc<Topology>, jobs: &[Job]) -> Report {
+/// `policy` with `--backfill slices --round-up 2` and, if `partial`,
+/// `--partial-servers` (docs/performance.md, "Slice reservations with
+/// rounding up" and "Partial servers meet the avg JCT targets"): the
+/// scheduler options under which vClos's avg JCT, and OCS-vClos's with
+/// partial servers, come within the issue's targets of FIFO `best`.
+fn run_sliced(policy: Policy, topo: &Arc<Topology>, jobs: &[Job], partial: bool) -> Report {
     let options = placement::SliceOptions {
         round_up: 2,
+        partial_servers: partial,
         ..Default::default()
     };
     let state = vclos::state::FabricState::new(Arc::clone(topo));
-    let mut placer = placement::placer_on(Policy::Vclos, state, options).expect("placer");
+    let mut placer = placement::placer_on(policy, state, options).expect("placer");
     let opts = ReplayOptions {
         backfill: replay::Backfill::Slices {
             depth: replay::DEFAULT_BACKFILL_DEPTH,
@@ -138,12 +146,15 @@ fn bench(c: &mut Criterion) {
         let moving = orders.map(|m| (Policy::OcsVclos, Variant::Moving(m)));
         let moving = moving.into_iter().filter(|_| !topo.ocs.is_empty());
         let plain = policies(topo).into_iter().map(|p| (p, Variant::Plain));
-        let sliced = [(Policy::Vclos, Variant::Sliced)];
-        for (policy, variant) in plain.chain(moving).chain(sliced) {
+        let sliced = policies(topo).into_iter().filter(|&p| p != Policy::Best);
+        let sliced = sliced.map(|p| (p, Variant::Sliced { partial: false }));
+        let partial = [(Policy::OcsVclos, Variant::Sliced { partial: true })];
+        let partial = partial.into_iter().filter(|_| !topo.ocs.is_empty());
+        for (policy, variant) in plain.chain(moving).chain(sliced).chain(partial) {
             let r = match variant {
                 Variant::Plain => run(policy, topo, &jobs),
                 Variant::Moving(m) => run_moving(policy, topo, &jobs, (4, m)),
-                Variant::Sliced => run_sliced(topo, &jobs),
+                Variant::Sliced { partial } => run_sliced(policy, topo, &jobs, partial),
             };
             let base = *best.get_or_insert(r.avg_jct_s);
             let policy = match variant {
@@ -152,7 +163,12 @@ fn bench(c: &mut Criterion) {
                     "{policy} --rearrange 4 --moves {m} ({} moves)",
                     r.moved_jobs
                 ),
-                Variant::Sliced => format!("{policy} --backfill slices --round-up 2"),
+                Variant::Sliced { partial: false } => {
+                    format!("{policy} --backfill slices --round-up 2")
+                }
+                Variant::Sliced { partial: true } => {
+                    format!("{policy} --backfill slices --round-up 2 --partial-servers")
+                }
             };
             println!(
                 "| {name} | {policy} | {:.0} | {:.2}x | {:.2} / {:.1} ms | {} | {} / {} | {} / {} | {:.1} s |",
