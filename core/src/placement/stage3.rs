@@ -166,13 +166,15 @@ fn solve_with(
     }
     let sum = |c: &[u32]| c.iter().sum::<u32>();
     let leaf_max: Vec<u32> = (0..nl)
-        .map(|n| {
-            let ports = sum(&p.leaf_cap[n]) + sum(&p.direct[n]);
-            p.leaf_max[n].min(ports / s)
-        })
+        .map(|n| leaf_slots(p.leaf_max[n], sum(&p.leaf_cap[n]) + sum(&p.direct[n]), s))
         .collect();
     let spine_max: Vec<u32> = (0..ns)
-        .map(|m| (sum(&p.spine_cap[m]) + p.direct.iter().map(|r| r[m]).sum::<u32>()) / l)
+        .map(|m| {
+            spine_slots(
+                sum(&p.spine_cap[m]) + p.direct.iter().map(|r| r[m]).sum::<u32>(),
+                l,
+            )
+        })
         .collect();
     let mut search = Search {
         p,
@@ -197,10 +199,28 @@ fn solve_with(
         budget,
         flow: Flow::default(),
     };
-    if search.leaf_left[0] < l || sum(&search.spine_max) < s {
+    if too_few(search.leaf_left[0], sum(&search.spine_max), (l, s)) {
         return Ok(None);
     }
     search.leaves(0, l)
+}
+
+/// Virtual leaves a leaf can host: at most `max`, and one per `s` of its
+/// `ports` usable uplinks.
+pub(crate) fn leaf_slots(max: u32, ports: u32, s: u32) -> u32 {
+    max.min(ports / s)
+}
+
+/// Slots a spine can take: one per `l` of its `ports` usable ports.
+pub(crate) fn spine_slots(ports: u32, l: u32) -> u32 {
+    ports / l
+}
+
+/// The search's bound before its first node: `leaves` virtual leaves and
+/// `slots` spine slots in all ([`leaf_slots`], [`spine_slots`]) cannot
+/// hold an `l` x `s` slice.
+pub(crate) fn too_few(leaves: u32, slots: u32, (l, s): (u32, u32)) -> bool {
+    leaves < l || slots < s
 }
 
 fn suffix(v: &[u32]) -> Vec<u32> {

@@ -345,14 +345,6 @@ fn fill_spines(
     build(st, view, set, &slots, &x, &dx, per_vleaf)
 }
 
-pub(super) fn leaf_caps(view: &OcsView, n: LeafId) -> Vec<u32> {
-    view.leaf_caps(n).to_vec()
-}
-
-pub(super) fn spine_caps(view: &OcsView, m: SpineId) -> Vec<u32> {
-    view.spine_caps(m).to_vec()
-}
-
 /// The exact search for one shape over the candidate leaves `cand` (leaf,
 /// virtual leaves it can host) and every spine with room for a slot.
 fn exact(
@@ -455,28 +447,31 @@ fn no_budget(
     if l == 0 || s == 0 || cand.is_empty() || spines.is_empty() {
         return Ok(None);
     }
+    // Direct cables between the candidate leaves and the spines, per side
+    // (none on an all-OCS fabric).
     let topo = st.topology();
-    // Direct cables between the candidate leaves and the spines, per side.
-    let mut leaf_direct = vec![0u32; topo.leaves.len()];
-    let mut spine_direct = vec![0u32; topo.spines.len()];
-    let mut in_cand = vec![false; topo.leaves.len()];
-    let mut in_spines = vec![false; topo.spines.len()];
-    cand.iter().for_each(|&(n, _)| in_cand[n.index()] = true);
-    spines.iter().for_each(|m| in_spines[m.index()] = true);
-    for &(n, _, m, _) in view.direct() {
-        if in_cand[n.index()] && in_spines[m.index()] {
-            leaf_direct[n.index()] += 1;
-            spine_direct[m.index()] += 1;
+    let (mut leaf_direct, mut spine_direct) =
+        (vec![0; topo.leaves.len()], vec![0; topo.spines.len()]);
+    if !view.direct().is_empty() {
+        let mut in_cand = vec![false; topo.leaves.len()];
+        cand.iter().for_each(|&(n, _)| in_cand[n.index()] = true);
+        let mut in_spines = vec![false; topo.spines.len()];
+        spines.iter().for_each(|m| in_spines[m.index()] = true);
+        for &(n, _, m, _) in view.direct() {
+            if in_cand[n.index()] && in_spines[m.index()] {
+                leaf_direct[n.index()] += 1;
+                spine_direct[m.index()] += 1;
+            }
         }
     }
     let sum = |caps: &[u32]| caps.iter().sum::<u32>();
-    let leaf_left: u32 = (cand.iter())
-        .map(|&(n, a)| a.min((sum(view.leaf_caps(n)) + leaf_direct[n.index()]) / s))
+    let leaves: u32 = (cand.iter())
+        .map(|&(n, a)| stage3::leaf_slots(a, sum(view.leaf_caps(n)) + leaf_direct[n.index()], s))
         .sum();
-    let spine_max: u32 = (spines.iter())
-        .map(|&m| (sum(view.spine_caps(m)) + spine_direct[m.index()]) / l)
+    let slots: u32 = (spines.iter())
+        .map(|&m| stage3::spine_slots(sum(view.spine_caps(m)) + spine_direct[m.index()], l))
         .sum();
-    if leaf_left < l || spine_max < s {
+    if stage3::too_few(leaves, slots, (l, s)) {
         Ok(None)
     } else {
         Err(Cutoff)

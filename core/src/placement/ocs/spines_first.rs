@@ -56,7 +56,7 @@ use std::cmp::Reverse;
 
 use super::super::assign::Assignment;
 use super::super::flow::Flow;
-use super::several::{build, leaf_caps, spine_caps};
+use super::several::build;
 use crate::placement::local::Grain;
 use crate::placement::plan::Plan;
 use crate::placement::view::OcsView;
@@ -105,7 +105,10 @@ fn search(
         }
     }
     // Each candidate's idle ports per OCS, the same for every layout.
-    let caps: Vec<Vec<u32>> = cand.iter().map(|&(n, _)| leaf_caps(view, n)).collect();
+    let caps: Vec<Vec<u32>> = cand
+        .iter()
+        .map(|&(n, _)| view.leaf_caps(n).to_vec())
+        .collect();
     let grant = FLOWS.min(*call);
     let mut flows = grant;
     let mut graph = Flow::default();
@@ -113,7 +116,10 @@ fn search(
     for slots in &layouts {
         let mut fill = Fill {
             slots,
-            room: slots.iter().map(|&(m, _)| spine_caps(view, m)).collect(),
+            room: slots
+                .iter()
+                .map(|&(m, _)| view.spine_caps(m).to_vec())
+                .collect(),
             flows: &mut flows,
             graph: &mut graph,
             prune,
