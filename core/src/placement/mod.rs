@@ -665,7 +665,9 @@ pub(crate) fn place_local(
 /// is a multiple of `t` (whole units per leaf), `l * s = k * t`,
 /// `2 <= l <= leaves` and `s <= max_s` (spines / uplinks reachable).
 pub fn shapes(k: u32, t: u32, leaves: u32, max_s: u32) -> Vec<(u32, u32)> {
-    (1..=k)
+    // `s = d * t <= max_s`: no divisor `d` above `max_s / t` can qualify
+    // (at most a leaf's uplinks, where `k` can be thousands of GPUs).
+    (1..=k.min(max_s / t.max(1)))
         .rev()
         .filter(|d| k.is_multiple_of(*d))
         .map(|d| (k / d, d * t))

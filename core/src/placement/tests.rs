@@ -156,6 +156,31 @@ fn odd_sizes_take_whole_servers() {
     assert_eq!(super::shapes(13, 8, 16, 64), vec![(13, 8)]);
 }
 
+/// `shapes` walks only the divisors that can fit a leaf's uplinks: the
+/// same shapes, in the same order, as every divisor of `k` filtered.
+#[test]
+fn shapes_are_every_divisor_that_fits() {
+    let every = |k: u32, t: u32, leaves: u32, max_s: u32| -> Vec<(u32, u32)> {
+        (1..=k)
+            .rev()
+            .filter(|&d| k.is_multiple_of(d))
+            .map(|d| (k / d, d * t))
+            .filter(|&(l, s)| l >= 2 && l <= leaves && s <= max_s)
+            .collect()
+    };
+    let mut some = 0;
+    for k in 0..200 {
+        for t in [1, 2, 3, 8] {
+            for (leaves, max_s) in [(4, 8), (16, 64), (300, 7), (2, 1), (300, 0)] {
+                let got = super::shapes(k, t, leaves, max_s);
+                assert_eq!(got, every(k, t, leaves, max_s), "{k} {t} {leaves} {max_s}");
+                some += usize::from(got.len() > 2);
+            }
+        }
+    }
+    assert!(some > 100);
+}
+
 /// 3 leaves x 2 servers (T=2), 4 spines; leaf1 and leaf2 each have one
 /// server busy with links to disjoint spine pairs, leaf3 fully busy.
 fn fragmented(ocs: u32) -> FabricState {

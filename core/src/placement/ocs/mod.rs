@@ -28,6 +28,10 @@
 //!    within a node budget whose exhaustion is counted (`search_cutoffs`).
 //!    Details and the reasons for the order: [`several`].
 //!
+//! Before any stage runs, counts of free units and usable ports that every
+//! slice of the three stages meets are checked ([`counts`]): when none
+//! holds, the answer is "no slice" at once, the one the stages would give.
+//!
 //! Only idle OCS ports are ever rewired: every port counted as usable is
 //! unheld (the fabric state also refuses anything else). When a usable
 //! uplink's OCS port is already patched to a usable port of the target, that
@@ -60,6 +64,7 @@ use crate::topology::{LeafId, PortRef, SpineId, Topology};
 /// the direct-cable flow edge.
 type Chosen = (LeafId, u32, Vec<(usize, usize)>, Option<usize>);
 
+mod counts;
 mod several;
 mod spines_first;
 
@@ -163,7 +168,8 @@ impl Placer for OcsVclosPlacer {
 
 rearrange::rearranges!(OcsVclosPlacer, Policy::OcsVclos);
 
-/// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines;
+/// OCS-vClos beyond one leaf: two-leaf, one spine, then several spines,
+/// unless their counts rule all of them out ([`counts`]);
 /// `cutoffs` counts Stage 3 searches stopped by their budget, `call` is
 /// what the exact search may still spend in this `place` call.
 pub fn network(
@@ -174,9 +180,22 @@ pub fn network(
 ) -> Option<Plan> {
     let k = grain.needed(st.topology(), gpus);
     let view = OcsView::of(st);
-    two_leaf(st, grain, &view, k)
-        .or_else(|| one_spine(st, grain, &view, k))
-        .or_else(|| several_spines((st, grain), &view, k, cutoffs, call))
+    if counts::rules_out(st, grain, &view, k) {
+        return None;
+    }
+    stages((st, grain), &view, k, (cutoffs, call))
+}
+
+/// The three stages of [`network`] in order, the first slice winning.
+fn stages(
+    (st, grain): (&FabricState, Grain),
+    view: &OcsView,
+    k: u32,
+    (cutoffs, call): (&mut u64, &mut Budget),
+) -> Option<Plan> {
+    two_leaf(st, grain, view, k)
+        .or_else(|| one_spine(st, grain, view, k))
+        .or_else(|| several_spines((st, grain), view, k, cutoffs, call))
 }
 
 /// Mutable pools of usable ports while one plan is being built.
