@@ -47,10 +47,14 @@ use crate::placement::ocs_shapes;
 use crate::state::FabricState;
 use crate::topology::{LeafId, SpineId};
 
-/// Whether no OCS-vClos stage can place `k` (> 1) units of `grain` on
-/// `st`, by counts alone (module doc): `true` only when the full search
-/// would find nothing, spend no budget and cut nothing off.
+/// Whether no OCS-vClos stage can place `k` units of `grain` on `st`, by
+/// counts alone (module doc): `true` only when the full search would find
+/// nothing, spend no budget and cut nothing off. Never for `k < 2` (a job
+/// within one server or leaf never reaches the stages).
 pub(super) fn rules_out(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> bool {
+    if k < 2 {
+        return false;
+    }
     let topo = st.topology();
     let t = grain.size(topo);
     // (free units, usable uplinks) of each leaf with a free unit.
