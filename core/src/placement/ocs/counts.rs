@@ -69,7 +69,8 @@ pub(super) fn rules_out(st: &FabricState, grain: Grain, view: &OcsView, k: u32) 
         .collect();
     // Units a leaf can take toward one spine or one partner leaf.
     let reach = |&(free, usable): &(u32, u32)| free.min(usable / t);
-    if leaves.iter().map(reach).sum::<u32>() < k {
+    let reached = leaves.iter().map(reach).sum::<u32>();
+    if reached < k {
         // Every stage needs `k` units within reach (aggregate bound).
         return true;
     }
@@ -78,7 +79,7 @@ pub(super) fn rules_out(st: &FabricState, grain: Grain, view: &OcsView, k: u32) 
     }
     // One spine and every Stage 3 shape need `k * t` spine ports.
     spines.iter().sum::<u32>() < k * t
-        || !(one_spine(&leaves, &spines, (k, t), reach)
+        || !(one_spine(&spines, (k, t), reached)
             || ocs_shapes(topo, k, t)
                 .into_iter()
                 .any(|shape| several_spines(&leaves, &spines, shape, t)))
@@ -91,14 +92,10 @@ fn two_leaf(leaves: &[(u32, u32)], k: u32, reach: impl Fn(&(u32, u32)) -> u32) -
 }
 
 /// A spine with room for all `k * t` uplinks ([`super::spine_order`]), and
-/// leaves that reach `k` units in all ([`super::one_spine`]).
-fn one_spine(
-    leaves: &[(u32, u32)],
-    spines: &[u32],
-    (k, t): (u32, u32),
-    reach: impl Fn(&(u32, u32)) -> u32,
-) -> bool {
-    spines.iter().any(|&usable| usable >= k * t) && leaves.iter().map(reach).sum::<u32>() >= k
+/// leaves whose reaches add up to `reached` >= `k` units
+/// ([`super::one_spine`]).
+fn one_spine(spines: &[u32], (k, t): (u32, u32), reached: u32) -> bool {
+    spines.iter().any(|&usable| usable >= k * t) && reached >= k
 }
 
 /// Enough virtual leaves and spine slots for shape `(l, s)`.
@@ -178,13 +175,17 @@ mod tests {
         assert!(!two_leaf(&[(2, 4), (2, 4), (2, 4)], 3, reach));
         assert!(!two_leaf(&[(4, 8)], 4, reach));
         // One spine with k * t ports; leaves reaching k units in all.
-        assert!(one_spine(&[(2, 4), (1, 2), (1, 8)], &[3, 8], (4, t), reach));
+        let reached = |leaves: &[(u32, u32)]| leaves.iter().map(reach).sum();
+        assert!(one_spine(
+            &[3, 8],
+            (4, t),
+            reached(&[(2, 4), (1, 2), (1, 8)])
+        ));
         assert!(!one_spine(
-            &[(2, 4), (1, 2), (1, 8)],
             &[7, 7],
             (4, t),
-            reach
+            reached(&[(2, 4), (1, 2), (1, 8)])
         ));
-        assert!(!one_spine(&[(2, 4), (1, 1), (1, 8)], &[8], (4, t), reach));
+        assert!(!one_spine(&[8], (4, t), reached(&[(2, 4), (1, 1), (1, 8)])));
     }
 }
