@@ -59,7 +59,7 @@ pub(crate) fn forecast<P: Rearrange>(
     let policy = p.policy();
     let mut view = p.state_mut().clone();
     for (i, j) in ends.iter().enumerate() {
-        view.release(j).map_err(|e| engine(policy, e))?;
+        view.release_shared(j).map_err(|e| engine(policy, e))?;
         if i + 1 < from {
             continue;
         }

@@ -491,6 +491,14 @@ impl FabricState {
     /// Free exactly what `job`'s admission took, remove its cross-connects
     /// and restore initial patches where possible; returns its decision.
     pub fn release(&mut self, job: &JobId) -> Result<Decision, StateError> {
+        self.release_shared(job).map(Arc::unwrap_or_clone)
+    }
+
+    /// [`FabricState::release`], returning the decision as held: a copy of
+    /// a state (a forecast's future) shares its decisions with the
+    /// original, and releasing there need not copy one (a large job's
+    /// decision names thousands of ports).
+    pub fn release_shared(&mut self, job: &JobId) -> Result<Arc<Decision>, StateError> {
         let slot = self
             .by_id
             .remove(job)
@@ -501,7 +509,7 @@ impl FabricState {
         self.order.remove(&held.seq);
         self.free_slots.push(slot);
         self.unapply(&held.res, slot);
-        Ok(Arc::unwrap_or_clone(held.decision))
+        Ok(held.decision)
     }
 
     fn apply(&mut self, r: &Resources, slot: u32) {
