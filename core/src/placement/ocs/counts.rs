@@ -39,6 +39,14 @@
 //! queued job, in both grains, at up to 16 `--round-up` sizes, while the
 //! fabric is nearly full. Each such search cost ~40 µs of leaf sorting,
 //! flows and shape setup before its stages gave up.
+//!
+//! The counts themselves then took 9% of that replay (per size, a pass over
+//! every leaf and spine for each shape), so they are kept ([`Tally`]): per
+//! state version and grain, the leaves' and spines' counts once, each
+//! shape side's count once, and each size's verdict once.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use super::super::local::Grain;
 use super::super::stage3;
@@ -50,39 +58,127 @@ use crate::topology::{LeafId, SpineId};
 /// Whether no OCS-vClos stage can place `k` units of `grain` on `st`, by
 /// counts alone (module doc): `true` only when the full search would find
 /// nothing, spend no budget and cut nothing off. Never for `k < 2` (a job
-/// within one server or leaf never reaches the stages).
+/// within one server or leaf never reaches the stages). `view` is `st`'s
+/// [`OcsView`]: the answer is kept per state version, grain and `k`
+/// ([`Tally`]).
 pub(super) fn rules_out(st: &FabricState, grain: Grain, view: &OcsView, k: u32) -> bool {
     if k < 2 {
         return false;
     }
-    let topo = st.topology();
-    let t = grain.size(topo);
-    // (free units, usable uplinks) of each leaf with a free unit.
-    let leaves: Vec<(u32, u32)> = (0..topo.leaves.len() as u32)
-        .map(LeafId)
-        .map(|n| (grain.free(st, n), view.leaf_usable(n) as u32))
-        .filter(|&(free, _)| free > 0)
-        .collect();
-    let spines: Vec<u32> = (0..topo.spines.len() as u32)
-        .map(|m| view.spine_usable(SpineId(m)) as u32)
-        .filter(|&usable| usable > 0)
-        .collect();
-    // Units a leaf can take toward one spine or one partner leaf.
-    let reach = |&(free, usable): &(u32, u32)| free.min(usable / t);
-    let reached = leaves.iter().map(reach).sum::<u32>();
-    if reached < k {
-        // Every stage needs `k` units within reach (aggregate bound).
-        return true;
+    let at = (st.version(), grain);
+    TALLIES.with_borrow_mut(|kept| {
+        let mut tally = match kept.iter().position(|x| x.at == at) {
+            Some(i) => kept.remove(i),
+            None => Tally::new(st, grain, view),
+        };
+        let ruled = match tally.verdicts.get(&k) {
+            Some(&ruled) => ruled,
+            None => {
+                let ruled = tally.rules_out(st, k);
+                tally.verdicts.insert(k, ruled);
+                ruled
+            }
+        };
+        kept.insert(0, tally);
+        kept.truncate(KEPT);
+        ruled
+    })
+}
+
+/// The counts of one state version and grain, with the verdict of every
+/// size asked about so far: a backfilling replay asks about hundreds of
+/// queued jobs on one state, many of one size, in both grains, while it
+/// alternates between the state and the state with the head's slice
+/// masked (as `view.rs` keeps its views). Versions are unique in the
+/// process (`FabricState::version`), so a kept tally is never stale.
+struct Tally {
+    at: (u64, Grain),
+    /// (free units, usable uplinks) of each leaf with a free unit.
+    leaves: Vec<(u32, u32)>,
+    /// Usable ports of each spine that has one.
+    spines: Vec<u32>,
+    /// Grain units per unit of `k` (GPUs per unit).
+    t: u32,
+    /// The leaves' reaches summed: units within reach of one spine or
+    /// partner leaf, each leaf's free units capped by its usable uplinks
+    /// over `t`.
+    reached: u32,
+    verdicts: HashMap<u32, bool>,
+    /// [`vleaves`] by `s`, [`slots`] by `l`, as asked.
+    vleaves: HashMap<u32, u32>,
+    slots: HashMap<u32, u32>,
+}
+
+/// Tallies kept per thread: two grains on the state and on its masked
+/// copy.
+const KEPT: usize = 4;
+
+thread_local! {
+    static TALLIES: RefCell<Vec<Tally>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Tally {
+    fn new(st: &FabricState, grain: Grain, view: &OcsView) -> Self {
+        let topo = st.topology();
+        let leaves: Vec<(u32, u32)> = (0..topo.leaves.len() as u32)
+            .map(LeafId)
+            .map(|n| (grain.free(st, n), view.leaf_usable(n) as u32))
+            .filter(|&(free, _)| free > 0)
+            .collect();
+        let spines = (0..topo.spines.len() as u32)
+            .map(|m| view.spine_usable(SpineId(m)) as u32)
+            .filter(|&usable| usable > 0)
+            .collect();
+        let t = grain.size(topo);
+        let reached = leaves.iter().map(|&l| reach(l, t)).sum();
+        Tally {
+            at: (st.version(), grain),
+            leaves,
+            spines,
+            t,
+            reached,
+            verdicts: HashMap::new(),
+            vleaves: HashMap::new(),
+            slots: HashMap::new(),
+        }
     }
-    if two_leaf(&leaves, k, reach) {
-        return false;
+
+    /// [`rules_out`], computed.
+    fn rules_out(&mut self, st: &FabricState, k: u32) -> bool {
+        let (leaves, spines, t, reached) = (&self.leaves, &self.spines, self.t, self.reached);
+        if reached < k {
+            // Every stage needs `k` units within reach (aggregate bound).
+            return true;
+        }
+        if two_leaf(leaves, k, |&l| reach(l, t)) {
+            return false;
+        }
+        // One spine and every Stage 3 shape need `k * t` spine ports.
+        spines.iter().sum::<u32>() < k * t
+            || !(one_spine(spines, (k, t), reached)
+                || ocs_shapes(st.topology(), k, t)
+                    .into_iter()
+                    .any(|shape| self.several_spines(shape)))
     }
-    // One spine and every Stage 3 shape need `k * t` spine ports.
-    spines.iter().sum::<u32>() < k * t
-        || !(one_spine(&spines, (k, t), reached)
-            || ocs_shapes(topo, k, t)
-                .into_iter()
-                .any(|shape| several_spines(&leaves, &spines, shape, t)))
+
+    /// Enough virtual leaves and spine slots for shape `(l, s)`; the
+    /// leaves' count depends on `s` alone and the spines' on `l` alone,
+    /// so each is counted once per tally (sizes share most shapes' sides).
+    fn several_spines(&mut self, (l, s): (u32, u32)) -> bool {
+        let (leaves, spines, t) = (&self.leaves, &self.spines, self.t);
+        let hosted = *self
+            .vleaves
+            .entry(s)
+            .or_insert_with(|| vleaves(leaves, s, t));
+        let taken = *self.slots.entry(l).or_insert_with(|| slots(spines, l));
+        !stage3::too_few(hosted, taken, (l, s))
+    }
+}
+
+/// Units a leaf of `(free units, usable uplinks)` can take toward one
+/// spine or one partner leaf.
+fn reach((free, usable): (u32, u32), t: u32) -> u32 {
+    free.min(usable / t)
 }
 
 /// Two leaves that can each take `k/2` units ([`super::two_leaf`]'s
@@ -98,17 +194,21 @@ fn one_spine(spines: &[u32], (k, t): (u32, u32), reached: u32) -> bool {
     spines.iter().any(|&usable| usable >= k * t) && reached >= k
 }
 
-/// Enough virtual leaves and spine slots for shape `(l, s)`.
-fn several_spines(leaves: &[(u32, u32)], spines: &[u32], (l, s): (u32, u32), t: u32) -> bool {
+/// Virtual leaves of `s` spines the leaves can host: one per `s / t` free
+/// units and per `s` usable uplinks on each.
+fn vleaves(leaves: &[(u32, u32)], s: u32, t: u32) -> u32 {
     let per_vleaf = s / t;
-    let vleaves: u32 = (leaves.iter())
+    (leaves.iter())
         .map(|&(free, usable)| stage3::leaf_slots(free / per_vleaf, usable, s))
-        .sum();
-    let slots: u32 = spines
+        .sum()
+}
+
+/// Slots of `l`-leaf virtual spines the spines can take.
+fn slots(spines: &[u32], l: u32) -> u32 {
+    spines
         .iter()
         .map(|&usable| stage3::spine_slots(usable, l))
-        .sum();
-    !stage3::too_few(vleaves, slots, (l, s))
+        .sum()
 }
 
 #[cfg(test)]
@@ -158,6 +258,29 @@ mod tests {
                 "{stage:?}: {seen:?}"
             );
         }
+    }
+
+    /// The verdicts kept per state version and grain are those of the
+    /// state asked about: on every state of a walk (whose placer keeps
+    /// tallies of its own states on this thread), in both grains, each
+    /// size asked twice answers as a tally made afresh.
+    #[test]
+    fn kept_verdicts_are_the_states_own() {
+        let topo = uniform_topology(8, 8, 2, 2);
+        let mut asked = 0;
+        random_walk_on(topo, Policy::OcsVclos, 11, |st, _| {
+            let view = OcsView::new(st);
+            for grain in [Grain::Servers, Grain::Gpus] {
+                let mut fresh = Tally::new(st, grain, &view);
+                for k in 2..=grain.free_total(st) + 1 {
+                    let want = fresh.rules_out(st, k);
+                    assert_eq!(rules_out(st, grain, &view, k), want, "{grain:?}, k {k}");
+                    assert_eq!(rules_out(st, grain, &view, k), want, "{grain:?}, k {k}");
+                    asked += 1;
+                }
+            }
+        });
+        assert!(asked > 1000, "{asked}");
     }
 
     /// Each stage's counts on their own: on the uniform fabrics of the
