@@ -35,7 +35,7 @@ use super::rearrange::{engine, place_on_view, Rearrange};
 use super::{JobRequest, PlacementError};
 use crate::decision::Decision;
 use crate::names::JobId;
-use crate::state::Reservation;
+use crate::state::{Admission, Reservation};
 
 /// A job's forecast placement ([`super::Placer::forecast`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +47,8 @@ pub struct Forecast {
     /// What the decision holds there, by index: the slice to keep other
     /// jobs off ([`crate::state::FabricState::mask`]).
     pub reservation: Reservation,
+    /// The same, to start the job on it ([`super::Placer::admit_reserved`]).
+    pub admission: Admission,
 }
 
 /// The module doc's search for `p`.
@@ -65,12 +67,14 @@ pub(crate) fn forecast<P: Rearrange>(
         }
         let (placed, v) = place_on_view(p, view, job)?;
         if let Some(decision) = placed {
-            let reservation = (v.held_reservation(&decision.job))
-                .ok_or_else(|| engine(policy, "a forecast decision is not held on its view"))?;
+            let unheld = || engine(policy, "a forecast decision is not held on its view");
+            let reservation = v.held_reservation(&decision.job).ok_or_else(unheld)?;
+            let admission = v.held_admission(&decision.job).ok_or_else(unheld)?;
             return Ok(Some(Forecast {
                 ended: i + 1,
                 decision,
                 reservation,
+                admission,
             }));
         }
         view = v;
@@ -79,14 +83,15 @@ pub(crate) fn forecast<P: Rearrange>(
 }
 
 /// [`super::Placer::admit_reserved`] for `p`: the reserved decision,
-/// held as a whole if the state admits it now (its full check by name;
-/// a refused admission changes nothing).
+/// held as a whole if the state admits it now, checked by what it held on
+/// the forecast's state ([`crate::state::FabricState::admit_held`]; a
+/// refused admission changes nothing).
 pub(crate) fn admit_reserved<P: Rearrange>(
     p: &mut P,
-    reserved: &Decision,
+    reserved: &Forecast,
 ) -> Result<Option<Arc<Decision>>, PlacementError> {
-    let admitted = p.state_mut().admit(reserved).is_ok();
-    Ok(admitted.then(|| Arc::new(reserved.clone())))
+    let admitted = (p.state_mut()).admit_held(&reserved.decision, &reserved.admission);
+    Ok(admitted.then(|| Arc::clone(&reserved.decision)))
 }
 
 #[cfg(test)]

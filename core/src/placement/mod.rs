@@ -205,14 +205,15 @@ pub trait Placer {
         self.place(job)
     }
 
-    /// Hold `reserved`, a decision this placer forecast for a job it has
-    /// not placed ([`Placer::forecast`]), if the state admits it as it is
-    /// now; `None` (nothing changed) if some of it is held, and always for
-    /// policies that do not forecast. A blocked head whose reserved slice
-    /// is free starts on it, as Slurm starts a job on its reserved nodes.
+    /// Hold `reserved`'s decision, which this placer forecast for a job it
+    /// has not placed ([`Placer::forecast`]), if the state admits it as it
+    /// is now; `None` (nothing changed) if some of it is held, and always
+    /// for policies that do not forecast. A blocked head whose reserved
+    /// slice is free starts on it, as Slurm starts a job on its reserved
+    /// nodes.
     fn admit_reserved(
         &mut self,
-        reserved: &Decision,
+        reserved: &forecast::Forecast,
     ) -> Result<Option<Arc<Decision>>, PlacementError> {
         let _ = reserved;
         Ok(None)

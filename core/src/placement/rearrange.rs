@@ -176,7 +176,7 @@ macro_rules! rearranging_methods {
 
         fn admit_reserved(
             &mut self,
-            reserved: &$crate::decision::Decision,
+            reserved: &$crate::placement::forecast::Forecast,
         ) -> Result<
             Option<std::sync::Arc<$crate::decision::Decision>>,
             $crate::placement::PlacementError,

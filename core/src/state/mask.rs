@@ -13,7 +13,9 @@
 //! ([`FabricState::unmask`]), so the placer finds a slice apart from the
 //! reservation instead of one that a check would then refuse.
 
-use super::{fresh_version, FabricState, MaskMemo, FREE, MASKED};
+use std::sync::Arc;
+
+use super::{fresh_version, FabricState, MaskMemo, Resources, FREE, MASKED};
 use crate::decision::Decision;
 use crate::names::JobId;
 use crate::topology::ServerId;
@@ -64,6 +66,21 @@ impl Reservation {
             || meet(&self.spine_ports, &other.spine_ports)
             || meet(&self.ocs_ports, &other.ocs_ports)
     }
+}
+
+/// What an admitted job holds on one copy of a fabric, typed, to admit its
+/// decision on another copy without resolving a name
+/// ([`FabricState::held_admission`], [`FabricState::admit_held`]): a
+/// forecast's slice, placed on a future state, is started on the real one
+/// when it is free there (a 2 048-GPU decision names thousands of ports,
+/// and resolving them took longer than the search that found the slice).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    res: Resources,
+    /// Each OCS port its links pass through without a cross-connect of
+    /// their own (flat index), with the port it is patched to there: the
+    /// circuit must be there on the other copy too.
+    circuits: Vec<(usize, u32)>,
 }
 
 /// What one [`FabricState::mask`] masked, for [`FabricState::unmask`].
@@ -133,6 +150,43 @@ impl FabricState {
             found.ok_or_else(|| no_port(dev, port))?;
         }
         Ok(r)
+    }
+
+    /// What admitted job `job` holds here, for [`FabricState::admit_held`]
+    /// on another copy of this fabric; `None` for a job not admitted.
+    pub fn held_admission(&self, job: &JobId) -> Option<Admission> {
+        let slot = *self.by_id.get(job)?;
+        let res = self.slots[slot as usize].as_ref()?.res.clone();
+        let lay = &self.layout;
+        let rewired: Vec<usize> = (res.cross.iter())
+            .flat_map(|&(o, a, b)| [lay.ocs_port(o, a), lay.ocs_port(o, b)])
+            .collect();
+        let circuits = (res.ocs_ports.iter())
+            .filter(|p| !rewired.contains(p))
+            .map(|&p| (p, self.occ.patch[p]))
+            .collect();
+        Some(Admission { res, circuits })
+    }
+
+    /// Admit `d` with what it holds on another copy of this fabric
+    /// ([`FabricState::held_admission`] there), if all of it is free here
+    /// and every OCS circuit its links use as patched is patched here as
+    /// there (its own cross-connects are made on admission); `false`, with
+    /// nothing changed, otherwise. On the same topology those are the
+    /// whole of [`FabricState::admit`]'s checks for a decision that
+    /// admitted there (cabling is the topology's); debug builds (every
+    /// test) also resolve `d` by name and panic unless it validates to the
+    /// very same resources. A decision sharing links is admitted by name.
+    pub fn admit_held(&mut self, d: &Arc<Decision>, held: &Admission) -> bool {
+        if !held.res.shared.is_empty() {
+            return self.admit(d).is_ok();
+        }
+        let patched =
+            |st: &Self| (held.circuits.iter()).all(|&(p, to)| st.occ.patch.get(p) == Some(&to));
+        if self.by_id.contains_key(&d.job) || !self.all_free(&held.res) || !patched(self) {
+            return false;
+        }
+        self.admit_typed(Arc::clone(d), held.res.clone()).is_ok()
     }
 
     /// What admitted job `job` holds, as the reservation of its decision

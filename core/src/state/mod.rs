@@ -34,7 +34,7 @@ use crate::names::JobId;
 use crate::topology::{LeafId, Name, OcsId, PortRef, ServerId, SpineId, Topology};
 
 pub use error::StateError;
-pub use mask::{Masked, Reservation};
+pub use mask::{Admission, Masked, Reservation};
 
 /// Where a leaf uplink leads: the far port, and the OCS hop
 /// `(ocs, leaf-side port, far-side port)` when it goes through one.

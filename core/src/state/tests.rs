@@ -194,6 +194,50 @@ fn hand_written_decision_round_trips() {
     }
 }
 
+/// A decision admitted on one copy of a fabric is admitted on another by
+/// what it held there ([`FabricState::admit_held`]) only where the named
+/// check admits it too: not when an OCS circuit it uses as patched is
+/// patched elsewhere, nor when a port or GPU of it is held; its own
+/// cross-connects are made, not required.
+#[test]
+fn a_held_admission_needs_its_circuits_as_they_were() {
+    let topo = testbed(true);
+    let fresh = FabricState::new(Arc::clone(&topo));
+    for d in [two_server_job("a", true), two_leaf_job("a")] {
+        let mut there = fresh.clone();
+        there.admit(&d).unwrap();
+        let held = there.held_admission(&d.job).unwrap();
+        let d = Arc::new(d);
+        let mut here = fresh.clone();
+        assert!(here.admit_held(&d, &held), "{}", d.job);
+        assert_eq!(here.decision(&d.job), Some(&*d));
+        assert_eq!(here.occ, there.occ);
+    }
+    // Job `a` uses ocs1 port 1 <-> 33 as patched: repatch port 1 to 48.
+    let d = Arc::new(two_server_job("a", true));
+    let mut there = fresh.clone();
+    there.admit(&d).unwrap();
+    let held = there.held_admission(&d.job).unwrap();
+    let ocs = OcsId(0);
+    let (one, far) = (0u16, fresh.patch(ocs, 0).unwrap());
+    assert_eq!(topo.ocs_dev(ocs).ports[usize::from(far)].as_ref(), "33");
+    let mut repatched = fresh.clone();
+    repatched.patch_pair(ocs, one, 47);
+    assert!(repatched.clone().admit(&d).is_err());
+    let before = repatched.clone();
+    assert!(!repatched.admit_held(&d, &held));
+    assert_eq!(
+        (&repatched.occ, repatched.version()),
+        (&before.occ, before.version())
+    );
+    // Its GPUs and ports held by another job.
+    let mut busy = fresh.clone();
+    busy.admit(&two_server_job("b", true)).unwrap();
+    let before = busy.clone();
+    assert!(!busy.admit_held(&d, &held));
+    assert_eq!(busy.occ, before.occ);
+}
+
 #[test]
 fn typed_admission_refuses_what_the_named_check_refuses() {
     let topo = testbed(true);

@@ -59,21 +59,27 @@
 //! resources, and backfilled ones avoid it) and made again for a new head
 //! or, when there was none, after a job ends. Policies without forecasts
 //! (all but vClos and OCS-vClos) fall back to the GPU count above. A head
-//! the placer blocks while its reserved slice is free as a whole starts on
-//! it (`Placer::admit_reserved`, counted as `reserved_starts`): the bounded
-//! OCS-vClos search may miss it on the real state. Heads that still start
-//! after their reserved time (under `fair-share` jobs run past their
-//! estimates) are counted (`late_heads`).
+//! whose reserved slice is free as a whole starts on it without a search
+//! (`Placer::admit_reserved`, counted as `reserved_starts`), as Slurm
+//! starts a job on the nodes reserved for it: the slice is what the placer
+//! chose for it on the state the reservation waited for, and is checked by
+//! what it held there (`FabricState::admit_held`), not by name. Until
+//! 2026-12-07 the head was placed by a full search first, and started on
+//! the slice only when that search (bounded, on a state with jobs placed
+//! apart from the slice) found nothing; 73% of the searches chose the
+//! reserved slice anyway (`u8k` seed 2), and a head's search is a large
+//! job's, the slowest calls of a replay (docs/performance.md, "Heads start
+//! on their reservation"). Heads that still start after their reserved
+//! time (under `fair-share` jobs run past their estimates) are counted
+//! (`late_heads`).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::queue::Key;
-use crate::decision::Decision;
 use crate::names::JobId;
 use crate::placement::forecast::Forecast;
 use crate::state::{self, FabricState};
@@ -261,27 +267,28 @@ pub(crate) enum Allowed {
 #[derive(Debug)]
 pub(crate) struct Slice {
     pub at: f64,
-    /// The forecast decision: a blocked head whose slice is free starts on
-    /// it ([`crate::placement::Placer::admit_reserved`]).
-    pub decision: Arc<Decision>,
-    /// What a job placed apart from it is kept off ([`crate::placement::Placer::place_apart`]).
-    pub reservation: state::Reservation,
+    /// The forecast: its decision, which a blocked head starts on when
+    /// it is free ([`crate::placement::Placer::admit_reserved`]), and its
+    /// reservation, which a job placed apart from it is kept off
+    /// ([`crate::placement::Placer::place_apart`]).
+    pub forecast: Forecast,
 }
 
 impl Slice {
     /// The slice of forecast `fc`, reserved from `at`.
     pub fn new(at: f64, fc: Forecast) -> Self {
-        Slice {
-            at,
-            decision: fc.decision,
-            reservation: fc.reservation,
-        }
+        Slice { at, forecast: fc }
+    }
+
+    /// What a job placed apart from it is kept off.
+    pub fn reservation(&self) -> &state::Reservation {
+        &self.forecast.reservation
     }
 
     /// Whether admitted job `job` holds a GPU or a link port of this slice
     /// in `state`.
     pub fn overlaps(&self, state: &FabricState, job: &JobId) -> bool {
-        (state.held_reservation(job)).is_some_and(|r| r.overlaps(&self.reservation))
+        (state.held_reservation(job)).is_some_and(|r| r.overlaps(self.reservation()))
     }
 
     /// May a job of `gpus` GPUs estimated to run `duration` start at `now`
@@ -309,7 +316,7 @@ impl Slice {
     /// [`Slice::at`] has only the other idle GPUs.
     pub fn idle_gpus(&self, state: &FabricState) -> u64 {
         let idle = self
-            .reservation
+            .reservation()
             .gpus()
             .iter()
             .filter(|&&(s, g)| state.gpu_holder(s, g).is_none());

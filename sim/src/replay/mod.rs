@@ -522,25 +522,22 @@ impl Run<'_> {
         Ok(true)
     }
 
-    /// Start head `idx`, which the placer blocked, on its reserved slice
-    /// if that is free as a whole ([`Placer::admit_reserved`]): the slice
-    /// exists, but the placer's search on the real state (other jobs
-    /// backfilled apart from it) may not find it within its budget.
+    /// Start head `idx` on its reserved slice if that is free as a whole
+    /// ([`Placer::admit_reserved`]), before any search: the slice is what
+    /// the placer chose for it on the state the reservation waited for
+    /// ([`backfill`] module doc).
     fn start_on_reservation(&mut self, idx: usize) -> Result<Option<Arc<Decision>>, ReplayError> {
         let r = self.backfill.reserved.as_ref().filter(|r| r.head == idx);
         let Some(slice) = r.and_then(|r| r.slice.as_ref()) else {
             return Ok(None);
         };
-        // Most retries find a reserved GPU still held: no named check then.
+        // Before its reserved time a GPU of it is mostly still held.
         let idle = (self.placer.fabric()).map_or(0, |st| slice.idle_gpus(st));
-        if idle < slice.reservation.gpus().len() as u64 {
+        if idle < slice.reservation().gpus().len() as u64 {
             return Ok(None);
         }
-        let d = Arc::clone(&slice.decision);
-        let started = self
-            .placer
-            .admit_reserved(&d)
-            .map_err(|e| self.failed(idx, e))?;
+        let started = self.placer.admit_reserved(&slice.forecast);
+        let started = started.map_err(|e| self.failed(idx, e))?;
         self.report.reserved_starts += u64::from(started.is_some());
         Ok(started)
     }
@@ -588,17 +585,18 @@ impl Run<'_> {
         let request = self.request(idx);
         let unsettled = self.placer.unsettled_searches();
         let t0 = Instant::now();
+        let reserved = if head {
+            self.start_on_reservation(idx)?
+        } else {
+            None
+        };
         let slice = (self.backfill.reserved.as_ref()).and_then(|r| r.slice.as_ref());
-        let mut outcome = match (role, slice) {
-            (Role::Apart, Some(s)) => self.placer.place_apart(&request, &s.reservation),
+        let mut outcome = match (reserved, role, slice) {
+            (Some(d), _, _) => Ok(Outcome::Placed(d)),
+            (None, Role::Apart, Some(s)) => self.placer.place_apart(&request, s.reservation()),
             _ => self.placer.place(&request),
         };
         let mut moves = Vec::new();
-        if head && matches!(outcome, Ok(Outcome::Blocked(_))) {
-            if let Some(d) = self.start_on_reservation(idx)? {
-                outcome = Ok(Outcome::Placed(d));
-            }
-        }
         let (tries, order) = self.rearrange;
         if head && tries > 0 && outcome == Ok(Outcome::Blocked(Blocked::Network)) {
             if let Some(r) = self.placer.rearrange(&request, tries, order).transpose() {

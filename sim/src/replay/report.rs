@@ -124,8 +124,8 @@ pub struct Report {
     pub reservations: u64,
     pub reservation_ms: f64,
     pub late_heads: u64,
-    /// Blocked heads started on their reserved slice as forecast, which
-    /// the placer's own search did not find (`--backfill slices`).
+    /// Heads started on their reserved slice as forecast, once it was
+    /// free as a whole, without a search (`--backfill slices`).
     pub reserved_starts: u64,
     /// Running jobs whose links a blocked job may move, tried per call
     /// (`--rearrange`; 0: never).

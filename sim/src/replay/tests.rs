@@ -854,11 +854,12 @@ fn slice_reservations_keep_isolation_and_every_job_and_start_heads_on_time() {
     let easy = run(Backfill::Easy { depth: 100 });
     let slices = run(Backfill::Slices { depth: 100 });
     eprintln!(
-        "easy {} s, slices {} s ({} backfilled, {} reservations, {} late)",
+        "easy {} s, slices {} s ({} backfilled, {} reservations, {} started on them, {} late)",
         easy.avg_jct_s,
         slices.avg_jct_s,
         slices.backfilled_jobs,
         slices.reservations,
+        slices.reserved_starts,
         slices.late_heads
     );
     assert_eq!(slices.completed, easy.completed);
@@ -881,10 +882,18 @@ fn slice_reservations_keep_isolation_and_every_job_and_start_heads_on_time() {
     }
     assert_eq!(easy.reservations, 0);
     assert!(slices.avg_jct_s < easy.avg_jct_s);
+    // A head whose reserved slice is free starts on it, before any search:
+    // here nearly every reservation.
+    assert!(
+        slices.reserved_starts * 10 >= slices.reservations * 9
+            && slices.reserved_starts <= slices.reservations,
+        "{} of {} reservations started on",
+        slices.reserved_starts,
+        slices.reservations
+    );
     // Jobs backfilled past a head's reserved time keep off its slice, so
-    // under exact estimates (the ideal network) heads start when reserved:
-    // on it, if the placer's own search does not find a slice first (26
-    // of 171 late without the mask and the check, 1 of 2 000 without
+    // under exact estimates (the ideal network) heads start when reserved
+    // (26 of 171 late without the mask and the check, 1 of 2 000 without
     // starting on the reservation at 2048 GPUs).
     assert_eq!(
         slices.late_heads, 0,

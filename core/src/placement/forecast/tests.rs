@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::super::forecast::Forecast;
 use super::super::{
     placer, placer_on, Blocked, JobRequest, Outcome, Placer, Policy, Rng, SliceOptions,
 };
@@ -67,7 +68,7 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
             // Now it is not free (vClos's search is complete: the job was
             // blocked), so starting on it changes nothing.
             if policy == Policy::Vclos {
-                assert_eq!(p.admit_reserved(&f.decision).unwrap(), None);
+                assert_eq!(p.admit_reserved(&f).unwrap(), None);
                 assert_eq!(held(&*p), before);
             }
             let after = |n: usize| {
@@ -81,8 +82,8 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
             after(f.ended).admit(&f.decision).unwrap();
             // ...and a placer there starts the job on it as reserved.
             let mut q = placer_on(policy, after(f.ended), SliceOptions::default()).unwrap();
-            let started = q.admit_reserved(&f.decision).unwrap().unwrap();
-            assert_eq!(*started, *f.decision);
+            let started = q.admit_reserved(&f).unwrap().unwrap();
+            assert!(Arc::ptr_eq(&started, &f.decision));
             assert_eq!(q.fabric().unwrap().decision(&job.id), Some(&*f.decision));
 
             // ...and one end fewer (from `from` on) does not let it in.
@@ -101,7 +102,71 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
     let mut best = placer(Policy::Best, uniform_topology(2, 2, 2, 0)).unwrap();
     let job = JobRequest::new(JobId::new("j").unwrap(), 2);
     assert_eq!(best.forecast(&job, &[], 0).unwrap(), None);
-    assert_eq!(best.admit_reserved(&Decision::one_gpu("j")).unwrap(), None);
+    let topo = uniform_topology(2, 2, 2, 0);
+    let all = topo.gpu_count() as u32;
+    let mut vclos = placer(Policy::Vclos, topo).unwrap();
+    let held = JobRequest::new(JobId::new("h").unwrap(), all);
+    let Outcome::Placed(_) = vclos.place(&held).unwrap() else {
+        panic!("the whole fabric fits the empty fabric");
+    };
+    let f = vclos
+        .forecast(&job, &[held.id.clone()], 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(best.admit_reserved(&f).unwrap(), None);
+}
+
+/// Starting a forecast job on its slice by what the slice held on the
+/// forecast's state (typed: [`crate::state::FabricState::admit_held`])
+/// admits exactly what the full check by name admits, on every state
+/// tried: the one it was forecast on, those with fewer or more of the
+/// ends, and the real state after jobs arrived and left.
+#[test]
+fn a_reserved_start_admits_exactly_what_the_named_check_admits() {
+    let (mut admitted, mut refused) = (0, 0);
+    for (policy, ocs, seed) in [
+        (Policy::Vclos, 0, 3),
+        (Policy::OcsVclos, 2, 7),
+        (Policy::OcsVclos, 4, 9),
+    ] {
+        let mut kept: Vec<Forecast> = Vec::new();
+        walk(policy, ocs, seed, |p, job, ends, _, _| {
+            let mut states = vec![p.fabric().unwrap().clone()];
+            for j in ends {
+                let mut st = states.last().unwrap().clone();
+                st.release(j).unwrap();
+                states.push(st);
+            }
+            // Forecasts kept from earlier steps meet later states too.
+            let f = p.forecast(job, ends, 0).unwrap();
+            kept.extend(f);
+            if kept.len() > 8 {
+                kept.remove(0);
+            }
+            for st in &states {
+                for f in kept
+                    .iter()
+                    .filter(|f| st.decision(&f.decision.job).is_none())
+                {
+                    let named = st.clone().admit(&f.decision).is_ok();
+                    let mut typed = st.clone();
+                    let started = typed.admit_held(&f.decision, &f.admission);
+                    assert_eq!(started, named, "{policy}: {}", f.decision.job);
+                    if started {
+                        assert_eq!(typed.decision(&f.decision.job), Some(&*f.decision));
+                        admitted += 1;
+                    } else {
+                        assert_eq!(typed.version(), st.version(), "a refusal changed the state");
+                        refused += 1;
+                    }
+                }
+            }
+        });
+    }
+    assert!(
+        admitted > 200 && refused > 200,
+        "{admitted} admitted, {refused} refused"
+    );
 }
 
 /// Every GPU and link port decision `d` names.
