@@ -158,11 +158,12 @@ impl FabricState {
         let slot = *self.by_id.get(job)?;
         let res = self.slots[slot as usize].as_ref()?.res.clone();
         let lay = &self.layout;
-        let rewired: Vec<usize> = (res.cross.iter())
+        let mut rewired: Vec<usize> = (res.cross.iter())
             .flat_map(|&(o, a, b)| [lay.ocs_port(o, a), lay.ocs_port(o, b)])
             .collect();
+        rewired.sort_unstable();
         let circuits = (res.ocs_ports.iter())
-            .filter(|p| !rewired.contains(p))
+            .filter(|p| rewired.binary_search(p).is_err())
             .map(|&p| (p, self.occ.patch[p]))
             .collect();
         Some(Admission { res, circuits })
