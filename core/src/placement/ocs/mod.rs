@@ -42,6 +42,8 @@
 //! destination server port's route to the link of its slot.
 
 use std::collections::HashMap;
+
+use foldhash::fast::FixedState;
 use std::sync::Arc;
 
 use super::assign::Budget;
@@ -198,11 +200,14 @@ fn stages(
         .or_else(|| several_spines((st, grain), view, k, cutoffs, call))
 }
 
-/// Mutable pools of usable ports while one plan is being built.
+/// Mutable pools of usable ports while one plan is being built, hashed
+/// with foldhash (SipHash's keyed hashing guards against flooding by
+/// chosen keys, which ids of one topology are not, and cost 1% of a
+/// backfilling replay).
 struct Pools<'a> {
     st: &'a FabricState,
-    leaf: HashMap<(LeafId, usize), Vec<(u16, u16)>>,
-    spine: HashMap<(SpineId, usize), Vec<(u16, u16)>>,
+    leaf: HashMap<(LeafId, usize), Vec<(u16, u16)>, FixedState>,
+    spine: HashMap<(SpineId, usize), Vec<(u16, u16)>, FixedState>,
     direct: Vec<(LeafId, u16, SpineId, u16)>,
 }
 
@@ -210,8 +215,8 @@ impl<'a> Pools<'a> {
     fn new(st: &'a FabricState, view: &OcsView) -> Self {
         Pools {
             st,
-            leaf: HashMap::new(),
-            spine: HashMap::new(),
+            leaf: HashMap::default(),
+            spine: HashMap::default(),
             direct: view.direct().to_vec(),
         }
     }
