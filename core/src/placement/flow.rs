@@ -114,18 +114,14 @@ impl Flow {
             }
             self.cursor.clear();
             self.cursor.extend_from_slice(&self.first);
-            loop {
-                let pushed = self.push(s as u32, t as u32, u32::MAX);
-                if pushed == 0 {
-                    break;
-                }
-                self.flowed += pushed;
-            }
+            self.flowed += self.push(s as u32, t as u32, u32::MAX);
         }
     }
 
     /// Breadth-first levels from `s` over edges with capacity; whether `t`
-    /// is reached.
+    /// is reached. It stops once `t` is: no node of `t`'s level or beyond
+    /// leads to `t` along increasing levels, so they stay unlevelled and
+    /// [`Flow::push`] skips them at once.
     fn layer(&mut self, s: usize, t: usize) -> bool {
         self.level.fill(NONE);
         self.level[s] = 0;
@@ -140,6 +136,9 @@ impl Flow {
                 let v = self.to[e as usize] as usize;
                 if self.cap[e as usize] > 0 && self.level[v] == NONE {
                     self.level[v] = self.level[u] + 1;
+                    if v == t {
+                        return true;
+                    }
                     self.queue.push(v as u32);
                 }
                 e = self.next_edge[e as usize];
@@ -148,26 +147,37 @@ impl Flow {
         self.level[t] != NONE
     }
 
-    /// One augmenting path along increasing levels (depth <= node count).
+    /// A blocking flow along increasing levels from `u`, at most `limit`
+    /// (depth <= node count). Each edge is left (its cursor moved on) once
+    /// what is below it takes less than was offered, so the paths are
+    /// those of one augmenting path per descent from `s`, found without
+    /// walking the shared prefix again each time.
     fn push(&mut self, u: u32, t: u32, limit: u32) -> u32 {
         if u == t {
             return limit;
         }
         let u = u as usize;
+        let mut sent = 0;
         while self.cursor[u] != NONE {
             let e = self.cursor[u] as usize;
             let v = self.to[e];
             if self.cap[e] > 0 && self.level[v as usize] == self.level[u] + 1 {
-                let got = self.push(v, t, limit.min(self.cap[e]));
-                if got > 0 {
-                    self.cap[e] -= got;
-                    self.cap[e ^ 1] += got;
-                    return got;
+                let offer = (limit - sent).min(self.cap[e]);
+                let got = self.push(v, t, offer);
+                self.cap[e] -= got;
+                self.cap[e ^ 1] += got;
+                sent += got;
+                if sent == limit {
+                    return sent;
+                }
+                if got == offer {
+                    // The edge is saturated, or `v` took all it was offered and may take more.
+                    continue;
                 }
             }
             self.cursor[u] = self.next_edge[e];
         }
-        0
+        sent
     }
 }
 

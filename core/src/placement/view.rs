@@ -226,7 +226,8 @@ impl OcsView {
         let topo = st.topology();
         let k = topo.ocs.len();
         let mut buckets: Vec<Vec<(u16, u16)>> = vec![Vec::new(); k];
-        let mut leaf_ocs = Vec::new();
+        // Room for every port up front: a view is built per state version.
+        let mut leaf_ocs = Vec::with_capacity(topo.leaves.iter().map(|l| l.uplinks.len()).sum());
         let mut leaf_start = Vec::with_capacity(topo.leaves.len() * k + 1);
         let mut direct = Vec::new();
         for (li, leaf) in topo.leaves.iter().enumerate() {
@@ -249,7 +250,7 @@ impl OcsView {
             flush(&mut buckets, &mut leaf_ocs, &mut leaf_start);
         }
         leaf_start.push(leaf_ocs.len() as u32);
-        let mut spine_ocs = Vec::new();
+        let mut spine_ocs = Vec::with_capacity(topo.spines.iter().map(|s| s.ports.len()).sum());
         let mut spine_start = Vec::with_capacity(topo.spines.len() * k + 1);
         for (si, spine) in topo.spines.iter().enumerate() {
             let sid = SpineId(si as u32);
