@@ -185,6 +185,106 @@ impl Flow {
 mod tests {
     use super::*;
 
+    /// The textbook form of [`Flow::run`]: every level kept, one
+    /// augmenting path per descent from the source.
+    fn one_path_at_a_time(f: &mut Flow, s: usize, t: usize) -> u32 {
+        fn path(f: &mut Flow, u: usize, t: usize, limit: u32) -> u32 {
+            if u == t {
+                return limit;
+            }
+            while f.cursor[u] != NONE {
+                let e = f.cursor[u] as usize;
+                let v = f.to[e] as usize;
+                if f.cap[e] > 0 && f.level[v] == f.level[u] + 1 {
+                    let got = path(f, v, t, limit.min(f.cap[e]));
+                    if got > 0 {
+                        f.cap[e] -= got;
+                        f.cap[e ^ 1] += got;
+                        return got;
+                    }
+                }
+                f.cursor[u] = f.next_edge[e];
+            }
+            0
+        }
+        let n = f.first.len();
+        f.level.resize(n, NONE);
+        loop {
+            f.level.fill(NONE);
+            f.level[s] = 0;
+            let mut queue = vec![s];
+            let mut head = 0;
+            while head < queue.len() {
+                let u = queue[head];
+                head += 1;
+                let mut e = f.first[u];
+                while e != NONE {
+                    let v = f.to[e as usize] as usize;
+                    if f.cap[e as usize] > 0 && f.level[v] == NONE {
+                        f.level[v] = f.level[u] + 1;
+                        queue.push(v);
+                    }
+                    e = f.next_edge[e as usize];
+                }
+            }
+            if f.level[t] == NONE {
+                return f.flowed;
+            }
+            f.cursor.clone_from(&f.first);
+            loop {
+                let got = path(f, s, t, u32::MAX);
+                if got == 0 {
+                    break;
+                }
+                f.flowed += got;
+            }
+        }
+    }
+
+    /// Random layered graphs like [`crate::placement::assign`]'s (source,
+    /// leaves, OCSes or spines, sink, with some back and skip edges): the
+    /// blocking-flow descents carry exactly what one path at a time
+    /// carries, edge by edge (a plan takes its links from the flow on each
+    /// edge, so the decisions stay the same).
+    #[test]
+    fn blocking_flows_carry_what_one_path_at_a_time_carries() {
+        let mut rng = crate::placement::Rng(0x5eed);
+        for _ in 0..400 {
+            let (a, b) = (1 + rng.below(12) as usize, 1 + rng.below(12) as usize);
+            let n = 2 + a + b;
+            let mut edges = Vec::new();
+            for i in 0..a {
+                edges.push((0, 2 + i, rng.below(20) as u32));
+                for j in 0..b {
+                    if rng.below(3) > 0 {
+                        edges.push((2 + i, 2 + a + j, rng.below(8) as u32));
+                    }
+                }
+            }
+            for j in 0..b {
+                edges.push((2 + a + j, 1, rng.below(20) as u32));
+            }
+            for _ in 0..rng.below(6) {
+                let (u, v) = (
+                    2 + rng.below((a + b) as u64) as usize,
+                    2 + rng.below((a + b) as u64) as usize,
+                );
+                edges.push((u, v, rng.below(5) as u32));
+            }
+            let build = || {
+                let mut f = Flow::new(n);
+                let ids: Vec<usize> = edges.iter().map(|&(u, v, c)| f.add_edge(u, v, c)).collect();
+                (f, ids)
+            };
+            let (mut fast, ids) = build();
+            let (mut slow, _) = build();
+            assert_eq!(fast.run(0, 1), one_path_at_a_time(&mut slow, 0, 1));
+            for &e in &ids {
+                assert_eq!(fast.flow_on(e), slow.flow_on(e), "{edges:?}");
+            }
+        }
+    }
+
     #[test]
     fn reroutes_to_make_room() {
         // Leaf A can use OCS 1 or 2, leaf B only OCS 1; each OCS has one
