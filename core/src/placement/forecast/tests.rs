@@ -110,7 +110,7 @@ fn a_forecast_is_the_first_prefix_of_ends_that_lets_the_job_in_and_changes_nothi
         panic!("the whole fabric fits the empty fabric");
     };
     let f = vclos
-        .forecast(&job, &[held.id.clone()], 0)
+        .forecast(&job, std::slice::from_ref(&held.id), 0)
         .unwrap()
         .unwrap();
     assert_eq!(best.admit_reserved(&f).unwrap(), None);
