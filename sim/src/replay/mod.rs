@@ -944,7 +944,9 @@ fn held(placer: &dyn Placer, gpus: u32, d: &Decision) -> Held {
     else {
         return Held::default();
     };
-    let mut per_server: BTreeMap<&str, u32> = BTreeMap::new();
+    // Hashed (foldhash): an ordered map's string comparisons per GPU were
+    // 2.5% of a backfilling replay at 8192 GPUs.
+    let mut per_server: HashMap<&str, u32, foldhash::fast::FixedState> = HashMap::default();
     for g in &d.gpus {
         *per_server.entry(&g.server).or_default() += 1;
     }
