@@ -73,6 +73,7 @@
 //! time (under `fair-share` jobs run past their estimates) are counted
 //! (`late_heads`).
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
@@ -272,12 +273,20 @@ pub(crate) struct Slice {
     /// reservation, which a job placed apart from it is kept off
     /// ([`crate::placement::Placer::place_apart`]).
     pub forecast: Forecast,
+    /// [`Slice::idle_gpus`] on the state version it was counted on: every
+    /// job tried behind the head asks, and the state changes only when
+    /// one starts.
+    idle: Cell<Option<(u64, u64)>>,
 }
 
 impl Slice {
     /// The slice of forecast `fc`, reserved from `at`.
     pub fn new(at: f64, fc: Forecast) -> Self {
-        Slice { at, forecast: fc }
+        Slice {
+            at,
+            forecast: fc,
+            idle: Cell::new(None),
+        }
     }
 
     /// What a job placed apart from it is kept off.
@@ -313,8 +322,19 @@ impl Slice {
     }
 
     /// How many of its GPUs are idle in `state` now: a job that runs past
-    /// [`Slice::at`] has only the other idle GPUs.
+    /// [`Slice::at`] has only the other idle GPUs. Kept per state version
+    /// (versions are unique in the process, `FabricState::version`).
     pub fn idle_gpus(&self, state: &FabricState) -> u64 {
+        let version = state.version();
+        if let Some((_, idle)) = self.idle.get().filter(|&(at, _)| at == version) {
+            return idle;
+        }
+        let idle = self.count_idle(state);
+        self.idle.set(Some((version, idle)));
+        idle
+    }
+
+    fn count_idle(&self, state: &FabricState) -> u64 {
         let idle = self
             .reservation()
             .gpus()
@@ -338,6 +358,38 @@ pub(crate) fn head_need(gpus: u32, per_server: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The idle GPUs of a reserved slice are those of the state asked
+    /// about, as it changes (counted once per state version).
+    #[test]
+    fn a_slices_idle_gpus_follow_the_state() {
+        use crate::placement::{placer, JobRequest, Outcome, Policy};
+        let topo = crate::topology::generate::uniform_topology(2, 2, 2, 0);
+        let all = topo.gpu_count() as u32;
+        let mut p = placer(Policy::Vclos, topo).unwrap();
+        let id = |s: &str| JobId::new(s).unwrap();
+        let holder = JobRequest::new(id("h"), all);
+        assert!(matches!(p.place(&holder).unwrap(), Outcome::Placed(_)));
+        let head = JobRequest::new(id("j"), all / 2);
+        let fc = p.forecast(&head, &[id("h")], 0).unwrap().unwrap();
+        let slice = Slice::new(10.0, fc);
+        let size = slice.reservation().gpus().len() as u64;
+        assert_eq!(size, u64::from(all / 2));
+        assert_eq!(slice.idle_gpus(p.fabric().unwrap()), 0);
+        assert_eq!(slice.idle_gpus(p.fabric().unwrap()), 0);
+        p.release(&id("h")).unwrap();
+        assert_eq!(slice.idle_gpus(p.fabric().unwrap()), size);
+        let small = JobRequest::new(id("s"), 1);
+        assert!(matches!(p.place(&small).unwrap(), Outcome::Placed(_)));
+        let held = u64::from(
+            slice
+                .reservation()
+                .gpus()
+                .iter()
+                .any(|&(s, g)| p.fabric().unwrap().gpu_holder(s, g).is_some()),
+        );
+        assert_eq!(slice.idle_gpus(p.fabric().unwrap()), size - held);
+    }
 
     #[test]
     fn the_shadow_time_is_the_first_estimated_end_that_frees_enough() {
