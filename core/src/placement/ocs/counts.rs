@@ -46,7 +46,6 @@
 //! shape side's count once, and each size's verdict once.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use super::super::local::Grain;
 use super::super::stage3;
@@ -71,11 +70,11 @@ pub(super) fn rules_out(st: &FabricState, grain: Grain, view: &OcsView, k: u32) 
             Some(i) => kept.remove(i),
             None => Tally::new(st, grain, view),
         };
-        let ruled = match tally.verdicts.get(&k) {
-            Some(&ruled) => ruled,
+        let ruled = match tally.verdicts.get(k) {
+            Some(ruled) => ruled != 0,
             None => {
                 let ruled = tally.rules_out(st, k);
-                tally.verdicts.insert(k, ruled);
+                tally.verdicts.set(k, u32::from(ruled));
                 ruled
             }
         };
@@ -103,10 +102,41 @@ struct Tally {
     /// partner leaf, each leaf's free units capped by its usable uplinks
     /// over `t`.
     reached: u32,
-    verdicts: HashMap<u32, bool>,
+    verdicts: Kept,
     /// [`vleaves`] by `s`, [`slots`] by `l`, as asked.
-    vleaves: HashMap<u32, u32>,
-    slots: HashMap<u32, u32>,
+    vleaves: Kept,
+    slots: Kept,
+}
+
+/// Counts kept by a small key (a size, a shape's side: at most the
+/// fabric's GPUs), in a vector: a hashed map's lookups were 4% of a
+/// backfilling replay at 8192 GPUs.
+#[derive(Default)]
+struct Kept(Vec<u32>);
+
+/// No count kept for this key.
+const UNSET: u32 = u32::MAX;
+
+impl Kept {
+    fn get(&self, key: u32) -> Option<u32> {
+        self.0.get(key as usize).copied().filter(|&v| v != UNSET)
+    }
+
+    fn set(&mut self, key: u32, value: u32) {
+        let i = key as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, UNSET);
+        }
+        self.0[i] = value;
+    }
+
+    fn get_or(&mut self, key: u32, count: impl FnOnce() -> u32) -> u32 {
+        self.get(key).unwrap_or_else(|| {
+            let value = count();
+            self.set(key, value);
+            value
+        })
+    }
 }
 
 /// Tallies kept per thread: two grains on the state and on its masked
@@ -137,9 +167,9 @@ impl Tally {
             spines,
             t,
             reached,
-            verdicts: HashMap::new(),
-            vleaves: HashMap::new(),
-            slots: HashMap::new(),
+            verdicts: Kept::default(),
+            vleaves: Kept::default(),
+            slots: Kept::default(),
         }
     }
 
@@ -166,11 +196,8 @@ impl Tally {
     /// so each is counted once per tally (sizes share most shapes' sides).
     fn several_spines(&mut self, (l, s): (u32, u32)) -> bool {
         let (leaves, spines, t) = (&self.leaves, &self.spines, self.t);
-        let hosted = *self
-            .vleaves
-            .entry(s)
-            .or_insert_with(|| vleaves(leaves, s, t));
-        let taken = *self.slots.entry(l).or_insert_with(|| slots(spines, l));
+        let hosted = self.vleaves.get_or(s, || vleaves(leaves, s, t));
+        let taken = self.slots.get_or(l, || slots(spines, l));
         !stage3::too_few(hosted, taken, (l, s))
     }
 }
