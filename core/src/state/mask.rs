@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::{fresh_version, FabricState, MaskMemo, Resources, FREE, MASKED};
 use crate::decision::Decision;
 use crate::names::JobId;
-use crate::topology::ServerId;
+use crate::topology::{ServerId, Topology};
 
 use super::StateError;
 
@@ -74,14 +74,25 @@ impl Reservation {
 /// forecast's slice, placed on a future state, is started on the real one
 /// when it is free there (a 2 048-GPU decision names thousands of ports,
 /// and resolving them took longer than the search that found the slice).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Admission {
+    /// The fabric it was held on: indices mean nothing on another.
+    topology: Arc<Topology>,
     res: Resources,
     /// Each OCS port its links pass through without a cross-connect of
     /// their own (flat index), with the port it is patched to there: the
     /// circuit must be there on the other copy too.
     circuits: Vec<(usize, u32)>,
 }
+
+impl PartialEq for Admission {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.topology, &other.topology)
+            && (self.res == other.res && self.circuits == other.circuits)
+    }
+}
+
+impl Eq for Admission {}
 
 /// What one [`FabricState::mask`] masked, for [`FabricState::unmask`].
 #[derive(Debug, Default)]
@@ -166,7 +177,11 @@ impl FabricState {
             .filter(|p| rewired.binary_search(p).is_err())
             .map(|&p| (p, self.occ.patch[p]))
             .collect();
-        Some(Admission { res, circuits })
+        Some(Admission {
+            topology: Arc::clone(&self.topo),
+            res,
+            circuits,
+        })
     }
 
     /// Admit `d` with what it holds on another copy of this fabric
@@ -177,9 +192,10 @@ impl FabricState {
     /// whole of [`FabricState::admit`]'s checks for a decision that
     /// admitted there (cabling is the topology's); debug builds (every
     /// test) also resolve `d` by name and panic unless it validates to the
-    /// very same resources. A decision sharing links is admitted by name.
+    /// very same resources. A decision sharing links, or held on a copy
+    /// of another topology, is admitted by name.
     pub fn admit_held(&mut self, d: &Arc<Decision>, held: &Admission) -> bool {
-        if !held.res.shared.is_empty() {
+        if !held.res.shared.is_empty() || !Arc::ptr_eq(&held.topology, &self.topo) {
             return self.admit(d).is_ok();
         }
         let patched =

@@ -230,6 +230,13 @@ fn a_held_admission_needs_its_circuits_as_they_were() {
         (&repatched.occ, repatched.version()),
         (&before.occ, before.version())
     );
+    // Held on another topology's copy (the same names): checked by name.
+    let mut other = FabricState::new(testbed(true));
+    assert!(other.admit_held(&d, &held));
+    assert_eq!(other.decision(&d.job), Some(&*d));
+    let mut other = FabricState::new(testbed(true));
+    other.admit(&two_server_job("b", true)).unwrap();
+    assert!(!other.admit_held(&d, &held));
     // Its GPUs and ports held by another job.
     let mut busy = fresh.clone();
     busy.admit(&two_server_job("b", true)).unwrap();
