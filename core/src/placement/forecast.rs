@@ -67,9 +67,9 @@ pub(crate) fn forecast<P: Rearrange>(
         }
         let (placed, v) = place_on_view(p, view, job)?;
         if let Some(decision) = placed {
-            let unheld = || engine(policy, "a forecast decision is not held on its view");
-            let reservation = v.held_reservation(&decision.job).ok_or_else(unheld)?;
-            let admission = v.held_admission(&decision.job).ok_or_else(unheld)?;
+            let admission = (v.held_admission(&decision.job))
+                .ok_or_else(|| engine(policy, "a forecast decision is not held on its view"))?;
+            let reservation = admission.reservation();
             return Ok(Some(Forecast {
                 ended: i + 1,
                 decision,

@@ -47,6 +47,24 @@ impl PartialEq for Reservation {
 impl Eq for Reservation {}
 
 impl Reservation {
+    /// The GPUs and link ports of typed resources `res`, those of links it
+    /// shares included, as a new reservation.
+    fn of(res: &Resources) -> Self {
+        let mut r = Reservation {
+            id: fresh_version(),
+            gpus: res.gpus.clone(),
+            uplinks: res.uplinks.clone(),
+            spine_ports: res.spine_ports.clone(),
+            ocs_ports: res.ocs_ports.clone(),
+        };
+        for l in &res.shared {
+            r.uplinks.push(l.uplink);
+            r.spine_ports.push(l.spine_port);
+            r.ocs_ports.extend(&l.ocs_ports);
+        }
+        r
+    }
+
     /// The GPUs it names, free or not.
     pub fn gpus(&self) -> &[(ServerId, u16)] {
         &self.gpus
@@ -83,6 +101,14 @@ pub struct Admission {
     /// their own (flat index), with the port it is patched to there: the
     /// circuit must be there on the other copy too.
     circuits: Vec<(usize, u32)>,
+}
+
+impl Admission {
+    /// The reservation of what it holds ([`FabricState::held_reservation`]
+    /// on the copy it was held on).
+    pub fn reservation(&self) -> Reservation {
+        Reservation::of(&self.res)
+    }
 }
 
 impl PartialEq for Admission {
@@ -166,8 +192,7 @@ impl FabricState {
     /// What admitted job `job` holds here, for [`FabricState::admit_held`]
     /// on another copy of this fabric; `None` for a job not admitted.
     pub fn held_admission(&self, job: &JobId) -> Option<Admission> {
-        let slot = *self.by_id.get(job)?;
-        let res = self.slots[slot as usize].as_ref()?.res.clone();
+        let res = self.held_resources(job)?.clone();
         let lay = &self.layout;
         let mut rewired: Vec<usize> = (res.cross.iter())
             .flat_map(|&(o, a, b)| [lay.ocs_port(o, a), lay.ocs_port(o, b)])
@@ -213,21 +238,13 @@ impl FabricState {
     /// reads its slice from there (a 2 048-GPU decision has thousands of
     /// names). `None` for a job not admitted.
     pub fn held_reservation(&self, job: &JobId) -> Option<Reservation> {
+        self.held_resources(job).map(Reservation::of)
+    }
+
+    /// The typed resources admitted job `job` holds.
+    fn held_resources(&self, job: &JobId) -> Option<&Resources> {
         let slot = *self.by_id.get(job)?;
-        let res = &self.slots[slot as usize].as_ref()?.res;
-        let mut r = Reservation {
-            id: fresh_version(),
-            gpus: res.gpus.clone(),
-            uplinks: res.uplinks.clone(),
-            spine_ports: res.spine_ports.clone(),
-            ocs_ports: res.ocs_ports.clone(),
-        };
-        for l in &res.shared {
-            r.uplinks.push(l.uplink);
-            r.spine_ports.push(l.spine_port);
-            r.ocs_ports.extend(&l.ocs_ports);
-        }
-        Some(r)
+        Some(&self.slots[slot as usize].as_ref()?.res)
     }
 
     /// Mask every resource of `r` that is free now: no placement stage

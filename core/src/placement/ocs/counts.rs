@@ -180,7 +180,7 @@ impl Tally {
             // Every stage needs `k` units within reach (aggregate bound).
             return true;
         }
-        if two_leaf(leaves, k, |&l| reach(l, t)) {
+        if two_leaf(leaves, k, t) {
             return false;
         }
         // One spine and every Stage 3 shape need `k * t` spine ports.
@@ -210,8 +210,13 @@ fn reach((free, usable): (u32, u32), t: u32) -> u32 {
 
 /// Two leaves that can each take `k/2` units ([`super::two_leaf`]'s
 /// candidates).
-fn two_leaf(leaves: &[(u32, u32)], k: u32, reach: impl Fn(&(u32, u32)) -> u32) -> bool {
-    k.is_multiple_of(2) && leaves.iter().filter(|x| reach(x) >= k / 2).nth(1).is_some()
+fn two_leaf(leaves: &[(u32, u32)], k: u32, t: u32) -> bool {
+    k.is_multiple_of(2)
+        && leaves
+            .iter()
+            .filter(|&&l| reach(l, t) >= k / 2)
+            .nth(1)
+            .is_some()
 }
 
 /// A spine with room for all `k * t` uplinks ([`super::spine_order`]), and
@@ -317,15 +322,14 @@ mod tests {
     #[test]
     fn two_leaf_and_one_spine_counts() {
         let t = 2;
-        let reach = |&(free, usable): &(u32, u32)| free.min(usable / t);
         // Two leaves of k/2 units each, with k/2 * t uplinks each.
-        assert!(two_leaf(&[(2, 4), (3, 6)], 4, reach));
-        assert!(!two_leaf(&[(2, 4), (3, 6)], 6, reach));
-        assert!(!two_leaf(&[(2, 4), (3, 3)], 4, reach));
-        assert!(!two_leaf(&[(2, 4), (2, 4), (2, 4)], 3, reach));
-        assert!(!two_leaf(&[(4, 8)], 4, reach));
+        assert!(two_leaf(&[(2, 4), (3, 6)], 4, t));
+        assert!(!two_leaf(&[(2, 4), (3, 6)], 6, t));
+        assert!(!two_leaf(&[(2, 4), (3, 3)], 4, t));
+        assert!(!two_leaf(&[(2, 4), (2, 4), (2, 4)], 3, t));
+        assert!(!two_leaf(&[(4, 8)], 4, t));
         // One spine with k * t ports; leaves reaching k units in all.
-        let reached = |leaves: &[(u32, u32)]| leaves.iter().map(reach).sum();
+        let reached = |leaves: &[(u32, u32)]| leaves.iter().map(|&l| reach(l, t)).sum();
         assert!(one_spine(
             &[3, 8],
             (4, t),

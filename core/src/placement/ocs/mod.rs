@@ -42,9 +42,9 @@
 //! destination server port's route to the link of its slot.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
-use std::sync::Arc;
 
 use super::assign::Budget;
 use super::flow::Flow;
