@@ -161,6 +161,12 @@ pub trait Placer {
     fn place(&mut self, job: &JobRequest) -> Result<Outcome, PlacementError>;
     /// Free exactly what `job`'s placement held.
     fn release(&mut self, job: &JobId) -> Result<Decision, PlacementError>;
+    /// [`Placer::release`], returning the decision as the placer held it,
+    /// not a copy: a replay's isolation audit may still hold it too, and a
+    /// large job's decision names thousands of ports.
+    fn release_shared(&mut self, job: &JobId) -> Result<Arc<Decision>, PlacementError> {
+        self.release(job).map(Arc::new)
+    }
     /// The placer's view of the fabric (None if it keeps no [`FabricState`]).
     fn fabric(&self) -> Option<&FabricState> {
         None

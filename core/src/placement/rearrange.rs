@@ -150,6 +150,16 @@ pub(crate) use rearranges;
 /// of a placer that implements [`Rearrange`] ([`rearranges`]).
 macro_rules! rearranging_methods {
     () => {
+        fn release_shared(
+            &mut self,
+            job: &$crate::names::JobId,
+        ) -> Result<std::sync::Arc<$crate::decision::Decision>, $crate::placement::PlacementError>
+        {
+            use $crate::placement::rearrange::Rearrange as _;
+            (self.state_mut().release_shared(job))
+                .map_err(|_| $crate::placement::PlacementError::UnknownJob(job.clone()))
+        }
+
         fn rearrange(
             &mut self,
             job: &$crate::placement::JobRequest,

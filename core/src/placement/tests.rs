@@ -1362,3 +1362,28 @@ fn a_decision_lists_each_leaf_s_server_ports_in_gpu_order() {
         .collect();
     assert_eq!(ports, want);
 }
+
+/// `release_shared` hands back the decision the placer held, not a copy
+/// (a replay's audit may hold it too), for every policy: the same
+/// allocation where the placer keeps its decisions, an equal one where it
+/// does not; and it frees what `release` frees.
+#[test]
+fn release_shared_returns_the_held_decision() {
+    let t = topo(4, 4, 2, 2);
+    for policy in [Policy::Vclos, Policy::OcsVclos, Policy::Best, Policy::Sr] {
+        let mut p = placer(policy, std::sync::Arc::clone(&t)).unwrap();
+        let Outcome::Placed(d) = p.place(&req("a", 6)).unwrap() else {
+            panic!("{policy:?}: blocked")
+        };
+        let back = p.release_shared(&d.job).unwrap();
+        assert_eq!(back, d, "{policy:?}");
+        if matches!(policy, Policy::Vclos | Policy::OcsVclos) {
+            assert!(std::sync::Arc::ptr_eq(&back, &d), "{policy:?}: a copy");
+        }
+        assert!(
+            p.release_shared(&d.job).is_err(),
+            "{policy:?}: released twice"
+        );
+        assert!(matches!(p.place(&req("b", 6)).unwrap(), Outcome::Placed(_)));
+    }
+}

@@ -29,8 +29,10 @@
 //! `rejected`.
 //!
 //! Each decision also goes through an independent [`Ledger`] that audits
-//! isolation from the decisions themselves; see its module doc.
+//! isolation from the decisions themselves; see its module doc. It runs on
+//! a thread of its own beside the replay ([`auditor`]).
 
+mod auditor;
 mod backfill;
 mod intern;
 mod ledger;
@@ -46,6 +48,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
+pub use auditor::AuditFailed;
 pub use backfill::{Backfill, DEFAULT_DEPTH as DEFAULT_BACKFILL_DEPTH};
 pub use ledger::{initial_patches, Audit, Ledger};
 pub use queue::QueuePolicy;
@@ -61,6 +64,7 @@ use crate::placement::{Blocked, JobRequest, Outcome, PlacementError, Placer};
 use crate::sharing::profile::{Profile, Profiles};
 use crate::topology::Topology;
 use crate::trace::Job;
+use auditor::Auditor;
 use backfill::{Allowed, Running, Slice};
 use occupancy::Occupancy;
 use queue::{Key, Queue};
@@ -133,6 +137,10 @@ pub enum ReplayError {
     Unsorted(JobId),
     #[error("network model: {0}")]
     Route(#[from] Unknown),
+    #[error("cannot start the isolation audit's thread: {0}")]
+    AuditThread(#[source] std::io::Error),
+    #[error(transparent)]
+    Audit(#[from] AuditFailed),
 }
 
 /// Replay progress, reported after each event time.
@@ -226,7 +234,7 @@ pub fn replay_with_progress(
         placer,
         trace,
         queue: Queue::new(opts.queue),
-        ledger: opts.ledger,
+        audit: Auditor::spawn(opts.ledger).map_err(ReplayError::AuditThread)?,
         profiles: opts.profiles,
         state: vec![JobState::default(); trace.len()],
         completions: BinaryHeap::new(),
@@ -310,7 +318,7 @@ pub fn replay_with_progress(
             total: trace.len(),
         });
     }
-    let mut report = run.into_report(opts.total_gpus);
+    let mut report = run.into_report(opts.total_gpus)?;
     report.wall_ms = began.elapsed().as_secs_f64() * 1e3;
     Ok(report)
 }
@@ -319,7 +327,7 @@ struct Run<'a> {
     placer: &'a mut dyn Placer,
     trace: &'a [Job],
     queue: Queue,
-    ledger: Ledger,
+    audit: Auditor,
     profiles: Option<Profiles>,
     state: Vec<JobState>,
     /// Completion times under the `ideal` model.
@@ -547,11 +555,12 @@ impl Run<'_> {
         (self.backfill.reserved.as_ref()).and_then(|r| r.slice.as_ref())
     }
 
-    /// Release trace job `idx` from the placer.
-    fn release(&mut self, idx: usize) -> Result<Decision, ReplayError> {
+    /// Release trace job `idx` from the placer: its decision as held (the
+    /// audit may hold it too).
+    fn release(&mut self, idx: usize) -> Result<Arc<Decision>, ReplayError> {
         let job = &self.trace[idx].id;
         self.placer
-            .release(job)
+            .release_shared(job)
             .map_err(|source| self.failed(idx, source))
     }
 
@@ -665,8 +674,8 @@ impl Run<'_> {
                     source: PlacementError::UnknownJob(m.job.clone()),
                 });
             };
-            self.ledger.finish(idx);
-            self.ledger.start(idx, &m.to);
+            self.audit.finish(idx);
+            self.audit.start(idx, &m.to);
             if let Some(n) = &mut self.network {
                 n.reroute(idx, now, &m.to, self.trace[idx].workload.collective)?;
             }
@@ -690,7 +699,13 @@ impl Run<'_> {
         }
     }
 
-    fn start(&mut self, idx: usize, now: f64, d: &Decision, role: Role) -> Result<(), ReplayError> {
+    fn start(
+        &mut self,
+        idx: usize,
+        now: f64,
+        d: &Arc<Decision>,
+        role: Role,
+    ) -> Result<(), ReplayError> {
         let job = &self.trace[idx];
         if d.job != job.id {
             return Err(ReplayError::WrongJob {
@@ -699,7 +714,7 @@ impl Run<'_> {
                 got: d.job.clone(),
             });
         }
-        self.ledger.start(idx, d);
+        self.audit.start(idx, d);
         if let Some(o) = &mut self.occupancy {
             o.start(now, d, job.workload.collective);
         }
@@ -739,7 +754,7 @@ impl Run<'_> {
     fn finish(&mut self, idx: usize, end: f64) -> Result<(), ReplayError> {
         let d = self.release(idx)?;
         let job = &self.trace[idx];
-        self.ledger.finish(idx);
+        self.audit.finish(idx);
         if let Some(o) = &mut self.occupancy {
             o.finish(end, &d, job.workload.collective);
         }
@@ -785,7 +800,7 @@ impl Run<'_> {
         self.done += 1;
     }
 
-    fn into_report(self, total_gpus: Option<u32>) -> Report {
+    fn into_report(self, total_gpus: Option<u32>) -> Result<Report, ReplayError> {
         let mut r = self.report;
         let mut jwt = Vec::new();
         let mut slowdown = Vec::new();
@@ -856,7 +871,7 @@ impl Run<'_> {
                 .map(|(job, s)| s.record(job))
                 .collect();
         }
-        let a = self.ledger.audit();
+        let a = self.audit.audit()?;
         r.isolation_violations = a.isolation_violations;
         r.busy_rewires = a.busy_rewires;
         r.search_cutoffs = self.placer.search_cutoffs();
@@ -864,7 +879,7 @@ impl Run<'_> {
         r.circuit_mismatches = a.circuit_mismatches;
         r.shared_ports = a.shared_ports;
         r.shared_jobs = a.shared_jobs;
-        r
+        Ok(r)
     }
 }
 

@@ -1013,6 +1013,60 @@ fn ledger_audits_shared_and_fresh_names_alike() {
     assert!(a.gpu_conflicts > 0 && a.circuit_mismatches > 0);
 }
 
+/// The audit on its own thread ([`super::auditor`]) counts what the ledger
+/// counts when its starts and finishes are applied in the loop, whatever
+/// the channel's depth: every event arrives, in order. Prefixes of one
+/// random sequence, so a lost, late or reordered event shows in one of
+/// them.
+#[test]
+fn the_audit_thread_counts_what_the_ledger_counts() {
+    use rand::{RngExt, SeedableRng};
+    use std::sync::Arc;
+    let patches: Vec<CrossConnect> = (1..9)
+        .map(|i| xc(&i.to_string(), &(i + 8).to_string()))
+        .collect();
+    let mut name = |s: String| crate::topology::Name::from(s);
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(11);
+    // (job, its decision when it starts, None when it finishes)
+    let mut events = Vec::new();
+    let mut running = Vec::new();
+    for job in 0..6000 {
+        if !running.is_empty() && rng.random_bool(0.5) {
+            let j = running.swap_remove(rng.random_range(0..running.len()));
+            events.push((j, None));
+        } else {
+            let d = Arc::new(random_decision(&mut rng, job, &mut name));
+            events.push((job, Some(d)));
+            running.push(job);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for len in [1, 2, 10, 100, 1000, 5000, events.len()] {
+        let (mut inline, piped) = (
+            Ledger::with_patches(&patches),
+            Auditor::spawn(Ledger::with_patches(&patches)).unwrap(),
+        );
+        for (job, d) in &events[..len] {
+            match d {
+                Some(d) => {
+                    inline.start(*job, d);
+                    piped.start(*job, d);
+                }
+                None => {
+                    inline.finish(*job);
+                    piped.finish(*job);
+                }
+            }
+        }
+        let piped = piped.ledger().unwrap();
+        let audit = piped.audit();
+        assert_eq!(audit, inline.audit(), "after {len} events");
+        assert_eq!(piped.running(), inline.running(), "after {len} events");
+        seen.insert(audit.isolation_violations);
+    }
+    assert!(seen.len() > 3, "the prefixes' audits differ: {seen:?}");
+}
+
 #[test]
 fn rearranging_moves_running_slices_with_every_audit_clean() {
     let (topo, trace) = hard_512("cluster512-ocs", 400, 2);

@@ -1,0 +1,101 @@
+//! The isolation [`Ledger`] on a thread of its own, beside the replay.
+//!
+//! The ledger is an independent audit (its module doc): it reads the
+//! decisions and nothing else, and the replay reads its counters once, at
+//! the end. So it need not run in the replay's loop: the replay sends it
+//! every start and finish, in order, over one bounded channel, and a
+//! worker thread applies them to the ledger exactly as the loop did, so
+//! the counters are the same (one sender, one receiver: the messages
+//! arrive in the order they were sent). At the end the channel is closed
+//! and the worker hands back the ledger's [`Audit`].
+//!
+//! Why (issue 13): on the 8192-GPU hard traces the audit was 17% of a
+//! `--backfill slices` replay's wall (it interns every port of every
+//! decision by name). The worker only reads the decisions: it drops its
+//! reference once a start is counted, and the replay's thread keeps
+//! dropping the finished jobs' decisions. Dropping them on the worker
+//! too (a large job's decision names thousands of ports) gained no wall
+//! and cost CPU: the two threads then take turns on the reference counts
+//! of the topology's shared names. On one core the replay costs what it
+//! did plus a channel message per start and finish (docs/performance.md,
+//! "The audit beside the replay").
+//!
+//! The channel holds at most [`DEPTH`] messages: a replay that outran the
+//! audit waits for it rather than queueing decisions without bound.
+
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::ledger::{Audit, Ledger};
+use crate::decision::Decision;
+
+/// Messages the channel holds before the replay waits for the audit.
+const DEPTH: usize = 4096;
+
+/// One event for the ledger, in replay order.
+enum Event {
+    /// Trace job `usize` started (or, after a finish, moved) under this
+    /// decision.
+    Start(usize, Arc<Decision>),
+    /// Trace job `usize` ended (or is about to move).
+    Finish(usize),
+}
+
+/// The replay's handle on the audit worker (module doc).
+#[derive(Debug)]
+pub(super) struct Auditor {
+    events: SyncSender<Event>,
+    worker: JoinHandle<Ledger>,
+}
+
+/// The audit worker stopped before the replay ended: a bug in the ledger.
+#[derive(Debug, thiserror::Error)]
+#[error("the isolation audit failed")]
+pub struct AuditFailed;
+
+impl Auditor {
+    /// Start the worker on `ledger`.
+    pub(super) fn spawn(mut ledger: Ledger) -> std::io::Result<Self> {
+        let (events, inbox) = sync_channel(DEPTH);
+        let worker = std::thread::Builder::new()
+            .name("vclos-audit".into())
+            .spawn(move || {
+                for event in inbox {
+                    match event {
+                        Event::Start(job, d) => ledger.start(job, &d),
+                        Event::Finish(job) => ledger.finish(job),
+                    }
+                }
+                ledger
+            })?;
+        Ok(Auditor { events, worker })
+    }
+
+    /// Trace job `job` started under `d`.
+    pub(super) fn start(&self, job: usize, d: &Arc<Decision>) {
+        self.send(Event::Start(job, Arc::clone(d)));
+    }
+
+    /// Trace job `job` ended.
+    pub(super) fn finish(&self, job: usize) {
+        self.send(Event::Finish(job));
+    }
+
+    /// A send fails only once the worker has stopped, which
+    /// [`Auditor::audit`] reports.
+    fn send(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    /// Every event applied: the ledger's counters.
+    pub(super) fn audit(self) -> Result<Audit, AuditFailed> {
+        self.ledger().map(|l| l.audit())
+    }
+
+    /// Every event applied: the ledger.
+    pub(super) fn ledger(self) -> Result<Ledger, AuditFailed> {
+        drop(self.events);
+        self.worker.join().map_err(|_| AuditFailed)
+    }
+}
