@@ -20,8 +20,10 @@
 //! did plus a channel message per start and finish (docs/performance.md,
 //! "The audit beside the replay").
 //!
-//! The channel holds at most [`DEPTH`] messages: a replay that outran the
-//! audit waits for it rather than queueing decisions without bound.
+//! Events go in batches of [`BATCH`]: one message, and at most one
+//! wake-up of the worker, per batch rather than per event. The channel
+//! holds at most [`DEPTH`] batches: a replay that outran the audit waits
+//! for it rather than queueing decisions without bound.
 
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -30,10 +32,13 @@ use std::thread::JoinHandle;
 use super::ledger::{Audit, Ledger};
 use crate::decision::Decision;
 
-/// Messages the channel holds before the replay waits for the audit.
-const DEPTH: usize = 4096;
+/// Events per message to the worker.
+const BATCH: usize = 256;
+/// Batches the channel holds before the replay waits for the audit.
+const DEPTH: usize = 16;
 
 /// One event for the ledger, in replay order.
+#[derive(Debug)]
 enum Event {
     /// Trace job `usize` started (or, after a finish, moved) under this
     /// decision.
@@ -45,7 +50,9 @@ enum Event {
 /// The replay's handle on the audit worker (module doc).
 #[derive(Debug)]
 pub(super) struct Auditor {
-    events: SyncSender<Event>,
+    events: SyncSender<Vec<Event>>,
+    /// Events not yet sent, in order.
+    batch: Vec<Event>,
     worker: JoinHandle<Ledger>,
 }
 
@@ -61,7 +68,7 @@ impl Auditor {
         let worker = std::thread::Builder::new()
             .name("vclos-audit".into())
             .spawn(move || {
-                for event in inbox {
+                for event in inbox.into_iter().flatten() {
                     match event {
                         Event::Start(job, d) => ledger.start(job, &d),
                         Event::Finish(job) => ledger.finish(job),
@@ -69,23 +76,36 @@ impl Auditor {
                 }
                 ledger
             })?;
-        Ok(Auditor { events, worker })
+        Ok(Auditor {
+            events,
+            batch: Vec::with_capacity(BATCH),
+            worker,
+        })
     }
 
     /// Trace job `job` started under `d`.
-    pub(super) fn start(&self, job: usize, d: &Arc<Decision>) {
+    pub(super) fn start(&mut self, job: usize, d: &Arc<Decision>) {
         self.send(Event::Start(job, Arc::clone(d)));
     }
 
     /// Trace job `job` ended.
-    pub(super) fn finish(&self, job: usize) {
+    pub(super) fn finish(&mut self, job: usize) {
         self.send(Event::Finish(job));
     }
 
+    /// Queue `event`, and send the batch once it is full.
+    fn send(&mut self, event: Event) {
+        self.batch.push(event);
+        if self.batch.len() == BATCH {
+            self.flush();
+        }
+    }
+
     /// A send fails only once the worker has stopped, which
-    /// [`Auditor::audit`] reports.
-    fn send(&self, event: Event) {
-        let _ = self.events.send(event);
+    /// [`Auditor::ledger`] reports.
+    fn flush(&mut self) {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        let _ = self.events.send(batch);
     }
 
     /// Every event applied: the ledger's counters.
@@ -94,7 +114,8 @@ impl Auditor {
     }
 
     /// Every event applied: the ledger.
-    pub(super) fn ledger(self) -> Result<Ledger, AuditFailed> {
+    pub(super) fn ledger(mut self) -> Result<Ledger, AuditFailed> {
+        self.flush();
         drop(self.events);
         self.worker.join().map_err(|_| AuditFailed)
     }

@@ -1042,7 +1042,7 @@ fn the_audit_thread_counts_what_the_ledger_counts() {
     }
     let mut seen = std::collections::BTreeSet::new();
     for len in [1, 2, 10, 100, 1000, 5000, events.len()] {
-        let (mut inline, piped) = (
+        let (mut inline, mut piped) = (
             Ledger::with_patches(&patches),
             Auditor::spawn(Ledger::with_patches(&patches)).unwrap(),
         );
