@@ -17,8 +17,11 @@
 //! too (a large job's decision names thousands of ports) gained no wall
 //! and cost CPU: the two threads then take turns on the reference counts
 //! of the topology's shared names. On one core the replay costs what it
-//! did plus a channel message per start and finish (docs/performance.md,
+//! did plus a channel message per batch of events (docs/performance.md,
 //! "The audit beside the replay").
+//!
+//! A replay that stops on an error drops its auditor: the worker applies
+//! what it was sent and ends, and nobody reads its counters.
 //!
 //! Events go in batches of [`BATCH`]: one message, and at most one
 //! wake-up of the worker, per batch rather than per event. The channel

@@ -1014,10 +1014,10 @@ fn ledger_audits_shared_and_fresh_names_alike() {
 }
 
 /// The audit on its own thread ([`super::auditor`]) counts what the ledger
-/// counts when its starts and finishes are applied in the loop, whatever
-/// the channel's depth: every event arrives, in order. Prefixes of one
-/// random sequence, so a lost, late or reordered event shows in one of
-/// them.
+/// counts when its starts and finishes are applied in the loop: every
+/// event arrives, in order, the last partial batch too. Prefixes of one
+/// random sequence (shorter and longer than a batch and than the
+/// channel), so a lost, late or reordered event shows in one of them.
 #[test]
 fn the_audit_thread_counts_what_the_ledger_counts() {
     use rand::{RngExt, SeedableRng};
