@@ -30,7 +30,7 @@
 //!
 //! Each decision also goes through an independent [`Ledger`] that audits
 //! isolation from the decisions themselves; see its module doc. It runs on
-//! a thread of its own beside the replay ([`auditor`]).
+//! a thread of its own beside the replay (module `auditor`).
 
 mod auditor;
 mod backfill;
