@@ -205,3 +205,78 @@ async fn sonic_leaf_fails_after_its_checkpoint_on_release() {
         "{r}"
     );
 }
+
+/// A writer lock whose check refuses `refusals` times, then holds: an etcd
+/// lease on a loaded machine, not renewed in time for one check and
+/// renewed right after.
+#[derive(Debug)]
+struct Lapsing {
+    holder: vclos::state::lock::Holder,
+    refusals: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl vclos::store::WriterLock for Lapsing {
+    fn holder(&self) -> &vclos::state::lock::Holder {
+        &self.holder
+    }
+
+    async fn set_operation(
+        &mut self,
+        _: &str,
+        _: Option<&str>,
+    ) -> Result<(), vclos::jobs::JobsError> {
+        Ok(())
+    }
+
+    async fn check(&self) -> Result<(), vclos::jobs::JobsError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self
+            .refusals
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+        {
+            Ok(_) => Err(vclos::store::RemoteError::LockLost {
+                location: "test".into(),
+                why: "its lease was not renewed in time".into(),
+            }
+            .into()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The lock's check refuses right before the first device commit, and
+/// holds again when asked after the transaction (the lease renewed late,
+/// as a loaded CI machine once showed through `vclos serve`, which then
+/// answered `502`, "the devices refused"): the change is refused as a lost
+/// lock (what a leader steps down on, and the service answers `503` with
+/// `Retry-After`), nothing changed on any device or in state.json, no
+/// journal is left, and the next change goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lapsing_before_the_commit_is_a_lost_lock_not_a_device_refusal() {
+    use std::sync::atomic::AtomicUsize;
+    let emu = common::emu(Duration::ZERO).await;
+    let mut f = emu.fabric().await.with_policy(Policy::OcsVclos);
+    let lock = Lapsing {
+        holder: vclos::state::lock::Holder::me("test", None),
+        refusals: AtomicUsize::new(1),
+    };
+    f.adopt_lock(Box::new(lock)).await.unwrap();
+    let before = emu.configs(&f).await;
+    let state = emu.state_bytes();
+    let e = f.submit(&id("a"), 24, &NoProgress).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            vclos::jobs::JobsError::Remote(vclos::store::RemoteError::LockLost { .. })
+        ),
+        "{e}"
+    );
+    assert_eq!(emu.configs(&f).await, before);
+    assert_eq!(emu.state_bytes(), state);
+    assert!(f.pending_journal().await.unwrap().is_none());
+    assert!(f.jobs().is_empty());
+    let r = f.submit(&id("a"), 24, &NoProgress).await.unwrap();
+    assert!(r.report.is_committed(), "{}", r.report);
+    assert_eq!(f.jobs().len(), 1);
+}

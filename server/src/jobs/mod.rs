@@ -155,6 +155,10 @@ struct TxGuard<'a> {
     /// What the foreign-steering check found (the typed refusal).
     found: std::sync::Mutex<Vec<ForeignConflict>>,
     lock: Option<&'a dyn WriterLock>,
+    /// The lock's refusal, when its check stopped the transaction (typed,
+    /// for the answer: a lost lock is no device refusal, and checking it
+    /// again after the transaction may pass once the lease is renewed).
+    lost: std::sync::Mutex<Option<JobsError>>,
 }
 
 impl<'a> TxGuard<'a> {
@@ -171,6 +175,7 @@ impl<'a> TxGuard<'a> {
             outside: plan::Running::new(),
             found: std::sync::Mutex::new(Vec::new()),
             lock,
+            lost: std::sync::Mutex::new(None),
         }
     }
 
@@ -213,6 +218,11 @@ impl<'a> TxGuard<'a> {
     fn refused(&self) -> Vec<ForeignConflict> {
         self.found.lock().map(|f| f.clone()).unwrap_or_default()
     }
+
+    /// The lock check's refusal, if one stopped the transaction.
+    fn lost(&self) -> Option<JobsError> {
+        self.lost.lock().ok()?.take()
+    }
 }
 
 #[async_trait::async_trait]
@@ -230,10 +240,16 @@ impl controller::Guard for TxGuard<'_> {
     }
 
     async fn check(&self) -> Result<(), String> {
-        match self.lock {
-            Some(l) => l.check().await.map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        let Some(l) = self.lock else {
+            return Ok(());
+        };
+        l.check().await.map_err(|e| {
+            let why = e.to_string();
+            if let Ok(mut lost) = self.lost.lock() {
+                lost.get_or_insert(e);
+            }
+            why
+        })
     }
 }
 
@@ -861,6 +877,7 @@ impl Fabric {
         let applied =
             controller::apply_guarded(set, factory, &self.options, progress, &guard).await;
         let refused = guard.refused();
+        let lost = guard.lost();
         let synced = sync.await.unwrap_or_else(|e| {
             Err(JobsError::Journal {
                 file: self.store.journal_name(),
@@ -888,7 +905,13 @@ impl Fabric {
                 return Err(JobsError::ForeignSteering(refused));
             }
             // Nothing changed; if the lock's check is what stopped it, say
-            // that (a leader steps down on it) rather than a device refusal.
+            // that (a leader steps down on it) rather than a device refusal:
+            // as the check found it then (on a loaded machine the lease may
+            // be renewed by now, so a second check could pass), or as it is
+            // now.
+            if let Some(e) = lost {
+                return Err(e);
+            }
             if let Some(l) = &self.lock {
                 l.check().await?;
             }
