@@ -637,8 +637,16 @@ pub(crate) fn release_held(
     state: &mut FabricState,
     job: &JobId,
 ) -> Result<Decision, PlacementError> {
+    release_held_shared(state, job).map(Arc::unwrap_or_clone)
+}
+
+/// [`release_held`], the decision as held ([`Placer::release_shared`]).
+pub(crate) fn release_held_shared(
+    state: &mut FabricState,
+    job: &JobId,
+) -> Result<Arc<Decision>, PlacementError> {
     state
-        .release(job)
+        .release_shared(job)
         .map_err(|_| PlacementError::UnknownJob(job.clone()))
 }
 

@@ -156,8 +156,7 @@ macro_rules! rearranging_methods {
         ) -> Result<std::sync::Arc<$crate::decision::Decision>, $crate::placement::PlacementError>
         {
             use $crate::placement::rearrange::Rearrange as _;
-            (self.state_mut().release_shared(job))
-                .map_err(|_| $crate::placement::PlacementError::UnknownJob(job.clone()))
+            $crate::placement::release_held_shared(self.state_mut(), job)
         }
 
         fn rearrange(
