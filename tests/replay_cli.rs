@@ -451,6 +451,93 @@ fn sweep_writes_csv_and_charts_deterministically() {
     assert!(!dir.path().join("c").exists());
 }
 
+/// Issue 13's mode in a sweep: `--round-up` and `--backfill slices` reach
+/// every replay of the grid, and a sweep's row is what `vclos replay` of
+/// the same generated trace reports with the same options (avg JCT,
+/// rounded and backfilled jobs, to the CSV's decimals).
+#[test]
+fn sweep_rows_with_round_up_and_slices_are_the_replays_of_the_same_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = "topologies/cluster512-ocs.yaml";
+    let (jobs, load, seed) = ("300", "0.9", "2");
+    let sweep = |round_up: &str| {
+        let out = dir.path().join(format!("s{round_up}"));
+        let o = vclos(&[
+            "sweep",
+            "--topology",
+            topo,
+            "--jobs",
+            jobs,
+            "--policies",
+            "ocs-vclos+partial",
+            "--loads",
+            load,
+            "--seeds",
+            seed,
+            "--sizes",
+            "uniform",
+            "--network",
+            "ideal",
+            "--backfill",
+            "slices",
+            "--round-up",
+            round_up,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+        let mut lines = text.lines();
+        let head: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+        let row: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+        assert!(lines.next().is_none());
+        move |col: &str| row[head.iter().position(|c| c == col).unwrap()].clone()
+    };
+    let gen = vclos(&[
+        "trace", "generate", "--jobs", jobs, "--gpus", "512", "--load", load, "--seed", seed,
+        "--sizes", "uniform",
+    ]);
+    assert!(gen.status.success(), "{}", stderr(&gen));
+    let trace = write(dir.path(), "t.csv", &stdout(&gen));
+    let replay = |round_up: &str| {
+        let o = vclos(&[
+            "replay",
+            "--topology",
+            topo,
+            "--trace",
+            trace.to_str().unwrap(),
+            "--policy",
+            "ocs-vclos",
+            "--partial-servers",
+            "--network",
+            "ideal",
+            "--backfill",
+            "slices",
+            "--round-up",
+            round_up,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    };
+    let mut rounded = Vec::new();
+    for round_up in ["0", "2"] {
+        let (row, r) = (sweep(round_up), replay(round_up));
+        assert_eq!(row("policy"), "ocs-vclos+partial");
+        assert_eq!(
+            row("avg_jct_s"),
+            format!("{:.3}", r["avg_jct_s"].as_f64().unwrap())
+        );
+        for col in ["completed", "rounded_jobs", "backfilled_jobs"] {
+            assert_eq!(row(col), r[col].to_string(), "{col}, --round-up {round_up}");
+        }
+        assert_eq!(row("isolation_violations"), "0");
+        rounded.push(r["rounded_jobs"].as_u64().unwrap());
+    }
+    // The option is not a no-op on this trace: it rounds more jobs.
+    assert!(rounded[1] > rounded[0], "{rounded:?}");
+}
+
 /// Issue 15: `titan` fills partly used servers first and never lets a
 /// phase exceed a link, so under the fair-share model no job is slowed;
 /// on sizes that are not whole servers fewer jobs wait for GPUs than under

@@ -46,6 +46,11 @@ pub struct SweepArgs {
     queues: Vec<QueuePolicy>,
     #[command(flatten)]
     backfill: super::replay::BackfillArgs,
+    /// vclos / ocs-vclos, in every replay: when no slice of a job's size is
+    /// free now, take up to this many more whole servers if that has one
+    /// (as `vclos replay --round-up`); 0 (default) waits instead.
+    #[arg(long, value_name = "SERVERS", default_value_t = 0)]
+    round_up: u32,
     /// Trace seeds, comma-separated (each also seeds ECMP).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
@@ -128,6 +133,7 @@ pub fn run(a: SweepArgs) -> Result<ExitCode> {
         },
         fair_share: a.network == NetworkModel::FairShare,
         backfill: a.backfill.mode(),
+        round_up: a.round_up,
     };
     let bar = progress_bar(grid.runs(), "replays");
     let rows = sweep::run(&topo, &grid, usize::from(a.threads), &|| bar.inc(1))?;

@@ -147,6 +147,10 @@ pub struct Grid {
     pub fair_share: bool,
     /// Backfilling behind a blocked head, in every replay of the grid.
     pub backfill: Backfill,
+    /// Servers a blocked job may take beyond its size, in every replay of
+    /// the grid (`--round-up`, [`SliceOptions::round_up`]; vclos and
+    /// ocs-vclos use it, 0: never).
+    pub round_up: u32,
 }
 
 /// One replay of the grid.
@@ -273,6 +277,7 @@ fn one(
     policy: Variant,
 ) -> Result<Row, SweepError> {
     let options = SliceOptions {
+        round_up: grid.round_up,
         partial_servers: policy.partial_servers,
         // Titan time-shares only where no phases meet (its bandwidth
         // guarantee, and its shortest waits: docs/titan.md 6.8).
@@ -284,7 +289,6 @@ fn one(
             },
             ..SharingMode::default()
         }),
-        ..SliceOptions::default()
     };
     let state = crate::state::FabricState::new(Arc::clone(topo));
     let placer = match policy.on_fabric {
@@ -354,6 +358,9 @@ pub const COLUMNS: &[&str] = &[
     "shared_jobs",
     "avg_jwt_gpu_s",
     "avg_jwt_network_s",
+    "backfilled_jobs",
+    "rounded_jobs",
+    "reserved_idle_gpu_s",
 ];
 
 /// The rows as CSV (three decimals, no timings: the same grid, the same bytes).
@@ -364,7 +371,7 @@ pub fn csv(rows: &[Row]) -> String {
         let r = &row.report;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{},{},{:.3},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.6},{:.6},{},{},{},{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{},{},{},{:.3},{:.3},{},{},{:.3}",
             row.policy,
             row.load,
             row.queue,
@@ -394,6 +401,9 @@ pub fn csv(rows: &[Row]) -> String {
             r.shared_jobs,
             r.avg_jwt_gpu_s,
             r.avg_jwt_network_s,
+            r.backfilled_jobs,
+            r.rounded_jobs,
+            r.reserved_idle_gpu_s,
         );
     }
     out

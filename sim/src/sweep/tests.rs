@@ -12,6 +12,7 @@ fn cluster512() -> Arc<Topology> {
 fn grid() -> Grid {
     Grid {
         backfill: Default::default(),
+        round_up: 0,
         policies: vec![
             Policy::Vclos.into(),
             Policy::Best.into(),
