@@ -532,6 +532,8 @@ fn sweep_rows_with_round_up_and_slices_are_the_replays_of_the_same_trace() {
             assert_eq!(row(col), r[col].to_string(), "{col}, --round-up {round_up}");
         }
         assert_eq!(row("isolation_violations"), "0");
+        // Slice backfilling is not a no-op here either.
+        assert!(r["backfilled_jobs"].as_u64().unwrap() > 0, "{r}");
         rounded.push(r["rounded_jobs"].as_u64().unwrap());
     }
     // The option is not a no-op on this trace: it rounds more jobs.
